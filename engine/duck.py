@@ -1,0 +1,68 @@
+"""DuckDB connections that never touch the network.
+
+The SQLite scanner extension comes from the `duckdb-extension-sqlite-scanner` wheel, whose
+version must equal duckdb's exactly: a mismatched wheel (pip resolves an unpinned scanner to
+1.0.3) fails to load with an obscure error, so we check the pair and say what to install.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.resources
+from pathlib import Path
+
+import duckdb
+
+from .errors import SetupError
+
+_SCANNER_DIST = "duckdb-extension-sqlite-scanner"
+_SCANNER_PKG = "duckdb_extension_sqlite_scanner"
+
+
+def scanner_extension_path() -> Path:
+    duckdb_version = duckdb.__version__
+    try:
+        scanner_version = importlib.metadata.version(_SCANNER_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        raise SetupError(
+            f"The DuckDB SQLite extension is not installed; run "
+            f"`pip install {_SCANNER_DIST}=={duckdb_version}`."
+        ) from None
+    if scanner_version != duckdb_version:
+        raise SetupError(
+            f"{_SCANNER_DIST} {scanner_version} does not match duckdb {duckdb_version}; run "
+            f"`pip install {_SCANNER_DIST}=={duckdb_version}`."
+        )
+    root = importlib.resources.files(_SCANNER_PKG)
+    path = Path(str(root)) / "extensions" / f"v{duckdb_version}" / "sqlite_scanner.duckdb_extension"
+    if not path.is_file():
+        raise SetupError(
+            f"The SQLite extension file is missing from {_SCANNER_DIST} ({path}); reinstall it with "
+            f"`pip install --force-reinstall {_SCANNER_DIST}=={duckdb_version}`."
+        )
+    return path
+
+
+def offline_connection(database: str = ":memory:", *, threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with extension auto-install/auto-load disabled."""
+    config: dict[str, object] = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+    }
+    if threads:
+        config["threads"] = threads
+    return duckdb.connect(database, config=config)
+
+
+def load_sqlite_scanner(con: duckdb.DuckDBPyConnection) -> None:
+    path = scanner_extension_path()
+    con.execute(f"LOAD '{_sql_string(str(path))}'")
+
+
+def _sql_string(text: str) -> str:
+    return text.replace("'", "''")
+
+
+def sql_literal(text: str) -> str:
+    """Quote a Python string as a SQL string literal."""
+    return "'" + _sql_string(text) + "'"

@@ -1,0 +1,575 @@
+"""Open an Nsight Systems SQLite export read-only and build the canonical views.
+
+Every nsys version difference is absorbed here and nowhere else (see shared nsys-schema.md):
+two metadata-table names, legacy TARGET_INFO_GPU columns, columns added over the years, NVTX text
+inline or in StringIds, pid/tid packed into globalTid, `_vNNNN` API suffixes, enum tables that
+may be absent (codes are hard-coded), GPUs listed that did no work, graph-mode CUDA graphs.
+
+The needed columns of the big tables are copied once into native DuckDB tables, so facts that
+scan them several times never go back to SQLite.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import duckdb
+
+from .canonical import VIEWS
+from .duck import load_sqlite_scanner, offline_connection, sql_literal
+from .errors import InputError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+PID_MASK = 0xFFFFFF
+
+# Tables whose presence marks a file as an nsys export (the empty-capture export has only the first).
+_NSYS_MARKERS = (
+    "StringIds",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS",
+    "TARGET_INFO_GPU",
+    "TARGET_INFO_SESSION_START_TIME",
+    "META_DATA_EXPORT",
+    "EXPORT_META_DATA",
+)
+
+COPY_KINDS = {
+    0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+    8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD",
+}
+MEM_KINDS = {
+    0: "pageable", 1: "pinned", 2: "device", 3: "array", 4: "managed", 5: "device_static",
+    6: "managed_static", 7: "unknown",
+}
+SYNC_TYPES = {0: "unknown", 1: "event_sync", 2: "stream_wait_event", 3: "stream_sync", 4: "context_sync"}
+NVTX_PUSH_POP, NVTX_START_END, NVTX_DOMAIN_CREATE = 59, 60, 75
+
+_MISSING_REASON = {
+    "kernels": "the export has no CUPTI_ACTIVITY_KIND_KERNEL table: no CUDA kernel was traced "
+               "(profile with `nsys profile --trace=cuda`)",
+    "api_calls": "the export has no CUPTI_ACTIVITY_KIND_RUNTIME table: CUDA API calls were not traced",
+    "memcpys": "the export has no CUPTI_ACTIVITY_KIND_MEMCPY table: the capture has no CUDA memcpy data",
+    "memsets": "the export has no CUPTI_ACTIVITY_KIND_MEMSET table: the capture has no CUDA memset data",
+    "syncs": "the export has no CUPTI_ACTIVITY_KIND_SYNCHRONIZATION table: no CPU-blocking synchronisation was traced",
+    "graph_launches": "the export has no CUPTI_ACTIVITY_KIND_GRAPH_TRACE table: no CUDA graph replay was "
+                      "traced in graph mode",
+    "nvtx_ranges": "the export has no NVTX_EVENTS table: the application emitted no NVTX ranges or "
+                   "NVTX tracing was off (`--trace=nvtx`)",
+    "gpu_metrics": "the export has no GPU_METRICS table: capture with `nsys profile --gpu-metrics-devices=all` "
+                   "to get DRAM and SM throughput",
+    "devices": "the export lists no GPU (no TARGET_INFO_GPU table)",
+    "processes": "the export has no PROCESSES table",
+}
+
+
+@dataclass
+class ViewStatus:
+    rows: int
+    reason: str | None = None  # why the view is empty, when it is
+
+
+@dataclass
+class ProfileInfo:
+    path: str
+    nsys_version: str | None = None
+    schema_version: str | None = None
+    export_time_utc: str | None = None
+    metadata_table: str | None = None
+    command: str | None = None
+    graph_trace_setting: str | None = None   # 'graph' or 'node' as recorded in the capture options
+    graph_trace_mode: str | None = None      # 'graph' or 'node' as the data shows, else the setting
+    start_ns: int | None = None              # span of the traced activity (what is judged)
+    end_ns: int | None = None
+    session_start_ns: int | None = None      # whole session per ANALYSIS_DETAILS, when recorded
+    session_end_ns: int | None = None
+    source_tables: list[str] = field(default_factory=list)
+
+    @property
+    def duration_ns(self) -> int | None:
+        if self.start_ns is None or self.end_ns is None:
+            return None
+        return self.end_ns - self.start_ns
+
+
+class Export:
+    """An opened export: a DuckDB connection holding the canonical tables, plus what we learned."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, info: ProfileInfo, views: dict[str, ViewStatus]):
+        self.con = con
+        self.info = info
+        self.views = views
+
+    def query(self, sql: str, params: list | None = None) -> list[tuple]:
+        return self.con.execute(sql, params or []).fetchall()
+
+    def count(self, view: str) -> int:
+        return self.views[view].rows
+
+    @property
+    def used_devices(self) -> list[int]:
+        return [r[0] for r in self.query("SELECT device_id FROM devices WHERE used ORDER BY device_id")]
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Export":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def check_profile_path(path: str | os.PathLike) -> Path:
+    """Fail with one clear sentence unless `path` is a readable SQLite file."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file; give the path of an nsys SQLite export "
+                         f"(`nsys export --type sqlite report.nsys-rep`).")
+    if p.is_dir():
+        raise InputError(f"{p} is a directory; give the path of one .sqlite export.")
+    if p.suffix in (".nsys-rep", ".qdrep"):
+        raise InputError(
+            f"{p} is an Nsight Systems report, not a SQLite export; convert it first with "
+            f"`nsys export --type sqlite --output {p.with_suffix('.sqlite')} {p}`."
+        )
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except PermissionError:
+        raise InputError(f"{p}: permission denied; make the file readable (chmod +r) or run as its owner.") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot be read ({exc.strerror}).") from None
+    if head != SQLITE_MAGIC:
+        raise InputError(f"{p} is not a SQLite database; export the profile with "
+                         f"`nsys export --type sqlite`.")
+    return p
+
+
+def open_export(path: str | os.PathLike, *, threads: int | None = None,
+                progress: Callable[[str], None] | None = None) -> Export:
+    """Open `path` read-only and build the canonical views in an in-memory DuckDB database."""
+    p = check_profile_path(path)
+    con = offline_connection(threads=threads)
+    try:
+        load_sqlite_scanner(con)
+        try:
+            con.execute(f"ATTACH {sql_literal(str(p.resolve()))} AS src (TYPE sqlite, READ_ONLY)")
+            tables = _source_columns(con)
+        except duckdb.Error as exc:
+            raise InputError(_describe_sqlite_failure(p, exc)) from None
+        if not any(t in tables for t in _NSYS_MARKERS):
+            raise InputError(
+                f"{p} is a SQLite database but not an Nsight Systems export (it has none of the tables "
+                f"nsys writes, such as StringIds or CUPTI_ACTIVITY_KIND_KERNEL); export the profile with "
+                f"`nsys export --type sqlite`."
+            )
+        builder = _Builder(con, p, tables, progress)
+        export = builder.build()
+        con.execute("DETACH src")
+        return export
+    except BaseException:
+        con.close()
+        raise
+
+
+def _describe_sqlite_failure(p: Path, exc: Exception) -> str:
+    msg = str(exc).lower()
+    if "locked" in msg or "busy" in msg:
+        return f"{p} is locked by another program; wait for it to finish (or copy the file) and try again."
+    if "permission" in msg or "readonly" in msg or "unable to open" in msg:
+        return f"{p} cannot be opened for reading; check its permissions."
+    return (f"{p} is damaged or truncated ({str(exc).splitlines()[0]}); export the profile again with "
+            f"`nsys export --type sqlite`.")
+
+
+def _source_columns(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    rows = con.execute(
+        "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = 'src' "
+        "ORDER BY table_name, column_index"
+    ).fetchall()
+    tables: dict[str, list[str]] = {}
+    for table, column in rows:
+        tables.setdefault(table, []).append(column)
+    return tables
+
+
+def _case(expr: str, mapping: dict[int, str], default: str) -> str:
+    whens = " ".join(f"WHEN {k} THEN {sql_literal(v)}" for k, v in mapping.items())
+    return f"(CASE {expr} {whens} ELSE {sql_literal(default)} END)"
+
+
+def _pid(expr: str) -> str:
+    return f"CAST(({expr} >> 24) & {PID_MASK} AS BIGINT)"
+
+
+def _tid(expr: str) -> str:
+    return f"CAST({expr} & {PID_MASK} AS BIGINT)"
+
+
+class _Builder:
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, tables: dict[str, list[str]],
+                 progress: Callable[[str], None] | None):
+        self.con = con
+        self.path = path
+        self.tables = tables
+        self.progress = progress or (lambda _msg: None)
+        self.views: dict[str, ViewStatus] = {}
+        self.info = ProfileInfo(path=str(path), source_tables=sorted(tables))
+
+    # -- helpers -------------------------------------------------------------------------------
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def col(self, table: str, column: str, alias: str, default: str = "NULL") -> str:
+        return f'{alias}."{column}"' if column in self.tables.get(table, ()) else default
+
+    def _run_with_fallback(self, source_table: str, make_sql: Callable[[str], str]) -> None:
+        """Run SQL that reads `source_table`; if DuckDB rejects its text (invalid UTF-8 bytes, seen in
+        real exports), copy the table through Python's sqlite3 with lossy decoding and retry."""
+        try:
+            self.con.execute(make_sql(f'src."{source_table}"'))
+        except duckdb.Error as exc:
+            if "unicode" not in str(exc).lower() and "utf" not in str(exc).lower():
+                raise
+            native = self._copy_lossy(source_table)
+            self.con.execute(make_sql(native))
+
+    def _copy_lossy(self, table: str) -> str:
+        native = f'"_lossy_{table}"'
+        columns = self.tables[table]
+        uri = self.path.resolve().as_uri() + "?mode=ro"
+        lite = sqlite3.connect(uri, uri=True)
+        try:
+            lite.text_factory = lambda b: b.decode("utf-8", "replace").replace("\x00", "")
+            cursor = lite.execute(f'SELECT {", ".join(chr(34) + c + chr(34) for c in columns)} FROM "{table}"')
+            types = dict(self.con.execute(
+                "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name='src' AND table_name=?",
+                [table]).fetchall())
+            self.con.execute(f"CREATE TEMP TABLE {native} ("
+                             + ", ".join(f'"{c}" {types.get(c, "VARCHAR")}' for c in columns) + ")")
+            placeholders = ", ".join("?" for _ in columns)
+            while chunk := cursor.fetchmany(50_000):
+                self.con.executemany(f"INSERT INTO {native} VALUES ({placeholders})", chunk)
+        finally:
+            lite.close()
+        return native
+
+    def _create_view(self, view: str, source_table: str | None, make_select: Callable[[str], str] | None) -> None:
+        self.con.execute(VIEWS[view].ddl())
+        if source_table is None or not self.has(source_table) or make_select is None:
+            self.views[view] = ViewStatus(0, _MISSING_REASON.get(view, f"the export has no data for {view}"))
+            return
+        self.progress(f"reading {source_table}")
+        self._run_with_fallback(source_table, lambda t: f'INSERT INTO "{view}" {make_select(t)}')
+        rows = self.con.execute(f'SELECT count(*) FROM "{view}"').fetchone()[0]
+        reason = None if rows else f"the {source_table} table of the export is empty"
+        self.views[view] = ViewStatus(rows, reason)
+
+    # -- build ---------------------------------------------------------------------------------
+    def build(self) -> Export:
+        self._metadata()
+        self._strings()
+        self._kernels()
+        self._api_calls()
+        self._memcpys()
+        self._memsets()
+        self._syncs()
+        self._graph_launches()
+        self._nvtx()
+        self._gpu_metrics()
+        self._devices()
+        self._processes()
+        self._window_and_graph_mode()
+        self._profile_info()
+        return Export(self.con, self.info, self.views)
+
+    def _metadata(self) -> None:
+        meta: dict[str, str] = {}
+        for table in ("EXPORT_META_DATA", "META_DATA_EXPORT"):  # renamed in 2023.3
+            if self.has(table):
+                self.info.metadata_table = table
+                for name, value in self.con.execute(f'SELECT name, value FROM src."{table}"').fetchall():
+                    meta.setdefault(str(name), "" if value is None else str(value))
+        self.info.nsys_version = meta.get("EXPORT_PRODUCT_VERSION") or None
+        self.info.schema_version = meta.get("EXPORT_SCHEMA_VERSION") or None
+        self.info.export_time_utc = meta.get("EXPORT_TIME_UTC") or None
+        if self.has("META_DATA_CAPTURE"):
+            capture = self.con.execute('SELECT name, value FROM src."META_DATA_CAPTURE"').fetchall()
+            for name, value in capture:
+                name = str(name)
+                if name.endswith("CUDA_GRAPH_TRACE_OPTIONS:MODE") and value:
+                    self.info.graph_trace_setting = str(value).strip().lower()
+                elif name == "PROCESS_0:COMMAND" and value and not self.info.command:
+                    self.info.command = str(value)
+
+    def _strings(self) -> None:
+        self.con.execute("CREATE TABLE _strings (id BIGINT, value VARCHAR)")
+        if self.has("StringIds"):
+            self._run_with_fallback("StringIds", lambda t: f"INSERT INTO _strings SELECT id, value FROM {t}")
+
+    def _kernels(self) -> None:
+        T = "CUPTI_ACTIVITY_KIND_KERNEL"
+
+        def select(src: str) -> str:
+            c = lambda name, default="NULL": self.col(T, name, "k", default)  # noqa: E731
+            return f"""
+            SELECT k.start, k."end", k."end" - k.start,
+                   {c('deviceId')}, {c('streamId')}, {_pid(c('globalPid'))}, {c('correlationId')},
+                   {c('contextId')},
+                   COALESCE(dn.value, sn.value), COALESCE(sn.value, dn.value),
+                   NULLIF({c('graphNodeId')}, 0), NULLIF({c('graphId')}, 0),
+                   {c('gridX', '1')} * {c('gridY', '1')} * {c('gridZ', '1')},
+                   {c('blockX', '1')} * {c('blockY', '1')} * {c('blockZ', '1')},
+                   {c('registersPerThread')}
+            FROM {src} k
+            LEFT JOIN _strings dn ON dn.id = {c('demangledName')}
+            LEFT JOIN _strings sn ON sn.id = {c('shortName')}"""
+
+        self._create_view("kernels", T, select)
+
+    def _api_calls(self) -> None:
+        sources = [t for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER") if self.has(t)]
+        self.con.execute(VIEWS["api_calls"].ddl())
+        if not sources:
+            self.views["api_calls"] = ViewStatus(0, _MISSING_REASON["api_calls"])
+            return
+        for T in sources:
+            def select(src: str, T: str = T) -> str:
+                c = lambda name, default="NULL": self.col(T, name, "r", default)  # noqa: E731
+                event_class = c("eventClass")
+                return f"""
+                SELECT r.start, r."end", r."end" - r.start,
+                       {_pid('r.globalTid')}, {_tid('r.globalTid')}, r.globalTid, {c('correlationId')},
+                       regexp_replace(s.value, '_v[0-9]+$', ''),
+                       CASE WHEN {event_class} = 0 THEN 'runtime'
+                            WHEN {event_class} = 1 THEN 'driver'
+                            WHEN s.value LIKE 'cuda%' THEN 'runtime'
+                            ELSE 'driver' END,
+                       {c('returnValue')}
+                FROM {src} r LEFT JOIN _strings s ON s.id = {c('nameId')}"""
+
+            self.progress(f"reading {T}")
+            self._run_with_fallback(T, lambda t, select=select: f"INSERT INTO api_calls {select(t)}")
+        rows = self.con.execute("SELECT count(*) FROM api_calls").fetchone()[0]
+        self.views["api_calls"] = ViewStatus(rows, None if rows else "the CUDA API tables of the export are empty")
+
+    def _memcpys(self) -> None:
+        T = "CUPTI_ACTIVITY_KIND_MEMCPY"
+
+        def select(src: str) -> str:
+            c = lambda name, default="NULL": self.col(T, name, "m", default)  # noqa: E731
+            kind = c("copyKind", "0")
+            return f"""
+            SELECT m.start, m."end", m."end" - m.start,
+                   {c('deviceId')}, {c('streamId')}, {_pid(c('globalPid'))}, {c('correlationId')},
+                   {c('bytes')}, {_case(kind, COPY_KINDS, 'unknown')},
+                   {_case(c('srcKind', '7'), MEM_KINDS, 'unknown')}, {_case(c('dstKind', '7'), MEM_KINDS, 'unknown')},
+                   {kind} IN (11, 12, 13),
+                   CASE WHEN {kind} IN (11, 12, 13) THEN {c('migrationCause')} END,
+                   NULLIF({c('graphNodeId')}, 0)
+            FROM {src} m"""
+
+        self._create_view("memcpys", T, select)
+
+    def _memsets(self) -> None:
+        T = "CUPTI_ACTIVITY_KIND_MEMSET"
+
+        def select(src: str) -> str:
+            c = lambda name, default="NULL": self.col(T, name, "m", default)  # noqa: E731
+            return f"""
+            SELECT m.start, m."end", m."end" - m.start,
+                   {c('deviceId')}, {c('streamId')}, {_pid(c('globalPid'))}, {c('correlationId')},
+                   {c('bytes')}, {_case(c('memKind', '7'), MEM_KINDS, 'unknown')}, NULLIF({c('graphNodeId')}, 0)
+            FROM {src} m"""
+
+        self._create_view("memsets", T, select)
+
+    def _syncs(self) -> None:
+        T = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+
+        def select(src: str) -> str:
+            c = lambda name, default="NULL": self.col(T, name, "s", default)  # noqa: E731
+            return f"""
+            SELECT s.start, s."end", s."end" - s.start,
+                   {c('deviceId')}, {c('streamId')}, {_pid(c('globalPid'))}, {c('correlationId')},
+                   {_case(c('syncType', '0'), SYNC_TYPES, 'unknown')}, a.name
+            FROM {src} s
+            LEFT JOIN (SELECT pid, correlation_id, any_value(name) AS name FROM api_calls
+                       WHERE correlation_id IS NOT NULL GROUP BY ALL) a
+              ON a.correlation_id = {c('correlationId')} AND a.pid = {_pid(c('globalPid'))}"""
+
+        self._create_view("syncs", T, select)
+
+    def _graph_launches(self) -> None:
+        T = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+
+        def select(src: str) -> str:
+            c = lambda name, default="NULL": self.col(T, name, "g", default)  # noqa: E731
+            return f"""
+            SELECT g.start, g."end", g."end" - g.start,
+                   {c('deviceId')}, {c('streamId')}, {_pid(c('globalPid'))}, {c('correlationId')},
+                   {c('graphId')}, {c('graphExecId')}
+            FROM {src} g"""
+
+        self._create_view("graph_launches", T, select)
+
+    def _nvtx(self) -> None:
+        T = "NVTX_EVENTS"
+
+        def select(src: str) -> str:
+            c = lambda name, default="NULL": self.col(T, name, "e", default)  # noqa: E731
+            d = lambda name, default="NULL": self.col(T, name, "d", default)  # noqa: E731
+            text_e = f"COALESCE({c('text')}, st.value)"
+            return f"""
+            WITH domains AS (
+                SELECT {d('domainId')} AS domain_id, {_pid('d.globalTid')} AS pid,
+                       any_value(COALESCE({d('text')}, ds.value)) AS name
+                FROM {src} d LEFT JOIN _strings ds ON ds.id = {d('textId')}
+                WHERE d.eventType = {NVTX_DOMAIN_CREATE}
+                GROUP BY ALL)
+            SELECT e.start, e."end", e."end" - e.start,
+                   {_pid('e.globalTid')}, {_tid('e.globalTid')}, e.globalTid,
+                   {text_e}, dom.name,
+                   CASE e.eventType WHEN {NVTX_PUSH_POP} THEN 'push_pop' ELSE 'start_end' END
+            FROM {src} e
+            LEFT JOIN _strings st ON st.id = {c('textId')}
+            LEFT JOIN domains dom ON dom.domain_id = {c('domainId')} AND dom.pid = {_pid('e.globalTid')}
+                                 AND {c('domainId', '0')} <> 0
+            WHERE e.eventType IN ({NVTX_PUSH_POP}, {NVTX_START_END})
+              AND e."end" IS NOT NULL AND e."end" >= e.start"""
+
+        self._create_view("nvtx_ranges", T, select)
+
+    def _gpu_metrics(self) -> None:
+        T = "GPU_METRICS"
+        info = "TARGET_INFO_GPU_METRICS"
+
+        def select(src: str) -> str:
+            c = lambda name, default="NULL": self.col(T, name, "g", default)  # noqa: E731
+            ts = c("timestamp", c("rawTimestamp"))
+            if self.has(info):
+                return f"""
+                SELECT {ts}, t.source_id, COALESCE(t.metric_name, 'metric ' || {c('metricId')}),
+                       CAST({c('value')} AS DOUBLE)
+                FROM {src} g
+                LEFT JOIN (SELECT typeId AS type_id, metricId AS metric_id,
+                                  any_value(sourceId) AS source_id, any_value(metricName) AS metric_name
+                           FROM src."{info}" GROUP BY ALL) t
+                  ON t.type_id = {c('typeId')} AND t.metric_id = {c('metricId')}"""
+            return f"""SELECT {ts}, NULL, 'metric ' || {c('metricId')}, CAST({c('value')} AS DOUBLE) FROM {src} g"""
+
+        self._create_view("gpu_metrics", T, select)
+
+    def _devices(self) -> None:
+        self.con.execute(VIEWS["devices"].ddl())
+        listed = "SELECT NULL::INTEGER AS device_id, NULL::VARCHAR AS name, NULL::INTEGER AS sm, NULL::BIGINT AS bw, " \
+                 "NULL::BIGINT AS mem, NULL::BIGINT AS clk, NULL::VARCHAR AS cc WHERE false"
+        T = "TARGET_INFO_GPU"
+        if self.has(T):
+            g = lambda name, default="NULL": self.col(T, name, "g", default)  # noqa: E731
+            device_id = g("id", g("deviceId"))
+            if "smCount" in self.tables[T]:
+                listed = f"""SELECT {device_id}, g.name, {g('smCount')}, {g('memoryBandwidth')}, {g('totalMemory')},
+                                    {g('clockRate')}, {g('computeMajor')} || '.' || {g('computeMinor')}
+                             FROM src."{T}" g"""
+            elif self.has("TARGET_INFO_CUDA_GPU"):  # legacy: details live in a second table, in kB/s and kHz
+                listed = f"""SELECT {device_id}, g.name, c.numMultiprocessors, c.globalMemoryBandwidth * 1000,
+                                    c.globalMemorySize, c.coreClockRate * 1000,
+                                    c.computeCapabilityMajor || '.' || c.computeCapabilityMinor
+                             FROM src."{T}" g LEFT JOIN src."TARGET_INFO_CUDA_GPU" c ON c.deviceId = {device_id}"""
+            else:
+                listed = f"""SELECT {device_id}, g.name, NULL, NULL, NULL, NULL, NULL FROM src."{T}" g"""
+        self.con.execute(f"""
+            INSERT INTO devices
+            WITH listed AS (
+                SELECT device_id, any_value(name) AS name, any_value(sm) AS sm, any_value(bw) AS bw,
+                       any_value(mem) AS mem, any_value(clk) AS clk, any_value(cc) AS cc
+                FROM ({listed}) l(device_id, name, sm, bw, mem, clk, cc)
+                WHERE device_id IS NOT NULL GROUP BY device_id),
+            used AS (
+                SELECT DISTINCT device_id FROM kernels UNION SELECT DISTINCT device_id FROM memcpys
+                UNION SELECT DISTINCT device_id FROM memsets UNION SELECT DISTINCT device_id FROM graph_launches)
+            SELECT COALESCE(l.device_id, u.device_id), l.name, u.device_id IS NOT NULL,
+                   l.sm, l.bw, l.mem, l.clk, l.cc
+            FROM listed l FULL OUTER JOIN (SELECT device_id FROM used WHERE device_id IS NOT NULL) u
+              ON u.device_id = l.device_id
+            ORDER BY 1""")
+        rows = self.con.execute("SELECT count(*) FROM devices").fetchone()[0]
+        self.views["devices"] = ViewStatus(rows, None if rows else _MISSING_REASON["devices"])
+
+    def _processes(self) -> None:
+        self.con.execute(VIEWS["processes"].ddl())
+        listed = "SELECT NULL::BIGINT AS pid, NULL::VARCHAR AS name WHERE false"
+        if self.has("PROCESSES"):
+            listed = 'SELECT pid, name FROM src."PROCESSES"'
+
+        def insert(src: str) -> str:
+            return f"""
+            INSERT INTO processes
+            WITH listed AS (SELECT pid, any_value(name) AS name FROM ({listed.replace('src."PROCESSES"', src)})
+                            WHERE pid IS NOT NULL GROUP BY pid),
+                 seen AS (SELECT pid FROM kernels UNION SELECT pid FROM api_calls UNION SELECT pid FROM memcpys
+                          UNION SELECT pid FROM nvtx_ranges)
+            SELECT COALESCE(l.pid, s.pid), l.name
+            FROM listed l FULL OUTER JOIN (SELECT pid FROM seen WHERE pid IS NOT NULL) s ON s.pid = l.pid
+            ORDER BY 1"""
+
+        if self.has("PROCESSES"):
+            self._run_with_fallback("PROCESSES", insert)
+        else:
+            self.con.execute(insert(""))
+        rows = self.con.execute("SELECT count(*) FROM processes").fetchone()[0]
+        self.views["processes"] = ViewStatus(rows, None if rows else _MISSING_REASON["processes"])
+
+    def _window_and_graph_mode(self) -> None:
+        span = self.con.execute("""
+            SELECT min(s), max(e) FROM (
+                SELECT min(start_ns) s, max(end_ns) e FROM kernels
+                UNION ALL SELECT min(start_ns), max(end_ns) FROM api_calls
+                UNION ALL SELECT min(start_ns), max(end_ns) FROM memcpys
+                UNION ALL SELECT min(start_ns), max(end_ns) FROM memsets
+                UNION ALL SELECT min(start_ns), max(end_ns) FROM graph_launches
+                UNION ALL SELECT min(start_ns), max(end_ns) FROM nvtx_ranges WHERE start_ns >= 0)""").fetchone()
+        # The judged window is the span of the traced activity: ANALYSIS_DETAILS spans the whole
+        # session (idle start-up included) and, in derived time-slices, the original capture.
+        self.info.start_ns, self.info.end_ns = span
+        if self.has("ANALYSIS_DETAILS"):
+            cols = self.tables["ANALYSIS_DETAILS"]
+            if "startTime" in cols and "stopTime" in cols:
+                row = self.con.execute('SELECT min(startTime), max(stopTime) FROM src."ANALYSIS_DETAILS"').fetchone()
+                if row and row[0] is not None and row[1] is not None and row[1] > row[0]:
+                    self.info.session_start_ns, self.info.session_end_ns = row
+        node_kernels = self.con.execute("SELECT count(*) FROM kernels WHERE graph_node_id IS NOT NULL").fetchone()[0]
+        if self.views["graph_launches"].rows:
+            self.info.graph_trace_mode = "graph"
+        elif node_kernels:
+            self.info.graph_trace_mode = "node"
+        else:
+            self.info.graph_trace_mode = self.info.graph_trace_setting
+
+    def _profile_info(self) -> None:
+        info = self.info
+        pairs = {
+            "path": info.path,
+            "nsys_version": info.nsys_version,
+            "schema_version": info.schema_version,
+            "export_time_utc": info.export_time_utc,
+            "metadata_table": info.metadata_table,
+            "command": info.command,
+            "graph_trace_setting": info.graph_trace_setting,
+            "graph_trace_mode": info.graph_trace_mode,
+            "start_ns": info.start_ns,
+            "end_ns": info.end_ns,
+            "duration_ns": info.duration_ns,
+            "session_start_ns": info.session_start_ns,
+            "session_end_ns": info.session_end_ns,
+        }
+        self.con.execute(VIEWS["profile_info"].ddl())
+        self.con.executemany("INSERT INTO profile_info VALUES (?, ?)",
+                             [(k, None if v is None else str(v)) for k, v in pairs.items()])
+        self.views["profile_info"] = ViewStatus(len(pairs))
