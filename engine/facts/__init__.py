@@ -1,0 +1,163 @@
+"""Facts: documented SQL files over the canonical views, one concept per file.
+
+Header of each file (Perfetto stdlib is the model):
+
+    -- @fact kernel_gaps
+    -- @doc One row per (device, stream) ...
+    -- @needs _gpu_ops                 other facts this one reads (run first)
+    -- @requires kernels               canonical views that must hold rows for the fact to mean anything
+    -- @param gap_threshold_ns 10000   numeric parameter, written ${gap_threshold_ns} in the SQL
+    -- @column device_id  CUDA device index.
+
+Facts whose name starts with `_` are helpers, not shown in reports: created as views, or as tables
+when marked `-- @materialize` because several facts read them.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+_HEADER = re.compile(r"^--\s*@(\w+)\s*(.*)$")
+_PARAM_REF = re.compile(r"\$\{(\w+)\}")
+
+
+@dataclass
+class FactColumn:
+    name: str
+    doc: str
+
+
+@dataclass
+class Fact:
+    name: str
+    sql: str
+    path: str
+    doc: str = ""
+    needs: list[str] = field(default_factory=list)
+    requires: list[str] = field(default_factory=list)
+    params: dict[str, float] = field(default_factory=dict)
+    columns: list[FactColumn] = field(default_factory=list)
+    materialized: bool = False  # helpers are views unless marked @materialize (read several times)
+
+    @property
+    def is_helper(self) -> bool:
+        return self.name.startswith("_")
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+class FactError(Exception):
+    pass
+
+
+def parse_fact(text: str, path: str) -> Fact:
+    name = None
+    doc_lines: list[str] = []
+    fact = Fact(name="", sql=text, path=path)
+    for line in text.splitlines():
+        m = _HEADER.match(line.strip())
+        if not m:
+            continue
+        key, value = m.group(1), m.group(2).strip()
+        if key == "fact":
+            name = value
+        elif key == "doc":
+            doc_lines.append(value)
+        elif key == "materialize":
+            fact.materialized = True
+        elif key == "needs":
+            fact.needs += value.split()
+        elif key == "requires":
+            fact.requires += value.split()
+        elif key == "param":
+            pname, _, default = value.partition(" ")
+            try:
+                fact.params[pname] = float(default.split()[0])
+            except (ValueError, IndexError):
+                raise FactError(f"{path}: @param {pname} needs a numeric default") from None
+        elif key == "column":
+            cname, _, cdoc = value.partition(" ")
+            fact.columns.append(FactColumn(cname, cdoc.strip()))
+    if not name:
+        raise FactError(f"{path}: missing '-- @fact NAME' header")
+    fact.name = name
+    fact.doc = " ".join(doc_lines)
+    unknown = set(_PARAM_REF.findall(text)) - set(fact.params)
+    if unknown:
+        raise FactError(f"{path}: ${{{sorted(unknown)[0]}}} is used but not declared with @param")
+    return fact
+
+
+def bundled_fact_files() -> list[Path]:
+    root = importlib.resources.files(__name__)
+    return sorted(Path(str(root)).glob("*.sql"))
+
+
+def load_facts(extra_dirs: list[Path] | None = None) -> dict[str, Fact]:
+    facts: dict[str, Fact] = {}
+    files = bundled_fact_files()
+    for d in extra_dirs or []:
+        files += sorted(Path(d).glob("*.sql"))
+    for path in files:
+        fact = parse_fact(path.read_text(encoding="utf-8"), str(path))
+        if fact.name in facts:
+            raise FactError(f"{path}: fact {fact.name!r} is already defined in {facts[fact.name].path}")
+        facts[fact.name] = fact
+    return facts
+
+
+def run_order(facts: dict[str, Fact]) -> list[Fact]:
+    order: list[Fact] = []
+    state: dict[str, int] = {}
+
+    def visit(name: str, chain: tuple[str, ...]) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            raise FactError(f"facts depend on each other in a cycle: {' -> '.join(chain + (name,))}")
+        if name not in facts:
+            raise FactError(f"fact {chain[-1]!r} needs unknown fact {name!r}")
+        state[name] = 1
+        for dep in facts[name].needs:
+            visit(dep, chain + (name,))
+        state[name] = 2
+        order.append(facts[name])
+
+    for name in sorted(facts):
+        visit(name, ())
+    return order
+
+
+def render_sql(fact: Fact, overrides: dict[str, float] | None = None) -> str:
+    values = dict(fact.params)
+    for key, value in (overrides or {}).items():
+        if key in values:
+            values[key] = float(value)
+
+    def sub(m: re.Match[str]) -> str:
+        v = values[m.group(1)]
+        return repr(int(v)) if float(v).is_integer() else repr(float(v))
+
+    body = "\n".join(line for line in fact.sql.splitlines() if not _HEADER.match(line.strip()))
+    return _PARAM_REF.sub(sub, body).strip().rstrip(";")
+
+
+def materialize(con: duckdb.DuckDBPyConnection, fact: Fact, overrides: dict[str, float] | None = None) -> None:
+    kind = "VIEW" if fact.is_helper and not fact.materialized else "TABLE"
+    try:
+        con.execute(f'CREATE OR REPLACE {kind} "{fact.name}" AS {render_sql(fact, overrides)}')
+    except duckdb.Error as exc:
+        raise FactError(f"{fact.path}: fact {fact.name!r} failed: {str(exc).splitlines()[0]}") from exc
+    if not fact.is_helper:
+        actual = [r[0] for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database() "
+            "ORDER BY column_index", [fact.name]).fetchall()]
+        if actual != fact.column_names:
+            raise FactError(f"{fact.path}: documented columns {fact.column_names} differ from the SQL's {actual}")

@@ -1,0 +1,122 @@
+"""The library entry point: diagnose(path, config) -> Report. The CLI and the tests both use it."""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata
+from pathlib import Path
+from typing import Callable
+
+from .config import Config, ConfigError
+from .evaluate import evaluate, verdict
+from .factrun import FactSet, compute_facts
+from .facts import Fact, load_facts
+from .model import ParamOverride, ProfileSummary, Report
+from .rules import Rule, load_rules
+from .source import Export, open_export
+
+# Facts shown in reports and JSON (helpers and very long tables are left out or cut).
+REPORTED_FACTS = (
+    "summary", "gpu_utilization", "launch_overhead", "kernel_gaps", "launch_api", "api_summary",
+    "sync_overview", "sync_summary", "copy_summary", "transfer_overview", "kernel_summary", "cuda_graphs",
+    "communication", "device_balance", "gpu_metrics_summary", "phases", "gpu_starvation", "capture_health",
+    "utilization_timeline",
+)
+_ROW_LIMITS = {"kernel_summary": 50, "api_summary": 50, "kernel_gaps": 200}
+
+
+def tool_version() -> str:
+    try:
+        return importlib.metadata.version("nsys-diagnose")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _suggest(name: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(name, options, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def validate_config(config: Config, rules: dict[str, Rule], facts: dict[str, Fact]) -> None:
+    ids = sorted(rules)
+    for rule_id in list(config.rule_params) + list(config.severities) + list(config.disabled):
+        if rule_id not in rules:
+            raise ConfigError(f"unknown rule {rule_id!r} in the configuration{_suggest(rule_id, ids)}")
+    for rule_id, params in config.rule_params.items():
+        known = list(rules[rule_id].spec.params)
+        for name in params:
+            if name not in known:
+                hint = _suggest(name, known) or (f"; its params are {', '.join(known)}" if known else
+                                                 "; it has no params")
+                raise ConfigError(f"rule {rule_id!r} has no param {name!r}{hint}")
+    fact_params = sorted({p for f in facts.values() for p in f.params})
+    for name in config.fact_params:
+        if name not in fact_params:
+            raise ConfigError(f"no fact has a param {name!r}{_suggest(name, fact_params)}; "
+                              f"fact params are {', '.join(fact_params)}")
+
+
+def overrides(config: Config, rules: dict[str, Rule], facts: dict[str, Fact]) -> list[ParamOverride]:
+    out: list[ParamOverride] = []
+    for rule_id, params in sorted(config.rule_params.items()):
+        for name, setting in sorted(params.items()):
+            out.append(ParamOverride(target=f"{rule_id}.{name}", value=setting.value,
+                                     default=rules[rule_id].spec.params[name].default, origin=setting.origin))
+    for rule_id, setting in sorted(config.severities.items()):
+        out.append(ParamOverride(target=f"{rule_id}.severity", value=setting.value,
+                                 default=rules[rule_id].spec.severity, origin=setting.origin))
+    for rule_id, setting in sorted(config.disabled.items()):
+        out.append(ParamOverride(target=f"{rule_id}.enabled", value=False, default=True, origin=setting.origin))
+    defaults = {p: v for f in facts.values() for p, v in f.params.items()}
+    for name, setting in sorted(config.fact_params.items()):
+        out.append(ParamOverride(target=f"facts.{name}", value=setting.value, default=defaults[name],
+                                 origin=setting.origin))
+    return out
+
+
+def profile_summary(export: Export) -> ProfileSummary:
+    info = export.info
+    devices = [dict(zip(("device_id", "name", "used", "sm_count", "memory_bandwidth_bytes_per_s"), row))
+               for row in export.query("SELECT device_id, name, used, sm_count, memory_bandwidth_bytes_per_s "
+                                       "FROM devices ORDER BY device_id")]
+    return ProfileSummary(
+        path=info.path, nsys_version=info.nsys_version, schema_version=info.schema_version,
+        export_time_utc=info.export_time_utc, graph_trace_mode=info.graph_trace_mode,
+        duration_ns=info.duration_ns, devices=devices,
+        views={name: {"rows": s.rows, "reason": s.reason} for name, s in export.views.items()})
+
+
+def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config: Config,
+                 fact_defs: dict[str, Fact]) -> Report:
+    evaluation = evaluate(
+        rules, facts,
+        rule_params={r: config.params_for(r) for r in config.rule_params},
+        severities={r: s.value for r, s in config.severities.items()},
+        disabled=set(config.disabled))
+    blocking = {r.id for r in rules.values() if r.spec.blocking}
+    reported = {}
+    for name in REPORTED_FACTS:
+        if name in facts.results:
+            rows = facts.rows(name)
+            reported[name] = rows[: _ROW_LIMITS.get(name, len(rows))]
+    for name, result in facts.results.items():  # team facts are reported too
+        if name not in reported and not fact_defs[name].path.startswith(str(Path(__file__).parent)):
+            reported[name] = result.rows[:200]
+    return Report(
+        tool_version=tool_version(), profile=profile_summary(export),
+        verdict=verdict(evaluation, facts, blocking), metrics=facts.first("summary"),
+        findings=evaluation.findings, passed=evaluation.passed, skipped=evaluation.skipped,
+        overrides=overrides(config, rules, fact_defs), facts=reported)
+
+
+def diagnose(path: str | Path, config: Config | None = None, *,
+             progress: Callable[[str], None] | None = None) -> Report:
+    config = config or Config()
+    fact_dirs = [d for d in config.rule_dirs if any(Path(d).glob("*.sql"))]
+    fact_defs = load_facts(fact_dirs)
+    rules = load_rules(fact_defs, config.rule_dirs)
+    validate_config(config, rules, fact_defs)
+    with open_export(path, progress=progress) as export:
+        facts = compute_facts(export, params={k: s.value for k, s in config.fact_params.items()},
+                              phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress)
+        return build_report(export, facts, rules, config, fact_defs)

@@ -1,0 +1,104 @@
+"""Command line: `diagnose PROFILE`. Parses arguments and calls the library; nothing else."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from .api import diagnose
+from .config import Config, apply_set, load_config_file
+from .errors import DiagnoseError
+from .report import FORMATS, render, write_atomically
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+_SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 too; keep its usage line
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(
+        prog="diagnose",
+        description="Diagnose an Nsight Systems SQLite export of an LLM-inference run: names the bottleneck, "
+                    "proves it with numbers and says what to do.",
+        epilog="Exit codes: 0 success, 1 a finding at or above --fail-on, 2 usage, input or rule error.")
+    p.add_argument("profile", help="SQLite export written by `nsys export --type sqlite` (read-only)")
+    p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
+                   help="terminal summary (default), GitHub Markdown, or JSON")
+    p.add_argument("-o", "--output", type=Path, help="write the report to this file instead of standard output")
+    p.add_argument("--fail-on", choices=tuple(_SEVERITY_RANK), help="exit 1 when a finding has this severity or worse")
+    p.add_argument("--config", type=Path,
+                   help="configuration file (default: ./diagnose.yaml when present)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="RULE.PARAM=VALUE",
+                   help="override a rule param, e.g. launch-bound.max_overhead_ratio=0.2 "
+                        "(also RULE.severity=, RULE.enabled=false, facts.PARAM=); repeatable")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help="colour in the terminal summary (default: auto, when writing to a terminal)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    return p
+
+
+def _config(args: argparse.Namespace) -> Config:
+    path = args.config
+    if path is None and Path("diagnose.yaml").is_file():
+        path = Path("diagnose.yaml")
+    config = load_config_file(path) if path else Config()
+    for assignment in args.sets:
+        apply_set(config, assignment)
+    return config
+
+
+def _progress(enabled: bool):
+    if not enabled:
+        return None
+    start = time.monotonic()
+
+    def show(stage: str) -> None:
+        sys.stderr.write(f"\r\x1b[2K[{time.monotonic() - start:5.1f}s] {stage}")
+        sys.stderr.flush()
+
+    return show
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    progress = _progress(not args.quiet and sys.stderr.isatty())
+    try:
+        config = _config(args)
+        report = diagnose(args.profile, config, progress=progress)
+        if progress:
+            sys.stderr.write("\r\x1b[2K")
+        to_terminal = args.output is None and sys.stdout.isatty()
+        colour = args.color == "always" or (args.color == "auto" and to_terminal and "NO_COLOR" not in os.environ)
+        text = render(report, args.format, colour=colour and args.format == "terminal")
+        if args.output:
+            write_atomically(args.output, text)
+        else:
+            sys.stdout.write(text)
+    except DiagnoseError as exc:
+        if progress:
+            sys.stderr.write("\r\x1b[2K")
+        sys.stderr.write(f"diagnose: error: {exc}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write("\ndiagnose: interrupted\n")
+        return 130
+    except OSError as exc:
+        sys.stderr.write(f"diagnose: error: {exc.filename or ''}: {exc.strerror or exc}\n")
+        return EXIT_ERROR
+    if args.fail_on:
+        limit = _SEVERITY_RANK[args.fail_on]
+        if any(_SEVERITY_RANK[f.severity] >= limit for f in report.findings):
+            return EXIT_FINDINGS
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

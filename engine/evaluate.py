@@ -1,0 +1,195 @@
+"""Match fact rows against rules, then name the primary bottleneck."""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+from jinja2.sandbox import SandboxedEnvironment
+
+from .factrun import FactSet
+from .model import Evidence, Finding, RuleOutcome, Verdict
+from .rules import Condition, Operand, Rule
+from .units import PARAM_UNITS, column_unit, fmt_bytes, fmt_duration, fmt_number, fmt_param, fmt_ratio, fmt_value
+
+_OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
+        "==": operator.eq, "!=": operator.ne}
+_SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+
+# A cause must cost at least this share of the profiled time to be named the primary bottleneck.
+PRIMARY_MIN_IMPACT = 0.05
+
+_env = SandboxedEnvironment(autoescape=False)
+_env.filters.update(dur=fmt_duration, pct=fmt_ratio, bytes=fmt_bytes, num=fmt_number,
+                    gbps=lambda v: "n/a" if v is None else f"{float(v):.1f} GB/s",
+                    percent=lambda v: "n/a" if v is None else f"{float(v):.1f} %")
+
+
+def render_text(template: str, **context: Any) -> str:
+    return _env.from_string(template).render(**context).strip()
+
+
+@dataclass
+class Evaluation:
+    findings: list[Finding] = field(default_factory=list)
+    passed: list[RuleOutcome] = field(default_factory=list)
+    skipped: list[RuleOutcome] = field(default_factory=list)
+
+
+def effective_params(rule: Rule, overrides: dict[str, float]) -> dict[str, float]:
+    values = {name: spec.default for name, spec in rule.spec.params.items()}
+    values.update({k: v for k, v in overrides.items() if k in values})
+    return values
+
+
+def _resolve(operand: Operand, row: dict[str, Any], params: dict[str, float], rule: Rule, column_unit_: str | None):
+    if operand.kind == "column":
+        return row.get(operand.value)
+    if operand.kind == "param":
+        unit = rule.spec.params[operand.value].unit
+        return params[operand.value] * PARAM_UNITS[unit][1]
+    return operand.value
+
+
+def _holds(cond: Condition, row: dict[str, Any], params: dict[str, float], rule: Rule) -> bool:
+    left = _resolve(cond.left, row, params, rule, None)
+    right = _resolve(cond.right, row, params, rule, None)
+    if left is None or right is None:
+        return False
+    try:
+        return bool(_OPS[cond.op](left, right))
+    except TypeError:
+        return False
+
+
+def _display_unit(column: str) -> str:
+    # Ratios such as the overhead ratio read better as 0.63 than as 63 %.
+    return "plain" if column.endswith("_ratio") else column_unit(column)
+
+
+def _evidence(rule: Rule, row: dict[str, Any], params: dict[str, float]) -> list[Evidence]:
+    items: list[Evidence] = []
+    seen: set[str] = set()
+    for cond in rule.conditions + [c for c in rule.any_conditions if _holds(c, row, params, rule)]:
+        col = cond.left if cond.left.kind == "column" else cond.right if cond.right.kind == "column" else None
+        if col is None or col.value in seen:
+            continue
+        seen.add(col.value)
+        other = cond.right if col is cond.left else cond.left
+        op = cond.op if col is cond.left else {">": "<", "<": ">", ">=": "<=", "<=": ">="}.get(cond.op, cond.op)
+        threshold = threshold_display = param = None
+        unit = _display_unit(col.value)
+        if other.kind == "param":
+            param = other.value
+            threshold = params[param]
+            p_unit = rule.spec.params[param].unit
+            threshold_display = fmt_value(threshold, unit) if unit == "plain" else fmt_param(threshold, p_unit)
+        elif other.kind in ("number", "bool"):
+            threshold = other.value
+            threshold_display = fmt_value(other.value, unit)
+        items.append(Evidence(label=col.value.replace("_", " "), column=col.value, value=row.get(col.value),
+                              display=fmt_value(row.get(col.value), unit), op=op,
+                              threshold=threshold, threshold_display=threshold_display, param=param))
+    for ev in rule.spec.evidence:
+        if ev.column in seen:
+            for item in items:
+                if item.column == ev.column:
+                    item.label = ev.label
+            continue
+        seen.add(ev.column)
+        items.append(Evidence(label=ev.label, column=ev.column, value=row.get(ev.column),
+                              display=fmt_value(row.get(ev.column), _display_unit(ev.column))))
+    return items
+
+
+def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, dict[str, float]] | None = None,
+             severities: dict[str, str] | None = None, disabled: set[str] | None = None) -> Evaluation:
+    out = Evaluation()
+    rule_params = rule_params or {}
+    severities = severities or {}
+    disabled = disabled or set()
+    for rule_id in sorted(rules):
+        rule = rules[rule_id]
+        spec = rule.spec
+        outcome = RuleOutcome(rule=rule.id, title=spec.title, category=spec.category)
+        if rule.id in disabled:
+            outcome.reason = "disabled by configuration"
+            out.skipped.append(outcome)
+            continue
+        result = facts.results.get(spec.fact)
+        if result is None:
+            outcome.reason = f"fact {spec.fact} was not computed"
+            out.skipped.append(outcome)
+            continue
+        if result.skipped and spec.kind != "capture":
+            outcome.reason = result.skipped
+            out.skipped.append(outcome)
+            continue
+        params = effective_params(rule, rule_params.get(rule.id, {}))
+        fired = False
+        for row in result.rows:
+            if not all(_holds(c, row, params, rule) for c in rule.conditions):
+                continue
+            if rule.any_conditions and not any(_holds(c, row, params, rule) for c in rule.any_conditions):
+                continue
+            fired = True
+            impact = row.get(spec.impact) if spec.impact else None
+            impact = None if impact is None else max(0.0, min(1.0, float(impact)))
+            severity = severities.get(rule.id, spec.severity)
+            if spec.info_below_impact is not None and impact is not None:
+                limit = (params[str(spec.info_below_impact).lstrip("$")]
+                         if isinstance(spec.info_below_impact, str) else float(spec.info_below_impact))
+                if impact < limit:
+                    severity = "info"
+            context = {"row": row, "params": params, "impact": impact}
+            out.findings.append(Finding(
+                rule=rule.id, title=spec.title, category=spec.category, kind=spec.kind, severity=severity,
+                subject=render_text(spec.label, **context) if spec.label else None,
+                message=render_text(spec.message, **context),
+                impact=impact, evidence=_evidence(rule, row, params),
+                remediation=[render_text(r, **context) for r in spec.remediation],
+                references=list(spec.references), row=row))
+        if not fired:
+            out.passed.append(outcome)
+    kind_rank = {"cause": 0, "capture": 1, "symptom": 2}
+    out.findings.sort(key=lambda f: (-_SEVERITY_RANK[f.severity], kind_rank[f.kind], -(f.impact or 0.0),
+                                     f.rule, f.subject or ""))
+    return out
+
+
+def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str]) -> Verdict:
+    findings = evaluation.findings
+    blocking = [f for f in findings if f.rule in blocking_rules]
+    if blocking:
+        f = blocking[0]
+        return Verdict(primary=f.category, rule=f.rule, subject=f.subject, impact=f.impact,
+                       headline=f"{f.title}: {f.message}")
+
+    def strongest(kind: str, min_impact: float) -> Finding | None:
+        candidates = [f for f in findings if f.kind == kind and _SEVERITY_RANK[f.severity] >= 1
+                      and (f.impact or 0.0) >= min_impact]
+        return max(candidates, key=lambda f: (f.impact or 0.0, _SEVERITY_RANK[f.severity]), default=None)
+
+    top = strongest("cause", PRIMARY_MIN_IMPACT) or strongest("symptom", PRIMARY_MIN_IMPACT) \
+        or strongest("capture", 0.0)
+    if top is not None:
+        cost = f" (costs ≈{fmt_ratio(top.impact, 0)} of GPU time)" if top.impact is not None else ""
+        return Verdict(primary=top.category, rule=top.rule, subject=top.subject, impact=top.impact,
+                       headline=f"{top.title}{cost}: {top.message}")
+    return Verdict(primary=None, headline=_healthy_headline(facts))
+
+
+def _healthy_headline(facts: FactSet) -> str:
+    summary = facts.first("summary") if "summary" in facts.results else {}
+    util = summary.get("gpu_utilization")
+    if util is None:
+        return "No bottleneck found, but the capture holds no GPU work to judge."
+    top = facts.rows("kernel_summary")[:1] if "kernel_summary" in facts.results else []
+    where = ""
+    if top:
+        name = top[0].get("short_name") or top[0].get("name")
+        where = f"; the time goes to kernels, led by {name} ({fmt_ratio(top[0].get('share_of_kernel_time'), 0)})"
+    return (f"No bottleneck found: the GPUs are busy {fmt_ratio(util, 0)} of their window and no overhead "
+            f"costs more than {fmt_ratio(PRIMARY_MIN_IMPACT, 0)} of it{where}. Speed-ups now come from the "
+            f"kernels themselves.")

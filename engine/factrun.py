@@ -1,0 +1,85 @@
+"""Run the fact SQL files over an opened export and collect their rows."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .facts import Fact, load_facts, materialize, run_order
+from .source import Export
+
+# Default NVTX phase patterns (case-insensitive regular expressions on the range text). vLLM and
+# SGLang name their model-runner steps prefill/decode or extend/decode; TensorRT-LLM says context/generation.
+DEFAULT_PHASE_PATTERNS: dict[str, str] = {
+    "prefill": r"(?i)prefill|\bextend|prompt|context[ _]?phase|\bcontext\b",
+    "decode": r"(?i)decode|generat",
+}
+
+
+@dataclass
+class FactResult:
+    fact: Fact
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    skipped: str | None = None  # why rules on this fact cannot judge anything
+
+    @property
+    def name(self) -> str:
+        return self.fact.name
+
+
+@dataclass
+class FactSet:
+    results: dict[str, FactResult] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> FactResult:
+        return self.results[name]
+
+    def rows(self, name: str) -> list[dict[str, Any]]:
+        return self.results[name].rows
+
+    def first(self, name: str) -> dict[str, Any]:
+        rows = self.results[name].rows
+        return rows[0] if rows else {}
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            return value.item()
+        except (AttributeError, ValueError):
+            return value
+    return value
+
+
+def compute_facts(export: Export, *, params: dict[str, float] | None = None,
+                  phase_patterns: dict[str, str] | None = None, extra_fact_dirs: list | None = None,
+                  facts: dict[str, Fact] | None = None,
+                  progress: Callable[[str], None] | None = None) -> FactSet:
+    facts = facts if facts is not None else load_facts(extra_fact_dirs)
+    con = export.con
+    patterns = phase_patterns if phase_patterns is not None else DEFAULT_PHASE_PATTERNS
+    con.execute("CREATE OR REPLACE TABLE _phase_patterns (phase VARCHAR, pattern VARCHAR, priority INTEGER)")
+    con.executemany("INSERT INTO _phase_patterns VALUES (?, ?, ?)",
+                    [(phase, pattern, i) for i, (phase, pattern) in enumerate(patterns.items())])
+    out = FactSet()
+    for fact in run_order(facts):
+        if progress:
+            progress(f"computing {fact.name}")
+        materialize(con, fact, params)
+        if fact.is_helper:
+            continue
+        cursor = con.execute(f'SELECT * FROM "{fact.name}"')
+        columns = [d[0] for d in cursor.description]
+        rows = [{c: _clean(v) for c, v in zip(columns, row)} for row in cursor.fetchall()]
+        skipped = None
+        for view in fact.requires:
+            status = export.views.get(view)
+            if status is not None and status.rows == 0:
+                skipped = status.reason
+                break
+        out.results[fact.name] = FactResult(fact, columns, rows, skipped)
+    return out

@@ -1,0 +1,21 @@
+-- @fact _gpu_ops
+-- @doc Every interval of GPU work: kernels, CUDA-graph replays (graph trace mode), copies, memsets.
+-- @column device_id CUDA device index.
+-- @column start_ns Start (ns).
+-- @column end_ns End (ns).
+-- @column kind kernel, graph, memcpy or memset.
+-- @column pid Process that issued it.
+-- @column correlation_id Correlation id of the issuing API call.
+-- @column stream_id CUDA stream.
+-- @column is_uvm True for unified-memory page migrations.
+SELECT device_id, start_ns, end_ns, 'kernel' AS kind, pid, correlation_id, stream_id, false AS is_uvm
+FROM kernels WHERE end_ns >= start_ns AND device_id IS NOT NULL
+UNION ALL
+SELECT device_id, start_ns, end_ns, 'graph', pid, correlation_id, stream_id, false
+FROM graph_launches WHERE end_ns >= start_ns AND device_id IS NOT NULL
+UNION ALL
+SELECT device_id, start_ns, end_ns, 'memcpy', pid, correlation_id, stream_id, coalesce(is_uvm, false)
+FROM memcpys WHERE end_ns >= start_ns AND device_id IS NOT NULL
+UNION ALL
+SELECT device_id, start_ns, end_ns, 'memset', pid, correlation_id, stream_id, false
+FROM memsets WHERE end_ns >= start_ns AND device_id IS NOT NULL

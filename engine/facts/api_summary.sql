@@ -1,0 +1,20 @@
+-- @fact api_summary
+-- @doc One row per CUDA API name (runtime and driver): how often it was called and how long the CPU
+-- @doc spent inside it. Comparable with `nsys stats --report cuda_api_sum` (which keeps some suffixes).
+-- @requires api_calls
+-- @column name API name without the _vNNNN suffix.
+-- @column api_class runtime or driver.
+-- @column call_count Calls.
+-- @column total_ns CPU time inside the calls (ns).
+-- @column mean_ns Mean call duration (ns).
+-- @column p50_ns Median call duration (ns).
+-- @column p99_ns 99th percentile call duration (ns).
+-- @column max_ns Longest call (ns).
+-- @column share_of_api_time total_ns / CPU time in all CUDA API calls (0-1).
+SELECT name, any_value(api_class) AS api_class, count(*) AS call_count, sum(dur_ns) AS total_ns,
+       avg(dur_ns) AS mean_ns, quantile_cont(dur_ns, 0.5) AS p50_ns, quantile_cont(dur_ns, 0.99) AS p99_ns,
+       max(dur_ns) AS max_ns,
+       sum(dur_ns) / nullif(sum(sum(dur_ns)) OVER (), 0) AS share_of_api_time
+FROM api_calls
+GROUP BY name
+ORDER BY total_ns DESC, name

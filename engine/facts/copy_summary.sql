@@ -1,0 +1,29 @@
+-- @fact copy_summary
+-- @doc Copies and memsets by device, direction and memory kind: count, bytes, time, effective
+-- @doc bandwidth, copies longer than the threshold (default 100 µs, the seed article's mark of a
+-- @doc PCIe-bound transfer), and the time the GPU had nothing else to do while they ran.
+-- @needs _copy_stalls
+-- @param long_copy_ns 100000
+-- @column device_id CUDA device index.
+-- @column op memcpy or memset.
+-- @column copy_kind HtoD, DtoH, DtoD, PtoP, 'UVM HtoD' ... or memset.
+-- @column src_mem Source memory kind (pageable, pinned, device, managed ...).
+-- @column dst_mem Destination memory kind.
+-- @column is_uvm Unified-memory migrations.
+-- @column count Operations.
+-- @column total_bytes Bytes moved.
+-- @column total_ns Time (ns).
+-- @column mean_ns Mean duration (ns).
+-- @column gbps Effective bandwidth: total_bytes / total_ns (GB/s).
+-- @column long_count Operations longer than long_copy_ns.
+-- @column long_ns Time in those long operations (ns).
+-- @column stall_ns Time during which no kernel ran on the device (ns).
+SELECT device_id, op, copy_kind, src_mem, dst_mem, is_uvm, count(*) AS count,
+       coalesce(sum(bytes), 0) AS total_bytes, sum(dur_ns) AS total_ns, avg(dur_ns) AS mean_ns,
+       CASE WHEN sum(dur_ns) > 0 THEN coalesce(sum(bytes), 0) / sum(dur_ns) END AS gbps,
+       count(*) FILTER (WHERE dur_ns > ${long_copy_ns}) AS long_count,
+       coalesce(sum(dur_ns) FILTER (WHERE dur_ns > ${long_copy_ns}), 0) AS long_ns,
+       sum(stall_ns) AS stall_ns
+FROM _copy_stalls
+GROUP BY ALL
+ORDER BY total_ns DESC

@@ -1,0 +1,49 @@
+-- @fact phases
+-- @doc The core metrics per inference phase. A kernel belongs to a phase when the CPU call that launched
+-- @doc it ran inside an NVTX range of that phase on the same thread (how nsys projects NVTX onto the
+-- @doc GPU); the innermost phase range wins. Phase names come from patterns on the range text (defaults
+-- @doc recognise vLLM and SGLang names, configurable); kernels outside any phase range are 'other'.
+-- @needs _phase_kernels
+-- @requires kernels
+-- @column phase prefill, decode or other (or a configured phase name).
+-- @column range_count NVTX ranges of this phase.
+-- @column range_ns Summed duration of those ranges (ns).
+-- @column kernel_count Kernels attributed to the phase.
+-- @column kernel_time_ns Sum of their durations (ns).
+-- @column mean_kernel_ns Mean kernel duration (ns).
+-- @column gap_count Gaps between consecutive kernels of the phase on the same device.
+-- @column mean_gap_ns Mean of those gaps (ns).
+-- @column median_gap_ns Median of those gaps (ns).
+-- @column overhead_ratio gap time / (kernel time + gap time) within the phase.
+-- @column busy_fraction kernel_time_ns / range_ns: how busy the GPU was during the phase's ranges (0-1).
+-- @column kernel_time_share kernel_time_ns / all kernel time (0-1).
+WITH phase_ranges AS (
+    SELECT r.start_ns, r.end_ns, any_value(p.phase ORDER BY p.priority) AS phase
+    FROM nvtx_ranges r JOIN _phase_patterns p ON regexp_matches(r.text, p.pattern)
+    GROUP BY r.global_tid, r.start_ns, r.end_ns
+),
+gaps AS (
+    SELECT phase, start_ns - max(end_ns) OVER (PARTITION BY phase, device_id ORDER BY start_ns, end_ns
+                                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS gap_ns,
+           end_ns - start_ns AS dur_ns
+    FROM _phase_kernels
+),
+kstats AS (
+    SELECT phase, count(*) AS kernel_count, sum(dur_ns) AS kernel_time_ns, avg(dur_ns) AS mean_kernel_ns,
+           count(gap_ns) FILTER (WHERE gap_ns > 0) AS gap_count,
+           avg(greatest(gap_ns, 0)) AS mean_gap_ns,
+           quantile_cont(greatest(gap_ns, 0), 0.5) AS median_gap_ns,
+           coalesce(sum(greatest(gap_ns, 0)), 0) AS gap_ns
+    FROM gaps GROUP BY phase
+),
+rstats AS (SELECT phase, count(*) AS range_count, sum(end_ns - start_ns) AS range_ns FROM phase_ranges GROUP BY phase)
+SELECT coalesce(k.phase, r.phase) AS phase, coalesce(r.range_count, 0) AS range_count,
+       coalesce(r.range_ns, 0) AS range_ns, coalesce(k.kernel_count, 0) AS kernel_count,
+       coalesce(k.kernel_time_ns, 0) AS kernel_time_ns, k.mean_kernel_ns, coalesce(k.gap_count, 0) AS gap_count,
+       k.mean_gap_ns, k.median_gap_ns,
+       CASE WHEN k.kernel_time_ns + k.gap_ns > 0 THEN k.gap_ns / (k.kernel_time_ns + k.gap_ns) END AS overhead_ratio,
+       CASE WHEN r.range_ns > 0 THEN least(k.kernel_time_ns / r.range_ns, 1.0) END AS busy_fraction,
+       coalesce(k.kernel_time_ns, 0) / nullif(sum(k.kernel_time_ns) OVER (), 0) AS kernel_time_share
+FROM kstats k FULL OUTER JOIN rstats r ON r.phase = k.phase
+ORDER BY CASE coalesce(k.phase, r.phase) WHEN 'prefill' THEN 0 WHEN 'decode' THEN 1 WHEN 'other' THEN 9 ELSE 5 END,
+         coalesce(k.phase, r.phase)

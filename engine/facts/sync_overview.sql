@@ -1,0 +1,41 @@
+-- @fact sync_overview
+-- @doc One row for the whole profile: CPU-blocking synchronisations (explicit syncs and synchronous
+-- @doc copies; stream waits do not block the CPU) and the GPU idle time that directly follows them. A
+-- @doc GPU that is busy while the host waits loses only the turn-around after each call; that cost is
+-- @doc idle_after_fraction.
+-- @needs _sync_calls _idle_gaps _gpu_ops _busy_intervals
+-- @requires api_calls
+-- @column sync_calls Blocking calls.
+-- @column most_frequent_api The most frequent blocking API.
+-- @column most_frequent_count Calls of that API.
+-- @column calls_per_s Blocking calls per second of the span of API activity.
+-- @column calls_per_kernel Blocking calls per kernel (or graph replay).
+-- @column blocked_ns CPU time blocked in them (ns).
+-- @column kernel_count Kernels and graph replays in the profile.
+-- @column idle_after_ns GPU idle time in gaps that directly follow a blocking call (ns).
+-- @column idle_after_share idle_after_ns / all GPU idle time between operations (0-1).
+-- @column idle_after_fraction idle_after_ns / total window time of the used GPUs (0-1).
+-- @column mean_gpu_utilization Busy share of the used GPUs' windows (0-1).
+WITH blocking AS (SELECT * FROM _sync_calls WHERE kind IN ('sync', 'sync_copy')),
+top AS (SELECT name, count(*) AS n FROM blocking GROUP BY name ORDER BY n DESC, name LIMIT 1),
+win AS (SELECT device_id, max(end_ns) - min(start_ns) AS w FROM _gpu_ops GROUP BY device_id),
+busy AS (SELECT coalesce(sum(end_ns - start_ns), 0) AS b FROM _busy_intervals WHERE scope = 'all'),
+totals AS (
+    SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM graph_launches) AS kernels,
+           (SELECT greatest(max(end_ns) - min(start_ns), 1) FROM api_calls) AS span_ns,
+           (SELECT coalesce(sum(gap_ns), 0) FROM _idle_gaps) AS idle_ns,
+           (SELECT coalesce(sum(gap_ns) FILTER (WHERE cause = 'sync'), 0) FROM _idle_gaps) AS sync_idle_ns,
+           (SELECT coalesce(sum(w), 0) FROM win) AS window_ns
+)
+SELECT (SELECT count(*) FROM blocking) AS sync_calls,
+       (SELECT name FROM top) AS most_frequent_api,
+       coalesce((SELECT n FROM top), 0) AS most_frequent_count,
+       (SELECT count(*) FROM blocking) / (t.span_ns / 1e9) AS calls_per_s,
+       CASE WHEN t.kernels > 0 THEN (SELECT count(*) FROM blocking) / t.kernels END AS calls_per_kernel,
+       (SELECT coalesce(sum(end_ns - start_ns), 0) FROM blocking) AS blocked_ns,
+       t.kernels AS kernel_count,
+       t.sync_idle_ns AS idle_after_ns,
+       CASE WHEN t.idle_ns > 0 THEN t.sync_idle_ns / t.idle_ns ELSE 0 END AS idle_after_share,
+       CASE WHEN t.window_ns > 0 THEN t.sync_idle_ns / t.window_ns ELSE 0 END AS idle_after_fraction,
+       CASE WHEN t.window_ns > 0 THEN (SELECT b FROM busy) / t.window_ns END AS mean_gpu_utilization
+FROM totals t

@@ -1,0 +1,281 @@
+"""Rules are YAML data: load, validate against the facts, and parse their conditions (never eval)."""
+
+from __future__ import annotations
+
+import difflib
+import importlib.resources
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import DiagnoseError
+from .facts import Fact
+from .units import PARAM_UNITS, column_unit
+
+SEVERITIES = ("info", "warning", "error")
+CATEGORIES = (
+    "launch-bound", "memory-bound", "pcie-bound", "api-latency", "multi-gpu-imbalance",
+    "communication-bound", "low-utilization", "unified-memory", "capture",
+)
+KINDS = ("cause", "symptom", "capture")
+
+
+class RuleError(DiagnoseError):
+    """A rule file is broken; the message starts with file:line:col."""
+
+
+class ParamSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    default: float
+    unit: str
+    doc: str
+
+    @field_validator("unit")
+    @classmethod
+    def _known_unit(cls, v: str) -> str:
+        if v not in PARAM_UNITS:
+            raise ValueError(f"unknown unit {v!r}; use one of {', '.join(PARAM_UNITS)}")
+        return v
+
+
+class EvidenceSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    column: str
+    label: str
+
+
+class RuleSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*(/[a-z0-9]+(-[a-z0-9]+)*)?$")
+    title: str
+    category: str
+    kind: Literal["cause", "symptom", "capture"] = "cause"
+    blocking: bool = False  # capture problems that make the rest of the diagnosis meaningless
+    severity: Literal["info", "warning", "error"]
+    fact: str
+    params: dict[str, ParamSpec] = Field(default_factory=dict)
+    when: list[str] = Field(min_length=1)
+    when_any: list[str] = Field(default_factory=list)  # besides `when`, at least one of these must hold
+    impact: str | None = None
+    info_below_impact: str | float | None = None
+    label: str | None = None  # Jinja template naming the row, e.g. "GPU {{ row.device_id }}"
+    message: str
+    why: str
+    evidence: list[EvidenceSpec] = Field(default_factory=list)
+    remediation: list[str] = Field(min_length=1)
+    references: list[str] = Field(default_factory=list)
+    aliases: list[str] = Field(default_factory=list)
+
+    @field_validator("category")
+    @classmethod
+    def _known_category(cls, v: str) -> str:
+        if v not in CATEGORIES:
+            raise ValueError(f"unknown category {v!r}; use one of {', '.join(CATEGORIES)}")
+        return v
+
+
+_OPS = (">=", "<=", "==", "!=", ">", "<")
+_COND = re.compile(r"^\s*(\S+)\s*(>=|<=|==|!=|>|<)\s*(\S+)\s*$")
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
+
+
+@dataclass(frozen=True)
+class Operand:
+    kind: Literal["column", "param", "number", "bool", "string"]
+    value: Any
+
+    def text(self) -> str:
+        return f"${self.value}" if self.kind == "param" else str(self.value)
+
+
+@dataclass(frozen=True)
+class Condition:
+    left: Operand
+    op: str
+    right: Operand
+    source: str
+
+
+@dataclass
+class Rule:
+    spec: RuleSpec
+    path: str
+    source: str  # 'bundled' or the directory it came from
+    conditions: list[Condition] = field(default_factory=list)
+    any_conditions: list[Condition] = field(default_factory=list)
+    lines: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+
+def _operand(token: str) -> Operand:
+    if token.startswith("$"):
+        return Operand("param", token[1:])
+    if _NUMBER.match(token):
+        return Operand("number", float(token))
+    if token in ("true", "false"):
+        return Operand("bool", token == "true")
+    if token.startswith(("'", '"')) and token.endswith(token[0]) and len(token) >= 2:
+        return Operand("string", token[1:-1])
+    return Operand("column", token)
+
+
+def parse_condition(text: str) -> Condition:
+    m = _COND.match(text)
+    if not m:
+        raise ValueError(f"cannot parse condition {text!r}; write 'COLUMN OP VALUE' with OP one of "
+                         f"{' '.join(_OPS)}, e.g. 'overhead_ratio > $max_overhead_ratio'")
+    return Condition(_operand(m.group(1)), m.group(2), _operand(m.group(3)), text)
+
+
+def _did_you_mean(name: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(name, options, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _key_lines(text: str) -> dict[str, tuple[int, int]]:
+    """Top-level keys and list items of `when` -> (line, col), 1-based, for error messages."""
+    out: dict[str, tuple[int, int]] = {}
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return out
+    if not isinstance(node, yaml.MappingNode):
+        return out
+    for key, value in node.value:
+        out[key.value] = (key.start_mark.line + 1, key.start_mark.column + 1)
+        if key.value in ("when", "when_any") and isinstance(value, yaml.SequenceNode):
+            for i, item in enumerate(value.value):
+                out[f"{key.value}.{i}"] = (item.start_mark.line + 1, item.start_mark.column + 1)
+        if key.value in ("params", "evidence") and isinstance(value, (yaml.MappingNode, yaml.SequenceNode)):
+            items = value.value
+            for i, item in enumerate(items):
+                if isinstance(item, tuple):
+                    out[f"{key.value}.{item[0].value}"] = (item[0].start_mark.line + 1, item[0].start_mark.column + 1)
+                else:
+                    out[f"{key.value}.{i}"] = (item.start_mark.line + 1, item.start_mark.column + 1)
+    return out
+
+
+def _check_condition(text: str, key: str, spec: RuleSpec, check_column, err) -> Condition:
+    try:
+        cond = parse_condition(text)
+    except ValueError as exc:
+        raise err(key, str(exc)) from None
+    col_unit = None
+    for side in (cond.left, cond.right):
+        if side.kind == "column":
+            check_column(side.value, key)
+            col_unit = column_unit(side.value)
+        elif side.kind == "param" and side.value not in spec.params:
+            raise err(key, f"param ${side.value} is not declared under params"
+                           f"{_did_you_mean(side.value, list(spec.params))}")
+    for side in (cond.left, cond.right):
+        if side.kind == "param" and col_unit is not None:
+            p_unit = spec.params[side.value].unit
+            if PARAM_UNITS[p_unit][0] != col_unit and col_unit not in ("number", "id"):
+                raise err(key, f"param ${side.value} is in {p_unit!r} but the column it is compared "
+                               f"with is in {col_unit!r}")
+    return cond
+
+
+def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled") -> Rule:
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RuleError(f"{where}:1:1: cannot read rule file ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise RuleError(f"{where}:{line}:{col}: invalid YAML: {problem}") from None
+    lines = _key_lines(text)
+    rule_id = data.get("id") if isinstance(data, dict) else None
+
+    def err(key: str, message: str) -> RuleError:
+        line, col = lines.get(key, lines.get(key.split(".")[0], (1, 1)))
+        prefix = f'rule "{rule_id}": ' if rule_id else ""
+        return RuleError(f"{where}:{line}:{col}: {prefix}{message}")
+
+    if not isinstance(data, dict):
+        raise err("", "a rule file must be a YAML mapping with id, title, fact, when, message ...")
+    try:
+        spec = RuleSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        key = str(first["loc"][0]) if first["loc"] else ""
+        msg = first["msg"]
+        if first["type"] == "extra_forbidden":
+            valid = list(RuleSpec.model_fields)
+            msg = f"unknown key {loc!r}{_did_you_mean(str(first['loc'][-1]), valid)}"
+        elif first["type"] == "missing":
+            msg = f"missing required key {loc!r}"
+        else:
+            msg = f"{loc}: {msg}"
+        raise err(key, msg) from None
+    if spec.id.split("/")[-1] != path.stem and spec.id != path.stem:
+        raise err("id", f"id {spec.id!r} must equal the file name stem {path.stem!r}")
+    if spec.fact not in facts or facts[spec.fact].is_helper:
+        public = [n for n, f in facts.items() if not f.is_helper]
+        raise err("fact", f"unknown fact {spec.fact!r}{_did_you_mean(spec.fact, public)}")
+    fact = facts[spec.fact]
+    columns = fact.column_names
+    rule = Rule(spec, where, source, lines={k: v[0] for k, v in lines.items()})
+
+    def check_column(name: str, key: str) -> None:
+        if name not in columns:
+            raise err(key, f"fact {fact.name!r} has no column {name!r}{_did_you_mean(name, columns)}")
+
+    for group, texts, target in (("when", spec.when, rule.conditions), ("when_any", spec.when_any, rule.any_conditions)):
+        for i, text_cond in enumerate(texts):
+            target.append(_check_condition(text_cond, f"{group}.{i}", spec, check_column, err))
+    if spec.impact is not None:
+        check_column(spec.impact, "impact")
+        if column_unit(spec.impact) != "ratio":
+            raise err("impact", f"impact column {spec.impact!r} must be a 0-1 share of time (a *_fraction column)")
+    if isinstance(spec.info_below_impact, str):
+        ref = spec.info_below_impact.lstrip("$")
+        if ref not in spec.params:
+            raise err("info_below_impact", f"param ${ref} is not declared under params")
+        if spec.impact is None:
+            raise err("info_below_impact", "info_below_impact needs an impact column")
+    for i, ev in enumerate(spec.evidence):
+        check_column(ev.column, f"evidence.{i}")
+    return rule
+
+
+def bundled_rules_dir() -> Path:
+    return Path(str(importlib.resources.files("nsys_diagnose.bundled_rules")))
+
+
+def rule_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*.yaml") if not p.name.endswith(".test.yaml"))
+
+
+def load_rules(facts: dict[str, Fact], extra_dirs: list[Path] | None = None,
+               include_bundled: bool = True) -> dict[str, Rule]:
+    rules: dict[str, Rule] = {}
+    sources: list[tuple[Path, str]] = []
+    if include_bundled:
+        sources.append((bundled_rules_dir(), "bundled"))
+    for d in extra_dirs or []:
+        sources.append((Path(d), str(d)))
+    for directory, source in sources:
+        if not directory.is_dir():
+            raise RuleError(f"{directory}:1:1: rule directory does not exist")
+        for path in rule_files(directory):
+            rule = load_rule_file(path, facts, source)
+            if rule.id in rules:
+                raise RuleError(f"{path}:1:1: rule id {rule.id!r} is already defined in {rules[rule.id].path}")
+            rules[rule.id] = rule
+    return rules

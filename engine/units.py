@@ -1,0 +1,129 @@
+"""Units of fact columns and rule params, and human formatting of values."""
+
+from __future__ import annotations
+
+import math
+
+# Column-name suffix -> unit. The first matching suffix wins.
+_SUFFIX_UNITS: tuple[tuple[str, str], ...] = (
+    ("_ns", "ns"),
+    ("_bytes", "bytes"),
+    ("_pct", "percent"),
+    ("gbps", "gbps"),
+    ("_per_s", "per_s"),
+    ("_per_kernel", "ratio"),
+    ("_fraction", "ratio"),
+    ("_share", "ratio"),
+    ("_ratio", "ratio"),
+    ("utilization", "ratio"),
+    ("imbalance", "ratio"),
+    ("_count", "count"),
+    ("count", "count"),
+    ("_calls", "count"),
+    ("calls", "count"),
+    ("samples", "count"),
+    ("_ops", "count"),
+    ("_id", "id"),
+)
+
+# Units a param may carry, the column unit it is compared with, and the factor to that column unit.
+PARAM_UNITS: dict[str, tuple[str, float]] = {
+    "ns": ("ns", 1.0),
+    "us": ("ns", 1e3),
+    "ms": ("ns", 1e6),
+    "s": ("ns", 1e9),
+    "bytes": ("bytes", 1.0),
+    "KiB": ("bytes", 1024.0),
+    "MiB": ("bytes", 1024.0 ** 2),
+    "GiB": ("bytes", 1024.0 ** 3),
+    "ratio": ("ratio", 1.0),
+    "percent": ("percent", 1.0),
+    "count": ("count", 1.0),
+    "gbps": ("gbps", 1.0),
+    "per_s": ("per_s", 1.0),
+    "number": ("number", 1.0),
+}
+
+
+def column_unit(column: str) -> str:
+    for suffix, unit in _SUFFIX_UNITS:
+        if column.endswith(suffix):
+            return unit
+    return "number"
+
+
+def fmt_duration(ns: float | None) -> str:
+    if ns is None or (isinstance(ns, float) and not math.isfinite(ns)):
+        return "n/a"
+    ns = float(ns)
+    a = abs(ns)
+    if a < 1e3:
+        return f"{ns:.0f} ns"
+    if a < 1e6:
+        return f"{ns / 1e3:.1f} µs"
+    if a < 1e9:
+        return f"{ns / 1e6:.1f} ms"
+    return f"{ns / 1e9:.2f} s"
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "n/a"
+    n = float(n)
+    for unit, size in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_ratio(x: float | None, digits: int = 1) -> str:
+    return "n/a" if x is None else f"{100 * float(x):.{digits}f} %"
+
+
+def fmt_number(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int) or (float(x).is_integer() and abs(x) >= 1):
+        return f"{int(x):,}"
+    x = float(x)
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    if abs(x) >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3g}"
+
+
+def fmt_value(value: object, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    v = float(value)  # type: ignore[arg-type]
+    if unit == "ns":
+        return fmt_duration(v)
+    if unit == "bytes":
+        return fmt_bytes(v)
+    if unit == "ratio":
+        return fmt_ratio(v)
+    if unit == "plain":
+        return f"{v:.2f}"
+    if unit == "percent":
+        return f"{v:.1f} %"
+    if unit == "gbps":
+        return f"{v:.1f} GB/s"
+    if unit == "per_s":
+        return f"{fmt_number(v)}/s"
+    return fmt_number(value)  # type: ignore[arg-type]
+
+
+def fmt_param(value: float, unit: str) -> str:
+    """A param in its own unit, e.g. 10 us -> '10 µs', 0.3 ratio -> '30.0 %'."""
+    if unit in ("us", "ms", "s", "ns"):
+        return f"{fmt_number(value)} {'µs' if unit == 'us' else unit}"
+    if unit in ("KiB", "MiB", "GiB", "bytes"):
+        return f"{fmt_number(value)} {unit}"
+    return fmt_value(value, PARAM_UNITS.get(unit, ("number", 1))[0])
