@@ -148,7 +148,7 @@ VIEWS: dict[str, View] = {
             "GPU-metrics samples (nsys --gpu-metrics-devices), one row per sample and metric.",
             (
                 _c("ts_ns", "BIGINT", "Sample time on the capture timeline (ns)."),
-                _c("device_id", "INTEGER", "GPU the sample belongs to (TARGET_INFO_GPU_METRICS.sourceId)."),
+                _c("device_id", "INTEGER", "GPU the sample belongs to (low byte of GPU_METRICS.typeId)."),
                 _c("metric", "VARCHAR", "Metric name as nsys writes it, e.g. 'DRAM Read Bandwidth [Throughput %]'."),
                 _c("value", "DOUBLE", "Sample value (percent for throughput metrics)."),
             ),

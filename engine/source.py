@@ -82,7 +82,7 @@ class ProfileInfo:
     metadata_table: str | None = None
     command: str | None = None
     graph_trace_setting: str | None = None   # 'graph' or 'node' as recorded in the capture options
-    graph_trace_mode: str | None = None      # 'graph' or 'node' as the data shows, else the setting
+    graph_trace_mode: str | None = None      # 'graph' or 'node' when CUDA graphs ran (from the data first)
     start_ns: int | None = None              # span of the traced activity (what is judged)
     end_ns: int | None = None
     session_start_ns: int | None = None      # whole session per ANALYSIS_DETAILS, when recorded
@@ -452,16 +452,18 @@ class _Builder:
         def select(src: str) -> str:
             c = lambda name, default="NULL": self.col(T, name, "g", default)  # noqa: E731
             ts = c("timestamp", c("rawTimestamp"))
+            # The GPU is the low byte of typeId (as nsys2prv decodes it); names come from the info table.
+            device = f"CAST({c('typeId', '0')} & 255 AS INTEGER)"
             if self.has(info):
                 return f"""
-                SELECT {ts}, t.source_id, COALESCE(t.metric_name, 'metric ' || {c('metricId')}),
+                SELECT {ts}, {device}, COALESCE(t.metric_name, 'metric ' || {c('metricId')}),
                        CAST({c('value')} AS DOUBLE)
                 FROM {src} g
-                LEFT JOIN (SELECT typeId AS type_id, metricId AS metric_id,
-                                  any_value(sourceId) AS source_id, any_value(metricName) AS metric_name
+                LEFT JOIN (SELECT typeId AS type_id, metricId AS metric_id, any_value(metricName) AS metric_name
                            FROM src."{info}" GROUP BY ALL) t
                   ON t.type_id = {c('typeId')} AND t.metric_id = {c('metricId')}"""
-            return f"""SELECT {ts}, NULL, 'metric ' || {c('metricId')}, CAST({c('value')} AS DOUBLE) FROM {src} g"""
+            return f"""SELECT {ts}, {device}, 'metric ' || {c('metricId')}, CAST({c('value')} AS DOUBLE)
+                       FROM {src} g"""
 
         self._create_view("gpu_metrics", T, select)
 
@@ -550,7 +552,10 @@ class _Builder:
         elif node_kernels:
             self.info.graph_trace_mode = "node"
         else:
-            self.info.graph_trace_mode = self.info.graph_trace_setting
+            # No graph work visible: the setting only matters if graphs were launched at all.
+            launches = self.con.execute("SELECT count(*) FROM api_calls WHERE name LIKE 'cudaGraphLaunch%' "
+                                        "OR name LIKE 'cuGraphLaunch%'").fetchone()[0]
+            self.info.graph_trace_mode = self.info.graph_trace_setting if launches else None
 
     def _profile_info(self) -> None:
         info = self.info

@@ -3,12 +3,13 @@
 -- @doc One row per idle gap on a device's 'all' timeline (nothing running: no kernel, graph replay,
 -- @doc copy or memset), with its most likely cause. A gap is 'sync' when a blocking call of the issuing
 -- @doc process began while the GPU was still busy and returned inside the gap (the host waited for the
--- @doc GPU at least as long as the gap then lasted, so the wait, not slow host code, shaped the gap);
--- @doc 'uvm' when the next operation is a unified-memory migration (page
+-- @doc GPU for at least sync_min_wait_ns before it went idle: a real wait, not a call that found the
+-- @doc GPU already done); 'uvm' when the next operation is a unified-memory migration (page
 -- @doc faults drive the transfers, not launches); 'host' when the call that issued the next operation was still
 -- @doc running when the GPU went idle (the work was not queued in time: launch overhead); 'other'
 -- @doc otherwise (dependencies, events, work queued earlier, or uncorrelated activity).
 -- @needs _ordered_ops _sync_calls
+-- @param sync_min_wait_ns 5000
 -- @column device_id CUDA device index.
 -- @column gap_start_ns When the GPU went idle (ns).
 -- @column gap_end_ns When the next operation started (ns).
@@ -35,8 +36,8 @@ with_sync AS (
     FROM gaps g ASOF LEFT JOIN blocking b ON g.pid = b.pid AND g.gap_end_ns >= b.end_ns
 )
 SELECT w.device_id, w.gap_start_ns, w.gap_end_ns, w.gap_ns, w.next_kind, w.next_is_uvm,
-       CASE WHEN w.sync_end_ns >= w.gap_start_ns AND w.sync_start_ns < w.gap_start_ns
-                 AND w.gap_start_ns - w.sync_start_ns >= w.gap_ns THEN 'sync'
+       CASE WHEN w.sync_end_ns >= w.gap_start_ns
+                 AND w.gap_start_ns - w.sync_start_ns >= ${sync_min_wait_ns} THEN 'sync'
             WHEN w.next_is_uvm THEN 'uvm'
             WHEN l.api_end_ns >= w.gap_start_ns THEN 'host'
             ELSE 'other' END AS cause

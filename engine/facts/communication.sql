@@ -31,7 +31,7 @@ grouped AS (
                OVER (PARTITION BY device_id, is_comm ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS grp
     FROM ordered
 ),
-merged AS (SELECT device_id, is_comm, min(start_ns) AS s, max(end_ns) AS e FROM grouped GROUP BY ALL),
+merged AS (SELECT device_id, is_comm, min(start_ns) AS s, max(end_ns) AS e FROM grouped GROUP BY device_id, is_comm, grp),
 overlap AS (
     SELECT c.device_id, sum(least(c.e, p.e) - greatest(c.s, p.s)) AS ns
     FROM merged c JOIN merged p ON p.device_id = c.device_id AND NOT p.is_comm AND c.is_comm

@@ -4,7 +4,7 @@
 -- @doc are matched by pattern; a metric the capture lacks is NULL.
 -- @needs _gpu_ops gpu_utilization
 -- @requires gpu_metrics
--- @column device_id GPU (TARGET_INFO_GPU_METRICS.sourceId).
+-- @column device_id GPU (low byte of GPU_METRICS.typeId).
 -- @column samples Samples taken inside the GPU's window of work.
 -- @column dram_read_pct Mean DRAM read throughput (% of peak).
 -- @column dram_write_pct Mean DRAM write throughput (% of peak).

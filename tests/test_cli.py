@@ -1,0 +1,99 @@
+"""End-to-end: the `diagnose` command as a user and a CI pipeline run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "fixtures" / "examples"
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
+
+
+def test_terminal_summary_names_the_bottleneck_and_the_seed_metrics():
+    p = run(str(EXAMPLES / "eager_decode.sqlite"))
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "VERDICT  launch-bound" in out
+    for metric in ("GPU utilisation", "Kernels", "Gap mean / median", "Overhead ratio", "Launch calls",
+                   "Launch latency", "GPU active time", "CPU time in CUDA", "Memcpy time"):
+        assert metric in out
+    assert "\x1b[" not in out  # piped: no colour
+    assert len(out.splitlines()) <= 60  # one screen
+
+
+def test_json_carries_verdict_findings_and_facts(tmp_path):
+    target = tmp_path / "report.json"
+    p = run(str(EXAMPLES / "eager_decode.sqlite"), "--format", "json", "-o", str(target))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ""
+    data = json.loads(target.read_text())
+    assert data["verdict"]["primary"] == "launch-bound"
+    f = next(f for f in data["findings"] if f["rule"] == "launch-bound")
+    assert {"rule", "category", "severity", "message", "evidence", "impact", "remediation"} <= set(f)
+    assert any(e["column"] == "overhead_ratio" and e["value"] > 0.3 for e in f["evidence"])
+    assert data["facts"]["summary"][0]["kernel_count"] > 1000
+    assert list(data["metrics"]) == list(data["facts"]["summary"][0])
+
+
+def test_markdown_report(tmp_path):
+    p = run(str(EXAMPLES / "eager_decode.sqlite"), "--format", "md")
+    assert p.returncode == 0, p.stderr
+    md = p.stdout
+    assert md.startswith("## nsys-diagnose: launch-bound")
+    assert "| Evidence | Observed | Threshold |" in md
+    assert "<details><summary>Skipped rules" in md
+    assert len(md) < 65_536
+
+
+def test_fail_on_gates_ci():
+    bad = run(str(EXAMPLES / "eager_decode.sqlite"), "--fail-on", "warning")
+    assert bad.returncode == 1
+    good = run(str(EXAMPLES / "healthy_prefill.sqlite"), "--fail-on", "warning")
+    assert good.returncode == 0, good.stdout + good.stderr
+
+
+def test_set_overrides_a_threshold_and_the_report_says_so():
+    p = run(str(EXAMPLES / "eager_decode.sqlite"), "--set", "launch-bound.max_overhead_ratio=0.9", "-f", "md")
+    assert p.returncode == 0, p.stderr
+    assert "`launch-bound.max_overhead_ratio` | 0.9 | 0.3 | command line" in p.stdout
+    assert "Warning: GPU starved by kernel-launch overhead" not in p.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["/nonexistent/profile.sqlite"], "no such file"),
+    (["{examples}/eager_decode.sqlite", "--set", "launch-bound.max_overhead=0.2"], "did you mean 'max_overhead_ratio'"),
+    (["{examples}/eager_decode.sqlite", "--set", "lauch-bound.max_overhead_ratio=0.2"], "did you mean 'launch-bound'"),
+    (["{examples}/eager_decode.sqlite", "--set", "launch-bound.max_overhead_ratio=lots"], "expected a number"),
+])
+def test_bad_input_gets_one_sentence_and_exit_2(args, message):
+    p = run(*[a.format(examples=EXAMPLES) for a in args])
+    assert p.returncode == 2
+    assert message in p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_not_a_sqlite_file(tmp_path):
+    bogus = tmp_path / "report.sqlite"
+    bogus.write_text("not a database")
+    p = run(str(bogus))
+    assert p.returncode == 2 and "not a SQLite database" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_config_file_in_working_directory_is_used(tmp_path):
+    (tmp_path / "diagnose.yaml").write_text("rules:\n  launch-bound:\n    min_kernels: 100000\n")
+    p = run(str(EXAMPLES / "eager_decode.sqlite"), "-f", "json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert not [f for f in data["findings"] if f["rule"] == "launch-bound"]
+    assert data["overrides"][0]["target"] == "launch-bound.min_kernels"

@@ -1,0 +1,703 @@
+"""Tests of the synthetic nsys export generator (fixtures/generator.py).
+
+Every check reads the generated SQLite files directly with sqlite3 and recomputes the ground truth from the
+rows; the shape tests compare each generated table with the real export of the same nsys version in
+shared/real-profiles (skipped when that directory is absent).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import statistics
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nsys_diagnose.fixtures import generator as gen
+from nsys_diagnose.fixtures.generator import SCENARIOS, Scenario, generate, generate_large, main
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+REAL = SHARED / "real-profiles"
+SCHEMA_MD = SHARED / "nsys-schema.md"
+EXAMPLES = REPO / "fixtures" / "examples"
+
+needs_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"real nsys exports not available at {REAL}")
+
+NAMES = [
+    "eager_decode", "graph_decode_node", "graph_decode_graph", "prefill_decode_nvtx", "pageable_copies",
+    "sync_storm", "multi_gpu_straggler", "memory_bound_metrics", "old_schema_2022", "new_schema_2025",
+    "healthy_prefill", "uvm_migration_storm",
+]
+PRIMARIES = {"launch-bound", "pcie-bound", "unified-memory", "api-latency", "multi-gpu-imbalance", "memory-bound",
+             "low-utilization", "capture", None}
+# tables no real export here contains; their columns come from shared/nsys-schema.md (documented schema)
+DOCUMENTED = {
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": ["start", "end", "deviceId", "contextId", "greenContextId", "streamId",
+                                        "correlationId", "globalPid", "graphId", "graphExecId"],
+    "GPU_METRICS": ["timestamp", "typeId", "metricId", "value"],
+    "TARGET_INFO_GPU_METRICS": ["typeId", "sourceId", "typeName", "metricId", "metricName"],
+}
+REFERENCES = {  # era -> real exports (first wins for a table present in several)
+    "2024.6": ["NVIDIA__Fuser__report1__2024.6.2_8xH100node_matmul-test.sqlite"],
+    "2022.1": ["MohanadOdema__DLProf__w_Relu_nsys_profile__2022.1.3_RTX2070S_pytorch-cnn-dlprof.sqlite"],
+    "2025.5": ["florianmattana__CUDA-Kernels__prof__2025.5.2_windows_RTX5070Ti-laptop_gemm.sqlite",
+               "GindaChen__nsys-ai__mock__2026.1.1_RTX3080-WSL_torch-minimal.sqlite"],
+}
+DLPROF_COLUMNS = {"kernel_name", "long_kernel_name", "cuda_name"}  # added by DLProf, not by nsys
+PID_MASK = 0xFFFFFF
+
+
+# ------------------------------------------------------------------------------------------------------------
+# helpers
+# ------------------------------------------------------------------------------------------------------------
+def connect(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def tables(con: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+
+
+def rows(path: Path, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    with connect(path) as con:
+        return con.execute(sql, args).fetchall()
+
+
+def one(path: Path, sql: str, args: tuple[Any, ...] = ()) -> Any:
+    return rows(path, sql, args)[0][0]
+
+
+def union_stats(intervals: list[tuple[int, int]]) -> tuple[float, list[int], int]:
+    """(busy fraction of [first start, last end], positive gaps between merged intervals, span)."""
+    iv = sorted(intervals)
+    busy, gaps = 0, []
+    cs, ce = iv[0]
+    for s, e in iv[1:]:
+        if s > ce:
+            busy += ce - cs
+            gaps.append(s - ce)
+            cs, ce = s, e
+        else:
+            ce = max(ce, e)
+    busy += ce - cs
+    span = max(e for _, e in iv) - iv[0][0]
+    return busy / span, gaps, span
+
+
+def in_range(value: float, bounds: tuple[float, float]) -> bool:
+    return bounds[0] <= value <= bounds[1]
+
+
+def kernel_intervals(path: Path, device: int | None = None) -> list[tuple[int, int]]:
+    sql = "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL"
+    return rows(path, sql + " WHERE deviceId = ?", (device,)) if device is not None else rows(path, sql)
+
+
+def runtime_by_name(path: Path, pattern: str) -> list[tuple[int, int, int, int, int]]:
+    """(start, end, globalTid, correlationId, eventClass) of RUNTIME rows whose name matches LIKE pattern."""
+    return rows(path, """SELECT r.start, r.end, r.globalTid, r.correlationId, r.eventClass
+                         FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+                         WHERE s.value LIKE ? ORDER BY r.start""", (pattern,))
+
+
+def launch_of_kernels(path: Path) -> list[tuple[int, int, int, int, str]]:
+    """(kernel start, kernel end, api start, api globalTid, api name) per kernel, joined on (pid, corr)."""
+    return rows(path, """
+        SELECT k.start, k.end, r.start, r.globalTid, s.value
+        FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+             AND ((r.globalTid >> 24) & 16777215) = ((k.globalPid >> 24) & 16777215)
+        JOIN StringIds s ON s.id = r.nameId ORDER BY k.start""")
+
+
+def nvtx_ranges(path: Path) -> list[tuple[int, int, str, int, int]]:
+    """(start, end, label, globalTid, domainId) of eventType 59 ranges, label from text or textId."""
+    return rows(path, """SELECT e.start, e.end, COALESCE(e.text, s.value), e.globalTid, e.domainId
+                         FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+                         WHERE e.eventType = 59 ORDER BY e.start""")
+
+
+def range_of(t: int, tid: int, ranges: list[tuple[int, int, str, int, int]], label: str) -> bool:
+    return any(s <= t <= e and g == tid for s, e, lab, g, _ in ranges if lab == label)
+
+
+def meta(path: Path, table: str) -> dict[str, str]:
+    return dict(rows(path, f"SELECT name, value FROM {table}"))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("scenarios")
+    paths = {}
+    for name in NAMES:
+        paths[name] = out / f"{name}.sqlite"
+        generate(name, paths[name], seed=0)
+    return paths
+
+
+# ------------------------------------------------------------------------------------------------------------
+# registry
+# ------------------------------------------------------------------------------------------------------------
+def test_registry() -> None:
+    assert list(SCENARIOS) == NAMES
+    for name, s in SCENARIOS.items():
+        assert isinstance(s, Scenario) and s.name == name
+        assert s.expected_primary in PRIMARIES
+        assert s.description.endswith(".") and len(s.description) > 40
+        assert s.truth and s.schema in REFERENCES
+    expected = {"eager_decode": "launch-bound", "graph_decode_node": None, "graph_decode_graph": "capture",
+                "prefill_decode_nvtx": "launch-bound", "pageable_copies": "pcie-bound", "sync_storm": "api-latency",
+                "multi_gpu_straggler": "multi-gpu-imbalance", "memory_bound_metrics": "memory-bound",
+                "old_schema_2022": "launch-bound", "new_schema_2025": "launch-bound", "healthy_prefill": None,
+                "uvm_migration_storm": "unified-memory"}
+    assert {n: s.expected_primary for n, s in SCENARIOS.items()} == expected
+    with pytest.raises(KeyError):
+        generate("no_such_scenario", "/tmp/never.sqlite")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# shape: tables and columns identical to the real export of the same nsys version
+# ------------------------------------------------------------------------------------------------------------
+def _reference_tables(era: str) -> dict[str, list[tuple[Any, ...]]]:
+    ref: dict[str, list[tuple[Any, ...]]] = {}
+    for fname in REFERENCES[era]:
+        with connect(REAL / fname) as con:
+            for t in tables(con):
+                if t not in ref:
+                    ref[t] = [r for r in con.execute(f'PRAGMA table_info("{t}")') if r[1] not in DLPROF_COLUMNS]
+    return ref
+
+
+def _documented_columns_from_md() -> dict[str, list[str]]:
+    text = SCHEMA_MD.read_text()
+    sec = text[text.index("### CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):]
+    graph = [c.strip() for c in re.search(r"`([^`]*graphExecId)`", sec).group(1).split(",")]
+    out = {"CUPTI_ACTIVITY_KIND_GRAPH_TRACE": graph}
+    for t in ("TARGET_INFO_GPU_METRICS", "GPU_METRICS"):
+        m = re.search(rf"`{t}\(([^)]*)\)`", text)
+        out[t] = [c.strip().split()[0] for c in m.group(1).split(",")]
+    return out
+
+
+@needs_real
+@pytest.mark.parametrize("name", NAMES)
+def test_shape_matches_real_export(files: dict[str, Path], name: str) -> None:
+    era = SCENARIOS[name].schema
+    ref = _reference_tables(era)
+    with connect(files[name]) as con:
+        generated = tables(con)
+        assert not con.execute("SELECT name FROM sqlite_master WHERE type = 'index'").fetchall()
+        for t in generated:
+            info = con.execute(f'PRAGMA table_info("{t}")').fetchall()
+            if t in DOCUMENTED:
+                assert [r[1] for r in info] == DOCUMENTED[t], t
+                assert all(r[2] in ("INTEGER", "TEXT") for r in info)
+                continue
+            assert t in ref, f"{name}: table {t} does not exist in the real {era} export"
+            assert info == ref[t], f"{name}: {t} columns/types differ from the real {era} export"
+            assert con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] > 0, f"empty table {t} (nsys is lazy)"
+        # the enum tables carry the rows of the real export
+        for t in generated:
+            if t.startswith("ENUM_"):
+                mine = con.execute(f"SELECT * FROM {t} ORDER BY id").fetchall()
+                src = next(f for f in REFERENCES[era] if t in tables(connect(REAL / f)))
+                assert mine == rows(REAL / src, f"SELECT * FROM {t} ORDER BY id"), t
+    # metadata: same keys in the same order as the real export
+    meta_table = "EXPORT_META_DATA" if era == "2022.1" else "META_DATA_EXPORT"
+    assert [k for k, _ in rows(files[name], f"SELECT name, value FROM {meta_table}")] == \
+        [k for k, _ in rows(REAL / REFERENCES[era][0], f"SELECT name, value FROM {meta_table}")]
+    if era != "2022.1":
+        def keys(p: Path) -> set[str]:  # PROCESS_0:ARGUMENT_<n>: one key per command-line argument
+            return {re.sub(r"ARGUMENT_\d+$", "ARGUMENT_0", k) for (k,) in rows(p, "SELECT name FROM META_DATA_CAPTURE")}
+
+        assert keys(files[name]) <= set().union(*(keys(REAL / f) for f in REFERENCES[era]))
+
+
+@pytest.mark.skipif(not SCHEMA_MD.is_file(), reason=f"{SCHEMA_MD} not available")
+def test_documented_tables_follow_schema_md() -> None:
+    assert _documented_columns_from_md() == DOCUMENTED
+
+
+def test_era_specific_tables(files: dict[str, Path]) -> None:
+    with connect(files["old_schema_2022"]) as con:
+        t = tables(con)
+        assert "EXPORT_META_DATA" in t and "META_DATA_EXPORT" not in t and "META_DATA_CAPTURE" not in t
+        assert not [x for x in t if x.startswith("ENUM_")]
+        assert "TARGET_INFO_CUDA_NULL_STREAM" in t
+        for x in t:
+            cols = [r[1] for r in con.execute(f'PRAGMA table_info("{x}")')]
+            assert "greenContextId" not in cols and not DLPROF_COLUMNS & set(cols)
+    m = meta(files["old_schema_2022"], "EXPORT_META_DATA")
+    assert m["EXPORT_PRODUCT_VERSION"] == "2022.1.3.3" and m["EXPORT_SCHEMA_VERSION"] == "2.9.1"
+    assert "EXPORT_OUTUPT_FILE" in m  # the real 2022.1 typo
+    m = meta(files["eager_decode"], "META_DATA_EXPORT")
+    assert m["EXPORT_PRODUCT_VERSION"].startswith("2024.6.2") and m["EXPORT_SCHEMA_VERSION"] == "3.16.1"
+    assert "EXPORT_PARAM_OUTPUT_FILE" in m
+    m = meta(files["new_schema_2025"], "META_DATA_EXPORT")
+    assert m["EXPORT_PRODUCT_VERSION"].startswith("2025.5.2") and m["EXPORT_SCHEMA_VERSION"].startswith("3.24.")
+    with connect(files["new_schema_2025"]) as con:
+        t = tables(con)
+        assert "CUPTI_ACTIVITY_KIND_OVERHEAD" in t and "TARGET_INFO_CUDA_DEVICE" in t and "NVTX_EVENTS" not in t
+        kcols = [r[1] for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")]
+        assert {"graphId", "clusterX", "qmdLastCtaDone"} <= set(kcols)
+        assert "copyCount" in [r[1] for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_MEMCPY)")]
+        scols = [r[1] for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)")]
+        assert {"deprecatedSyncType", "eventSyncId"} <= set(scols)
+        assert len([x for x in t if x.startswith("ENUM_")]) < 15
+    with connect(files["eager_decode"]) as con:
+        enums = {x for x in tables(con) if x.startswith("ENUM_")}
+        assert {"ENUM_CUDA_MEMCPY_OPER", "ENUM_CUDA_MEM_KIND", "ENUM_CUPTI_SYNC_TYPE",
+                "ENUM_CUDA_KERNEL_LAUNCH_TYPE"} <= enums
+        assert "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" not in tables(con)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# invariants every scenario must satisfy
+# ------------------------------------------------------------------------------------------------------------
+PID = "((globalPid >> 24) & 16777215)"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_encodings_and_correlation(files: dict[str, Path], name: str) -> None:
+    path = files[name]
+    with connect(path) as con:
+        t = set(tables(con))
+
+        def none(sql: str) -> None:
+            assert con.execute(f"SELECT count(*) FROM ({sql})").fetchone()[0] == 0, sql
+
+        # serialized GlobalIds: bits >= 48 VM id 1, 24-47 pid, 0-23 tid (0 for processes)
+        none(f"SELECT * FROM PROCESSES WHERE globalPid >> 48 != 1 OR {PID} != pid OR globalPid & 16777215 != 0")
+        activity = [x for x in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                                "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+                                "CUPTI_ACTIVITY_KIND_GRAPH_TRACE") if x in t]
+        for table in activity:
+            none(f"SELECT * FROM {table} WHERE NOT (start > 0 AND start <= end) OR globalPid >> 48 != 1 "
+                 f"OR globalPid & 16777215 != 0 OR {PID} NOT IN (SELECT pid FROM PROCESSES)")
+        none(f"""SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE NOT (start > 0 AND start < end)
+                 OR {PID.replace('globalPid', 'globalTid')} NOT IN (SELECT pid FROM PROCESSES)
+                 OR globalTid & 16777215 = 0""")
+        for nm, ec in con.execute("""SELECT DISTINCT s.value, r.eventClass FROM CUPTI_ACTIVITY_KIND_RUNTIME r
+                                     JOIN StringIds s ON s.id = r.nameId"""):
+            if nm.startswith("cuda"):  # runtime API: eventClass 0, API-version suffix
+                assert ec == 0 and re.search(r"_v\d+$", nm), nm
+            else:  # driver API: eventClass 1, bare name
+                assert nm.startswith("cu") and ec == 1 and not re.search(r"_v\d{4,}$", nm), nm
+        # every kernel/copy/memset/sync/graph row correlates with an API call of the same process that started
+        # before it; UVM migrations (copyKind 11-13) are not caused by an API call and carry correlationId 0
+        api = {(g >> 24 & PID_MASK, c): s for s, g, c in
+               con.execute("SELECT start, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME")}
+        for table in activity:
+            kind = "copyKind" if table == "CUPTI_ACTIVITY_KIND_MEMCPY" else "0"
+            for s, g, c in con.execute(f"SELECT start, globalPid, correlationId FROM {table} "
+                                       f"WHERE {kind} NOT IN (11, 12, 13)"):
+                assert api.get((g >> 24 & PID_MASK, c), s) < s, f"{table}: correlationId {c} has no earlier API call"
+        if "CUPTI_ACTIVITY_KIND_MEMCPY" in t:
+            none("SELECT * FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN (11, 12, 13) AND correlationId != 0")
+        # names resolve in StringIds
+        if "CUPTI_ACTIVITY_KIND_KERNEL" in t:
+            for col in ("demangledName", "shortName", "mangledName"):
+                none(f"SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE {col} NOT IN (SELECT id FROM StringIds)")
+            none("SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE deviceId NOT IN (SELECT id FROM TARGET_INFO_GPU)")
+        none("SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId NOT IN (SELECT id FROM StringIds)")
+        if "NVTX_EVENTS" in t:
+            none(f"""SELECT * FROM NVTX_EVENTS WHERE COALESCE(text, (SELECT value FROM StringIds WHERE id = textId))
+                     IS NULL OR {PID.replace('globalPid', 'globalTid')} NOT IN (SELECT pid FROM PROCESSES)
+                     OR NOT ((eventType = 59 AND 0 < start AND start < end)
+                             OR (eventType = 75 AND start < 0 AND end IS NULL))""")
+        # the trace span covers every event and is long enough to judge
+        duration = con.execute("SELECT duration FROM ANALYSIS_DETAILS").fetchone()[0]
+        assert duration >= SCENARIOS[name].truth["capture_ns_min"]
+        for table in activity + ["CUPTI_ACTIVITY_KIND_RUNTIME"]:
+            assert con.execute(f"SELECT max(end) FROM {table}").fetchone()[0] < duration
+        for row in con.execute("SELECT name, smCount, memoryBandwidth, totalMemory, clockRate FROM TARGET_INFO_GPU"):
+            assert row[0].startswith("NVIDIA") and row[1] >= 100 and row[2] > 1e12 and row[3] > 8e10 and row[4] > 1e9
+
+
+# ------------------------------------------------------------------------------------------------------------
+# per-scenario ground truth
+# ------------------------------------------------------------------------------------------------------------
+def check_eager(path: Path, truth: dict[str, Any]) -> None:
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["kernel_count"]
+    launches = runtime_by_name(path, "cudaLaunchKernel%")
+    assert len(launches) == truth["launch_calls"]
+    lazy = set()  # first launches that also load the function (2025.5 CUPTI_ACTIVITY_KIND_OVERHEAD) take longer
+    if "CUPTI_ACTIVITY_KIND_OVERHEAD" in tables(connect(path)):
+        lazy = {c for (c,) in rows(path, "SELECT correlationId FROM CUPTI_ACTIVITY_KIND_OVERHEAD")}
+    assert all(in_range(e - s, truth["launch_call_ns"]) for s, e, _, c, _ in launches if c not in lazy)
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY") == truth["memcpy_count"]
+    assert len(runtime_by_name(path, "cudaStreamSynchronize%")) == truth["stream_syncs"]
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE syncType = 3") == \
+        truth["stream_syncs"]
+    assert one(path, "SELECT count(DISTINCT deviceId) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["device_count"]
+    iv = kernel_intervals(path)
+    busy, gaps, _ = union_stats(iv)
+    assert in_range(busy, truth["gpu_busy"]) and in_range(1 - busy, truth["overhead_ratio"])
+    assert in_range(statistics.mean(e - s for s, e in iv), truth["mean_kernel_ns"])
+    assert in_range(statistics.mean(gaps), truth["mean_gap_ns"])
+    # host-bound: the launch call of a kernel mostly starts after the previous kernel finished
+    lk = launch_of_kernels(path)
+    assert len(lk) == truth["kernel_count"]
+    assert all(api_start < ks for ks, _, api_start, _, _ in lk)
+    after = sum(lk[i][2] >= lk[i - 1][1] for i in range(1, len(lk))) / (len(lk) - 1)
+    assert in_range(after, truth["host_bound_fraction"])
+    if "nvtx_ranges" in truth:
+        ranges = nvtx_ranges(path)
+        assert len(ranges) == truth["nvtx_ranges"]
+        assert {r[2] for r in ranges} == {truth["nvtx_step_label"]}
+        assert all(range_of(a, tid, ranges, truth["nvtx_step_label"]) for _, _, a, tid, _ in lk)
+
+
+@pytest.mark.parametrize("name", ["eager_decode", "old_schema_2022", "new_schema_2025"])
+def test_eager_decode_truth(files: dict[str, Path], name: str) -> None:
+    check_eager(files[name], dict(SCENARIOS[name].truth))
+
+
+def test_new_schema_2025_details(files: dict[str, Path]) -> None:
+    path, truth = files["new_schema_2025"], SCENARIOS["new_schema_2025"].truth
+    ov = rows(path, """SELECT o.correlationId, s.value, o.eventClass, o.overheadType, o.start, o.end
+                       FROM CUPTI_ACTIVITY_KIND_OVERHEAD o JOIN StringIds s ON s.id = o.nameId""")
+    assert len(ov) == truth["lazy_loading_overheads"]
+    launches = {c: (s, e) for s, e, _, c, _ in runtime_by_name(path, "cudaLaunchKernel%")}
+    for corr, label, ec, ot, s, e in ov:
+        assert label == "Lazy Function Loading" and ec == 103 and ot == 7
+        assert launches[corr][0] < s < e < launches[corr][1]
+    assert meta(path, "META_DATA_CAPTURE")["PROCESS_0:CUDA_GRAPH_TRACE_OPTIONS:MODE"] == "Graph"
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphId IS NOT NULL") == 0
+    assert one(path, "SELECT count(*) FROM TARGET_INFO_CUDA_DEVICE") == 1
+    assert one(path, "SELECT max(smCount) FROM TARGET_INFO_GPU") == 132
+
+
+def test_graph_decode_node(files: dict[str, Path]) -> None:
+    path, truth = files["graph_decode_node"], SCENARIOS["graph_decode_node"].truth
+    assert meta(path, "META_DATA_CAPTURE")["PROCESS_0:CUDA_GRAPH_TRACE_OPTIONS:MODE"] == "Node"
+    graphs = runtime_by_name(path, "cudaGraphLaunch_v10000")
+    assert len(graphs) == truth["graph_launches"] and not runtime_by_name(path, "cudaLaunchKernel%")
+    starts = {c: s for s, _, _, c, _ in graphs}
+    ks = rows(path, "SELECT correlationId, graphNodeId, start, end FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    assert len(ks) == truth["kernel_count"] >= 5000
+    per_launch: dict[int, list[int]] = defaultdict(list)
+    for corr, node, s, _ in ks:
+        assert corr in starts and starts[corr] < s and node is not None
+        per_launch[corr].append(node)
+    assert len(per_launch) == truth["graph_launches"]
+    for nodes in per_launch.values():
+        assert len(nodes) == len(set(nodes)) == truth["nodes_per_graph"]
+    busy, gaps, span = union_stats([(s, e) for *_, s, e in ks])
+    assert in_range(1 - busy, truth["overhead_ratio"]) and in_range(busy, truth["gpu_busy"])
+    assert in_range(statistics.mean(gaps), truth["mean_gap_ns"])
+    assert in_range(statistics.mean(e - s for *_, s, e in ks), truth["mean_kernel_ns"])
+    assert span >= truth["capture_ns_min"]
+    assert "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" not in tables(connect(path))
+    ranges = rows(path, "SELECT e.text, s.value FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId")
+    assert len(ranges) == truth["nvtx_ranges"] and all(t is None and v == STEP for t, v in ranges)
+
+
+STEP = gen.STEP_LABEL
+
+
+def test_graph_decode_graph(files: dict[str, Path]) -> None:
+    path, truth = files["graph_decode_graph"], SCENARIOS["graph_decode_graph"].truth
+    assert meta(path, "META_DATA_CAPTURE")["PROCESS_0:CUDA_GRAPH_TRACE_OPTIONS:MODE"] == "Graph"
+    graphs = {c: s for s, _, _, c, _ in runtime_by_name(path, "cudaGraphLaunch_v10000")}
+    assert len(graphs) == truth["graph_launches"]
+    gt = rows(path, "SELECT start, end, correlationId, graphId, graphExecId FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+    assert len(gt) == truth["graph_trace_rows"]
+    assert all(c in graphs and graphs[c] < s for s, _, c, _, _ in gt)
+    ks = rows(path, "SELECT start, end, correlationId, graphNodeId FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    assert len(ks) == truth["kernel_count"] == len(runtime_by_name(path, "cudaLaunchKernel%"))
+    assert all(c not in graphs and node is None for _, _, c, node in ks)
+    busy, _, _ = union_stats([(s, e) for s, e, *_ in gt] + [(s, e) for s, e, *_ in ks])
+    assert in_range(busy, truth["gpu_busy"])
+    kernel_only, _, _ = union_stats([(s, e) for s, e, *_ in ks])
+    assert in_range(kernel_only, truth["kernel_table_busy"])
+
+
+def test_prefill_decode_nvtx(files: dict[str, Path]) -> None:
+    path, truth = files["prefill_decode_nvtx"], SCENARIOS["prefill_decode_nvtx"].truth
+    ranges = nvtx_ranges(path)
+    labels = Counter(r[2] for r in ranges)
+    assert labels["prefill"] == truth["nvtx_prefill_ranges"] and labels["decode"] == truth["nvtx_decode_ranges"]
+    assert labels[truth["nvtx_forward_label"]] == truth["nvtx_forward_ranges"]
+    dom = rows(path, "SELECT start, end, text, domainId FROM NVTX_EVENTS WHERE eventType = 75")
+    assert len(dom) == 1 and dom[0][0] < 0 and dom[0][1] is None and dom[0][2] == truth["nvtx_domain"]
+    fwd = rows(path, "SELECT text, domainId, textId FROM NVTX_EVENTS WHERE textId IS NOT NULL")
+    assert len(fwd) == truth["nvtx_forward_ranges"] and all(t is None and d == dom[0][3] for t, d, _ in fwd)
+    phase: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for ks, ke, api, tid, _ in launch_of_kernels(path):
+        inside = [lab for lab in ("prefill", "decode") if range_of(api, tid, ranges, lab)]
+        assert len(inside) == 1
+        assert range_of(api, tid, ranges, truth["nvtx_forward_label"])
+        phase[inside[0]].append((ks, ke))
+    assert len(phase["prefill"]) == truth["prefill_kernels"] and len(phase["decode"]) == truth["decode_kernels"]
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["kernel_count"]
+    assert in_range(union_stats(phase["prefill"])[0], truth["prefill_busy"])
+    durations = [e - s for s, e in phase["prefill"]]
+    assert all(in_range(d, truth["prefill_kernel_ns"]) for d in durations)
+    long_names = rows(path, """SELECT k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
+                               ON s.id = k.shortName WHERE s.value = 'flash_fwd_kernel' OR s.value LIKE 'sm90_%256x%'
+                               OR s.value LIKE 'nvjet%'""")
+    assert long_names and all(in_range(d, truth["prefill_long_kernel_ns"]) for (d,) in long_names)
+    decode_busy = statistics.mean(union_stats(v)[0] for v in _split_steps(path, ranges, phase["decode"]))
+    assert in_range(decode_busy, truth["decode_busy"])
+    pre = sum(e - s for s, e, lab, *_ in ranges if lab == "prefill")
+    dec = sum(e - s for s, e, lab, *_ in ranges if lab == "decode")
+    assert in_range(dec / (pre + dec), truth["decode_time_share"])
+    busy, _, _ = union_stats(kernel_intervals(path))
+    assert in_range(1 - busy, truth["overhead_ratio"])
+
+
+def _split_steps(path: Path, ranges: list[tuple[int, int, str, int, int]],
+                 kernels: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    steps = [(s, e) for s, e, lab, *_ in ranges if lab == "decode"]
+    by_launch = {(ks, ke): api for ks, ke, api, _, _ in launch_of_kernels(path)}
+    out: list[list[tuple[int, int]]] = [[] for _ in steps]
+    for k in kernels:
+        api = by_launch[k]
+        out[next(i for i, (s, e) in enumerate(steps) if s <= api <= e)].append(k)
+    return out
+
+
+def test_pageable_copies(files: dict[str, Path]) -> None:
+    path, truth = files["pageable_copies"], SCENARIOS["pageable_copies"].truth
+    cp = rows(path, "SELECT start, end, bytes, copyKind, srcKind, dstKind, correlationId "
+                    "FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    assert len(cp) == truth["memcpy_count"]
+    assert sum(c[3] == 1 for c in cp) == truth["htod_count"] and sum(c[3] == 2 for c in cp) == truth["dtoh_count"]
+    assert sum(c[2] for c in cp) == truth["memcpy_bytes"] and {c[2] for c in cp} == {truth["bytes_per_copy"]}
+    pageable = sum((c[3] == 1 and c[4] == 0) or (c[3] == 2 and c[5] == 0) for c in cp) / len(cp)
+    assert pageable == truth["pageable_fraction"]
+    for s, e, b, *_ in cp:
+        assert in_range(b / ((e - s) / 1e9), truth["memcpy_bandwidth_Bps"]) and in_range(e - s, truth["copy_ns"])
+    calls = {c: (s, e) for s, e, _, c, _ in runtime_by_name(path, truth["memcpy_call"])}
+    assert len(calls) == len(cp)
+    assert all(calls[c][0] < s and e < calls[c][1] for s, e, *_, c in cp)  # synchronous copies
+    kernel_ns = sum(e - s for s, e in kernel_intervals(path))
+    copy_ns = sum(e - s for s, e, *_ in cp)
+    assert in_range(copy_ns / (copy_ns + kernel_ns), truth["memcpy_share_of_gpu_time"])
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["kernel_count"]
+
+
+def test_sync_storm(files: dict[str, Path]) -> None:
+    path, truth = files["sync_storm"], SCENARIOS["sync_storm"].truth
+    iv = kernel_intervals(path)
+    assert len(iv) == truth["kernel_count"] == len(runtime_by_name(path, "cudaLaunchKernel%"))
+    syncs = runtime_by_name(path, "cudaDeviceSynchronize_v3020")
+    assert len(syncs) == truth["device_syncs"]
+    sr = rows(path, "SELECT syncType, streamId, correlationId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+    assert len(sr) == truth["sync_rows"] and {(t, s) for t, s, _ in sr} == {(truth["sync_type"], 4294967295)}
+    assert {c for *_, c in sr} == {c for _, _, _, c, _ in syncs}
+    assert in_range(statistics.mean(e - s for s, e, *_ in syncs), truth["sync_blocked_ns"])
+    busy, gaps, span = union_stats(iv)
+    assert in_range(busy, truth["gpu_busy"]) and in_range(1 - busy, truth["overhead_ratio"])
+    assert in_range(statistics.mean(gaps), truth["mean_gap_ns"])
+    assert in_range(statistics.mean(e - s for s, e in iv), truth["mean_kernel_ns"])
+    ends = sorted(e for _, e, *_ in syncs)
+    iv.sort()
+    j = 0
+    for (_, prev_end), (nxt, _) in zip(iv, iv[1:]):  # every idle gap begins inside a synchronisation
+        while j < len(ends) and ends[j] <= prev_end:
+            j += 1
+        assert j < len(ends) and ends[j] < nxt
+    assert in_range(sum(e - s for s, e, *_ in syncs) / span, truth["sync_time_share"])
+
+
+def test_multi_gpu_straggler(files: dict[str, Path]) -> None:
+    path, truth = files["multi_gpu_straggler"], SCENARIOS["multi_gpu_straggler"].truth
+    assert one(path, "SELECT count(*) FROM TARGET_INFO_GPU") == truth["target_info_gpus"]
+    ks = rows(path, """SELECT (k.globalPid >> 24) & 16777215, k.deviceId, s.value, k.end - k.start, k.correlationId
+                       FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName""")
+    assert len(ks) == truth["kernel_count"]
+    dev_of = defaultdict(set)
+    for pid, dev, *_ in ks:
+        dev_of[pid].add(dev)
+    assert len(dev_of) == truth["process_count"] and all(len(d) == 1 for d in dev_of.values())
+    assert len({d for v in dev_of.values() for d in v}) == truth["device_count"]
+    rank = {pid: next(iter(d)) for pid, d in dev_of.items()}
+    nccl: dict[int, list[int]] = defaultdict(list)
+    compute: dict[int, int] = defaultdict(int)
+    for pid, dev, short, d, _ in ks:
+        if short == truth["nccl_kernel"]:
+            nccl[dev].append(d)
+        else:
+            compute[dev] += d
+    assert all(len(v) == truth["allreduce_per_rank"] for v in nccl.values()) and len(nccl) == 2
+    m0, m1 = statistics.mean(nccl[0]), statistics.mean(nccl[1])
+    assert in_range(m0, truth["nccl_mean_ns_rank0"]) and in_range(m1, truth["nccl_mean_ns_rank1"])
+    assert in_range(m0 / m1, truth["nccl_ratio_rank0_rank1"])
+    assert in_range(compute[1] / compute[0], truth["compute_ratio_rank1_rank0"])
+    launch = rows(path, """SELECT DISTINCT s.value, r.eventClass FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN StringIds ks ON ks.id = k.shortName
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+             AND ((r.globalTid >> 24) & 16777215) = ((k.globalPid >> 24) & 16777215)
+        JOIN StringIds s ON s.id = r.nameId WHERE ks.value LIKE 'nccl%'""")
+    assert launch == [(truth["nccl_launch_api"], 1)]
+    assert sorted(rank.values()) == [0, 1]
+
+
+def test_memory_bound_metrics(files: dict[str, Path]) -> None:
+    path, truth = files["memory_bound_metrics"], SCENARIOS["memory_bound_metrics"].truth
+    iv = kernel_intervals(path)
+    assert len(iv) == truth["kernel_count"] == len(runtime_by_name(path, "cudaLaunchKernel%"))
+    assert in_range(union_stats(iv)[0], truth["gpu_busy"])
+    names = dict(rows(path, "SELECT metricId, metricName FROM TARGET_INFO_GPU_METRICS"))
+    assert tuple(names.values()) == tuple(truth["metric_names"])
+    assert all(n.endswith("[Throughput %]") for n in names.values())
+    samples: dict[str, dict[int, int]] = defaultdict(dict)
+    for ts, mid, v in rows(path, "SELECT timestamp, metricId, value FROM GPU_METRICS"):
+        samples[names[mid]][ts] = v
+    stamps = sorted(samples["DRAM Read Bandwidth [Throughput %]"])
+    assert {b - a for a, b in zip(stamps, stamps[1:])} == {truth["metric_period_ns"]}
+    assert len({len(v) for v in samples.values()}) == 1
+    busy_ts = [t for t, v in samples["GR Active [Throughput %]"].items() if v >= 50]
+    assert len(busy_ts) > 0.9 * len(stamps)
+
+    def mean(metric: str) -> float:
+        return statistics.mean(samples[metric][t] for t in busy_ts)
+
+    assert in_range(mean("DRAM Read Bandwidth [Throughput %]"), truth["dram_read_pct_busy"])
+    assert in_range(mean("SM Issue [Throughput %]"), truth["sm_issue_pct_busy"])
+    assert in_range(mean("Tensor Active [Throughput %]"), truth["tensor_active_pct_busy"])
+    long = rows(path, """SELECT k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
+                         ON s.id = k.shortName WHERE s.value IN ('gemv2T_kernel_val', 'paged_attention_v2_kernel')""")
+    assert long and all(in_range(d, truth["long_kernel_ns"]) for (d,) in long)
+
+
+def test_healthy_prefill(files: dict[str, Path]) -> None:
+    path, truth = files["healthy_prefill"], SCENARIOS["healthy_prefill"].truth
+    iv = kernel_intervals(path)
+    assert len(iv) == truth["kernel_count"] == len(runtime_by_name(path, "cudaLaunchKernel%"))
+    busy, gaps, _ = union_stats(iv)
+    assert in_range(busy, truth["gpu_busy"]) and in_range(1 - busy, truth["overhead_ratio"])
+    assert max(gaps) < truth["max_gap_ns"]
+    assert all(in_range(e - s, truth["kernel_ns"]) for s, e in iv)
+    cp = rows(path, "SELECT bytes, srcKind, dstKind FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    assert len(cp) == truth["memcpy_count"] and all(b <= 64 << 10 and 1 in (s, d) for b, s, d in cp)
+    assert len(nvtx_ranges(path)) == truth["nvtx_ranges"]
+
+
+def test_uvm_migration_storm(files: dict[str, Path]) -> None:
+    path, truth = files["uvm_migration_storm"], SCENARIOS["uvm_migration_storm"].truth
+    cp = rows(path, """SELECT copyKind, srcKind, dstKind, migrationCause, bytes, end - start, correlationId,
+                       virtualAddress FROM CUPTI_ACTIVITY_KIND_MEMCPY""")
+    assert len(cp) == truth["uvm_migrations"]
+    kinds = Counter(c[0] for c in cp)
+    assert kinds == {11: truth["uvm_htod"], 12: truth["uvm_dtoh"]}
+    assert all(c[1] == c[2] == 7 and c[6] == 0 and c[7] for c in cp)
+    assert {c[3] for c in cp} == set(truth["migration_causes"])
+    assert all(in_range(c[4], truth["migration_bytes_range"]) for c in cp)
+    assert sum(c[4] for c in cp if c[0] == 11) == truth["uvm_htod_bytes"]
+    iv = kernel_intervals(path)
+    assert len(iv) == truth["kernel_count"]
+    assert in_range(sum(c[5] for c in cp) / sum(e - s for s, e in iv), truth["migration_vs_kernel_time"])
+    assert len(runtime_by_name(path, "cudaDeviceSynchronize%")) == truth["device_syncs"]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# determinism, scale, command line, large exports, committed examples
+# ------------------------------------------------------------------------------------------------------------
+def _dump(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    with connect(path) as con:
+        return {t: con.execute(f'SELECT * FROM "{t}"').fetchall() for t in tables(con)}
+
+
+def test_determinism(tmp_path: Path, files: dict[str, Path]) -> None:
+    for name in ("graph_decode_graph", "pageable_copies"):  # same seed: byte-identical file
+        again = tmp_path / f"{name}.sqlite"
+        generate(name, again, seed=0)
+        assert again.read_bytes() == files[name].read_bytes()
+    other = tmp_path / "seed1" / "graph_decode_graph.sqlite"  # same file name: it is recorded in the metadata
+    generate("graph_decode_graph", other, seed=1)
+    a, b = _dump(files["graph_decode_graph"]), _dump(other)
+    assert a.keys() == b.keys() and a["CUPTI_ACTIVITY_KIND_KERNEL"] != b["CUPTI_ACTIVITY_KIND_KERNEL"]
+    assert len(a["CUPTI_ACTIVITY_KIND_KERNEL"]) == len(b["CUPTI_ACTIVITY_KIND_KERNEL"])
+    generate("graph_decode_graph", other, seed=0)  # overwrites the existing file
+    assert _dump(other) == a
+
+
+def test_other_seed_and_scale_keep_truth(tmp_path: Path) -> None:
+    p = tmp_path / "old_schema_2022.sqlite"
+    sc = generate("old_schema_2022", p, seed=7)
+    check_eager(p, dict(sc.truth))
+    p2 = tmp_path / "sync_storm.sqlite"
+    sc2 = generate("sync_storm", p2, seed=3, scale=2)
+    assert sc2.truth["kernel_count"] == 2 * SCENARIOS["sync_storm"].truth["kernel_count"]
+    assert one(p2, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == sc2.truth["kernel_count"]
+    assert one(p2, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") == sc2.truth["sync_rows"]
+
+
+def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main(["--list"]) == 0
+    listed = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [x[0] for x in listed] == NAMES and all(len(x) == 3 for x in listed)
+    out = tmp_path / "one.sqlite"
+    assert main(["sync_storm", "-o", str(out), "--seed", "3"]) == 0
+    assert one(out, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == SCENARIOS["sync_storm"].truth["kernel_count"]
+    out2 = tmp_path / "two.sqlite"
+    assert main(["healthy_prefill", "-o", str(out2), "--scale", "2"]) == 0
+    assert one(out2, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == 2 * SCENARIOS["healthy_prefill"].truth[
+        "kernel_count"]
+    big = tmp_path / "big.sqlite"
+    assert main(["large", "--kernels", "1000", "-o", str(big)]) == 0
+    assert one(big, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == 1000
+    with pytest.raises(SystemExit):
+        main(["not_a_scenario", "-o", str(out)])
+    with pytest.raises(SystemExit):
+        main(["eager_decode"])  # no -o
+    # --all writes DIR/<name>.sqlite for every scenario (the generation itself is covered by the fixture above)
+    calls: list[tuple[str, Path, int, int]] = []
+
+    def fake_generate(name: str, path: Path, *, seed: int = 0, scale: int = 1) -> Scenario:
+        calls.append((name, Path(path), seed, scale))
+        Path(path).write_bytes(b"")
+        return SCENARIOS[name]
+
+    monkeypatch.setattr(gen, "generate", fake_generate)
+    alld = tmp_path / "all"
+    assert main(["--all", str(alld), "--seed", "5"]) == 0
+    assert [c[0] for c in calls] == NAMES
+    assert all(p == alld / f"{n}.sqlite" and seed == 5 and scale == 1 for n, p, seed, scale in calls)
+    assert sorted(p.stem for p in alld.glob("*.sqlite")) == sorted(NAMES)
+
+
+def test_module_entry_point(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "nsys_diagnose.fixtures.generator", "--list"], capture_output=True,
+                       text=True, check=True)
+    assert r.stdout.split("\t", 1)[0] == NAMES[0]
+
+
+def test_generate_large(tmp_path: Path) -> None:
+    n = 20_000
+    path = tmp_path / "large.sqlite"
+    info = generate_large(path, kernels=n, seed=0)
+    assert info["kernel_count"] == n
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == n
+    assert len(runtime_by_name(path, "cudaLaunchKernel_v7000")) == n
+    assert one(path, """SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+                        ON r.correlationId = k.correlationId AND r.globalTid >> 24 = k.globalPid >> 24
+                        WHERE r.start < k.start""") == n
+    steps = info["steps"]
+    assert steps == -(-n // info["kernels_per_step"]) and 150 <= info["kernels_per_step"] <= 250
+    assert len(nvtx_ranges(path)) == steps
+    assert len(runtime_by_name(path, "cudaStreamSynchronize%")) == steps
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") == steps
+    busy, _, _ = union_stats(kernel_intervals(path))
+    assert 0.25 < busy < 0.6
+    with connect(path) as con:
+        assert not con.execute("SELECT name FROM sqlite_master WHERE type = 'index'").fetchall()
+        assert {"StringIds", "TARGET_INFO_GPU", "META_DATA_EXPORT", "PROCESSES"} <= set(tables(con))
+
+
+@pytest.mark.parametrize("name", ["eager_decode", "graph_decode_node", "healthy_prefill"])
+def test_committed_examples_are_current(files: dict[str, Path], name: str) -> None:
+    example = EXAMPLES / f"{name}.sqlite"
+    assert example.is_file(), f"missing {example}; regenerate with nsys-diagnose-fixture {name} -o {example}"
+    assert example.stat().st_size < 1_100_000
+    assert _dump(example) == _dump(files[name])
