@@ -35,3 +35,43 @@ def raw_count(path: Path, table: str, where: str = "") -> int:
         if not table_exists(con, table):
             return 0
         return con.execute(f'SELECT count(*) FROM "{table}" {where}').fetchone()[0]
+
+
+_ANALYSES: dict = {}
+
+
+_SCENARIO_DIR: list[Path] = []
+
+
+def scenario_analysis(name: str):
+    """(facts, report) of a generated fixture scenario, computed once per test session."""
+    import tempfile
+
+    from nsys_diagnose.fixtures.generator import generate
+
+    if not _SCENARIO_DIR:
+        _SCENARIO_DIR.append(Path(tempfile.mkdtemp(prefix="nsys-diagnose-scenarios-")))
+    path = _SCENARIO_DIR[0] / f"{name}.sqlite"
+    if str(path) not in _ANALYSES:
+        generate(name, path)
+    return analysis(path)
+
+
+def analysis(path: Path):
+    """(facts, report) of an export, computed once per test session: several test modules read them."""
+    key = str(path)
+    if key not in _ANALYSES:
+        from nsys_diagnose.api import build_report
+        from nsys_diagnose.config import Config
+        from nsys_diagnose.factrun import compute_facts
+        from nsys_diagnose.facts import load_facts
+        from nsys_diagnose.rules import load_rules
+        from nsys_diagnose.source import open_export
+
+        fact_defs = load_facts()
+        rules = load_rules(fact_defs)
+        with open_export(path) as export:
+            facts = compute_facts(export, facts=fact_defs)
+            report = build_report(export, facts, rules, Config(), fact_defs)
+        _ANALYSES[key] = (facts, report)
+    return _ANALYSES[key]

@@ -6,23 +6,14 @@ import math
 
 import pytest
 
-from nsys_diagnose.api import diagnose
-
-from conftest import REAL_EXPORTS, real, requires_real
+from conftest import REAL_EXPORTS, analysis, real, requires_real
 
 pytestmark = requires_real
 
 
 @pytest.fixture(scope="module")
 def reports():
-    cache = {}
-
-    def get(fragment: str):
-        if fragment not in cache:
-            cache[fragment] = diagnose(real(fragment))
-        return cache[fragment]
-
-    return get
+    return lambda fragment: analysis(real(fragment))[1]
 
 
 def _finding(report, rule):
@@ -33,7 +24,7 @@ def _finding(report, rule):
 
 @pytest.mark.parametrize("path", REAL_EXPORTS, ids=lambda p: p.name.split("__")[0])
 def test_every_real_export_is_diagnosed_with_finite_numbers(path):
-    report = diagnose(path)
+    report = analysis(path)[1]
     assert report.verdict.headline
     for f in report.findings:
         assert f.impact is None or 0 <= f.impact <= 1

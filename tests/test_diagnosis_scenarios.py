@@ -4,27 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from nsys_diagnose.api import diagnose
-from nsys_diagnose.fixtures.generator import SCENARIOS, generate
+from nsys_diagnose.fixtures.generator import SCENARIOS
+
+from conftest import scenario_analysis
 
 
 @pytest.fixture(scope="module")
-def scenario_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("scenarios")
-
-
-@pytest.fixture(scope="module")
-def report_of(scenario_dir):
-    cache = {}
-
-    def get(name: str):
-        if name not in cache:
-            path = scenario_dir / f"{name}.sqlite"
-            generate(name, path)
-            cache[name] = diagnose(path)
-        return cache[name]
-
-    return get
+def report_of():
+    return lambda name: scenario_analysis(name)[1]
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

@@ -30,8 +30,9 @@ needs_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"real nsys exports no
 NAMES = [
     "eager_decode", "graph_decode_node", "graph_decode_graph", "prefill_decode_nvtx", "pageable_copies",
     "sync_storm", "multi_gpu_straggler", "memory_bound_metrics", "old_schema_2022", "new_schema_2025",
-    "healthy_prefill", "uvm_migration_storm",
+    "healthy_prefill", "uvm_migration_storm", "empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture",
 ]
+CAPTURE = ["empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture"]
 PRIMARIES = {"launch-bound", "pcie-bound", "unified-memory", "api-latency", "multi-gpu-imbalance", "memory-bound",
              "low-utilization", "capture", None}
 # tables no real export here contains; their columns come from shared/nsys-schema.md (documented schema)
@@ -153,7 +154,8 @@ def test_registry() -> None:
                 "prefill_decode_nvtx": "launch-bound", "pageable_copies": "pcie-bound", "sync_storm": "api-latency",
                 "multi_gpu_straggler": "multi-gpu-imbalance", "memory_bound_metrics": "memory-bound",
                 "old_schema_2022": "launch-bound", "new_schema_2025": "launch-bound", "healthy_prefill": None,
-                "uvm_migration_storm": "unified-memory"}
+                "uvm_migration_storm": "unified-memory", "empty_capture": "capture", "nvtx_only": "capture",
+                "cuda_api_only": "capture", "tiny_capture": "capture"}
     assert {n: s.expected_primary for n, s in SCENARIOS.items()} == expected
     with pytest.raises(KeyError):
         generate("no_such_scenario", "/tmp/never.sqlite")
@@ -271,26 +273,39 @@ def test_encodings_and_correlation(files: dict[str, Path], name: str) -> None:
             assert con.execute(f"SELECT count(*) FROM ({sql})").fetchone()[0] == 0, sql
 
         # serialized GlobalIds: bits >= 48 VM id 1, 24-47 pid, 0-23 tid (0 for processes)
-        none(f"SELECT * FROM PROCESSES WHERE globalPid >> 48 != 1 OR {PID} != pid OR globalPid & 16777215 != 0")
+        if "PROCESSES" in t:
+            none(f"SELECT * FROM PROCESSES WHERE globalPid >> 48 != 1 OR {PID} != pid OR globalPid & 16777215 != 0")
+        if "ProcessStreams" in t:
+            none("SELECT * FROM ProcessStreams WHERE globalPid >> 48 != 1 OR globalPid & 16777215 != 0 "
+                 "OR filenameId NOT IN (SELECT id FROM StringIds) OR contentId NOT IN (SELECT id FROM StringIds)")
+        none("SELECT * FROM ThreadNames WHERE globalTid >> 48 != 1 OR globalTid & 16777215 = 0 "
+             "OR nameId NOT IN (SELECT id FROM StringIds)")
         activity = [x for x in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                                 "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
                                 "CUPTI_ACTIVITY_KIND_GRAPH_TRACE") if x in t]
         for table in activity:
             none(f"SELECT * FROM {table} WHERE NOT (start > 0 AND start <= end) OR globalPid >> 48 != 1 "
                  f"OR globalPid & 16777215 != 0 OR {PID} NOT IN (SELECT pid FROM PROCESSES)")
-        none(f"""SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE NOT (start > 0 AND start < end)
-                 OR {PID.replace('globalPid', 'globalTid')} NOT IN (SELECT pid FROM PROCESSES)
-                 OR globalTid & 16777215 = 0""")
-        for nm, ec in con.execute("""SELECT DISTINCT s.value, r.eventClass FROM CUPTI_ACTIVITY_KIND_RUNTIME r
-                                     JOIN StringIds s ON s.id = r.nameId"""):
+        runtime = "CUPTI_ACTIVITY_KIND_RUNTIME" in t
+        assert runtime or not activity, "activity rows without API calls"
+        if runtime:
+            none(f"""SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE NOT (start > 0 AND start < end)
+                     OR {PID.replace('globalPid', 'globalTid')} NOT IN (SELECT pid FROM PROCESSES)
+                     OR globalTid & 16777215 = 0""")
+            none("SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId NOT IN (SELECT id FROM StringIds)")
+        api_names = con.execute("""SELECT DISTINCT s.value, r.eventClass FROM CUPTI_ACTIVITY_KIND_RUNTIME r
+                                   JOIN StringIds s ON s.id = r.nameId""").fetchall() if runtime else []
+        for nm, ec in api_names:
             if nm.startswith("cuda"):  # runtime API: eventClass 0, API-version suffix
                 assert ec == 0 and re.search(r"_v\d+$", nm), nm
             else:  # driver API: eventClass 1, bare name
                 assert nm.startswith("cu") and ec == 1 and not re.search(r"_v\d{4,}$", nm), nm
         # every kernel/copy/memset/sync/graph row correlates with an API call of the same process that started
         # before it; UVM migrations (copyKind 11-13) are not caused by an API call and carry correlationId 0
-        api = {(g >> 24 & PID_MASK, c): s for s, g, c in
-               con.execute("SELECT start, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME")}
+        api: dict[tuple[int, int], int] = {}
+        if runtime:
+            api = {(g >> 24 & PID_MASK, c): s for s, g, c in
+                   con.execute("SELECT start, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME")}
         for table in activity:
             kind = "copyKind" if table == "CUPTI_ACTIVITY_KIND_MEMCPY" else "0"
             for s, g, c in con.execute(f"SELECT start, globalPid, correlationId FROM {table} "
@@ -303,7 +318,6 @@ def test_encodings_and_correlation(files: dict[str, Path], name: str) -> None:
             for col in ("demangledName", "shortName", "mangledName"):
                 none(f"SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE {col} NOT IN (SELECT id FROM StringIds)")
             none("SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE deviceId NOT IN (SELECT id FROM TARGET_INFO_GPU)")
-        none("SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId NOT IN (SELECT id FROM StringIds)")
         if "NVTX_EVENTS" in t:
             none(f"""SELECT * FROM NVTX_EVENTS WHERE COALESCE(text, (SELECT value FROM StringIds WHERE id = textId))
                      IS NULL OR {PID.replace('globalPid', 'globalTid')} NOT IN (SELECT pid FROM PROCESSES)
@@ -312,8 +326,10 @@ def test_encodings_and_correlation(files: dict[str, Path], name: str) -> None:
         # the trace span covers every event and is long enough to judge
         duration = con.execute("SELECT duration FROM ANALYSIS_DETAILS").fetchone()[0]
         assert duration >= SCENARIOS[name].truth["capture_ns_min"]
-        for table in activity + ["CUPTI_ACTIVITY_KIND_RUNTIME"]:
+        for table in activity + ["CUPTI_ACTIVITY_KIND_RUNTIME"] * runtime:
             assert con.execute(f"SELECT max(end) FROM {table}").fetchone()[0] < duration
+        if "NVTX_EVENTS" in t:
+            assert con.execute("SELECT max(end) FROM NVTX_EVENTS").fetchone()[0] < duration
         for row in con.execute("SELECT name, smCount, memoryBandwidth, totalMemory, clockRate FROM TARGET_INFO_GPU"):
             assert row[0].startswith("NVIDIA") and row[1] >= 100 and row[2] > 1e12 and row[3] > 8e10 and row[4] > 1e9
 
@@ -598,6 +614,108 @@ def test_uvm_migration_storm(files: dict[str, Path]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------------
+# capture problems
+# ------------------------------------------------------------------------------------------------------------
+def _streams(path: Path) -> dict[str, str]:
+    """ProcessStreams as {'stdout'|'stderr': content}."""
+    out = {}
+    for fname, content in rows(path, """SELECT f.value, c.value FROM ProcessStreams p JOIN StringIds f
+                                        ON f.id = p.filenameId JOIN StringIds c ON c.id = p.contentId"""):
+        assert re.fullmatch(r"/tmp/nvidia/nsight_systems/quadd_session_\d+/streams/pid_\d+_std(out|err)\.log", fname)
+        out[fname.rsplit("_", 1)[1].split(".")[0]] = content
+    return out
+
+
+@pytest.mark.parametrize("name", CAPTURE)
+def test_capture_problem_tables(files: dict[str, Path], name: str) -> None:
+    path, truth = files[name], SCENARIOS[name].truth
+    with connect(path) as con:
+        t = tables(con)
+    assert [x for x in t if not x.startswith("ENUM_")] == sorted(truth["tables"])
+    assert one(path, "SELECT count(*) FROM TARGET_INFO_GPU") == truth["target_info_gpus"]
+
+    def count(table: str) -> int:
+        return one(path, f"SELECT count(*) FROM {table}") if table in t else 0
+
+    assert count("PROCESSES") == truth["process_count"]
+    assert count("CUPTI_ACTIVITY_KIND_KERNEL") == truth["kernel_count"]
+    assert count("CUPTI_ACTIVITY_KIND_RUNTIME") == truth["api_calls"]
+    assert count("CUPTI_ACTIVITY_KIND_MEMCPY") == truth["memcpy_count"]
+    assert count("NVTX_EVENTS") == truth.get("nvtx_ranges", 0) + truth.get("nvtx_domain_creates", 0)
+    duration = one(path, "SELECT duration FROM ANALYSIS_DETAILS")
+    assert in_range(duration, truth["capture_ns"])
+    assert meta(path, "META_DATA_CAPTURE")["PROCESS_0:COLLECT_CUDA_TRACE"] == truth["collect_cuda_trace"]
+    # the program output nsys kept, and the diagnostic pointing at it
+    assert set(_streams(path)) == {"stdout", "stderr"}
+    diag = [txt for (txt,) in rows(path, "SELECT text FROM DIAGNOSTIC_EVENT ORDER BY timestamp")]
+    assert diag[0] == "Profiling has started." and diag[-1] == "Profiling has stopped."
+    assert any(d.startswith("Process was launched by the profiler") for d in diag)
+    assert rows(path, "SELECT timestamp FROM DIAGNOSTIC_EVENT") == \
+        rows(path, "SELECT timestamp FROM DIAGNOSTIC_EVENT ORDER BY timestamp")
+
+
+def test_empty_capture(files: dict[str, Path]) -> None:
+    path, truth = files["empty_capture"], SCENARIOS["empty_capture"].truth
+    with connect(path) as con:
+        t = tables(con)
+    assert not [x for x in t if x.startswith(("CUPTI_", "NVTX_", "TARGET_INFO_CUDA_")) or x == "PROCESSES"]
+    assert truth["stderr_contains"] in _streams(path)["stderr"]
+    assert one(path, "SELECT count(*) FROM ThreadNames") >= 1
+
+
+def test_nvtx_only(files: dict[str, Path]) -> None:
+    path, truth = files["nvtx_only"], SCENARIOS["nvtx_only"].truth
+    assert not [x for x in tables(connect(path)) if x.startswith(("CUPTI_", "TARGET_INFO_CUDA_"))]
+    assert ("CAPTURE_EVENT_TYPE", "Cuda") not in rows(path, "SELECT name, value FROM META_DATA_CAPTURE")
+    dom = rows(path, "SELECT start, end, text, domainId FROM NVTX_EVENTS WHERE eventType = 75")
+    assert len(dom) == truth["nvtx_domain_creates"] and dom[0][2] == truth["nvtx_domain"] and dom[0][0] < 0
+    ranges = nvtx_ranges(path)
+    assert len(ranges) == truth["nvtx_ranges"]
+    steps = [r for r in ranges if r[2] == truth["nvtx_step_label"]]
+    layers = [r for r in ranges if r[4] == dom[0][3]]
+    assert len(steps) == truth["iterations"] and len(layers) == truth["nvtx_layer_ranges"]
+    assert all(r[4] == 0 for r in steps) and len(steps) + len(layers) == len(ranges)
+    assert one(path, "SELECT count(*) FROM NVTX_EVENTS WHERE text IS NOT NULL AND eventType = 59") == 0
+    per_step = Counter(next(i for i, (s, e, *_) in enumerate(steps) if s <= ls and le <= e) for ls, le, *_ in layers)
+    assert set(per_step.values()) == {truth["layers_per_iteration"]}
+    assert all(lab.startswith("/") for _, _, lab, _, _ in layers)
+
+
+def test_cuda_api_only(files: dict[str, Path]) -> None:
+    path, truth = files["cuda_api_only"], SCENARIOS["cuda_api_only"].truth
+    assert "CUPTI_ACTIVITY_KIND_KERNEL" not in tables(connect(path))
+    assert len(runtime_by_name(path, "cudaLaunchKernel%")) == truth["launch_calls"]
+    assert len(runtime_by_name(path, "cudaMemcpyAsync%")) == truth["memcpy_api_calls"]
+    assert len(runtime_by_name(path, "cudaMalloc%")) == truth["malloc_calls"]
+    assert len(runtime_by_name(path, "cudaStreamSynchronize%")) == truth["stream_syncs"]
+    cp = rows(path, "SELECT copyKind, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    assert sum(k == 1 for k, _ in cp) == truth["htod_count"] and sum(b for _, b in cp) == truth["memcpy_bytes"]
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") == truth["sync_rows"]
+    # launches after the last flushed activity record have nothing on the GPU side
+    last = one(path, "SELECT max(end) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+    assert all(s > last for s, *_ in runtime_by_name(path, "cudaLaunchKernel%"))
+
+
+def test_tiny_capture(files: dict[str, Path]) -> None:
+    path, truth = files["tiny_capture"], SCENARIOS["tiny_capture"].truth
+    assert truth["capture_ns_min"] <= one(path, "SELECT duration FROM ANALYSIS_DETAILS") < 100_000_000
+    lk = launch_of_kernels(path)
+    assert len(lk) == truth["kernel_count"] == len(runtime_by_name(path, "cudaLaunchKernel%")) == truth["launch_calls"]
+    assert all(ks > api for ks, _, api, _, _ in lk)
+    names = [n for (n,) in rows(path, """SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
+                                        ON s.id = k.shortName ORDER BY k.start""")]
+    assert tuple(names) == truth["kernel_names"]
+    assert in_range(sum(e - s for s, e, *_ in lk), truth["kernel_time_ns"])
+    cp = rows(path, "SELECT copyKind, srcKind, dstKind, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    assert cp == [(2, 2, 1, truth["memcpy_bytes"])]
+    assert len(runtime_by_name(path, "cudaStreamSynchronize%")) == truth["stream_syncs"]
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") == truth["sync_rows"]
+    m = meta(path, "META_DATA_CAPTURE")
+    assert m["PROCESS_0:ARGUMENT_1"] == truth["command"]
+    assert _streams(path)["stdout"] == "16.0\n"
+
+
+# ------------------------------------------------------------------------------------------------------------
 # determinism, scale, command line, large exports, committed examples
 # ------------------------------------------------------------------------------------------------------------
 def _dump(path: Path) -> dict[str, list[tuple[Any, ...]]]:
@@ -606,7 +724,7 @@ def _dump(path: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def test_determinism(tmp_path: Path, files: dict[str, Path]) -> None:
-    for name in ("graph_decode_graph", "pageable_copies"):  # same seed: byte-identical file
+    for name in ("graph_decode_graph", "pageable_copies", "empty_capture", "tiny_capture"):  # byte-identical
         again = tmp_path / f"{name}.sqlite"
         generate(name, again, seed=0)
         assert again.read_bytes() == files[name].read_bytes()

@@ -12,10 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.factrun import compute_facts
-from nsys_diagnose.source import open_export
-
-from conftest import REAL_DIR, requires_real
+from conftest import REAL_DIR, analysis, requires_real
 
 GOLDEN = Path(__file__).parent / "golden" / "nsys_stats"
 CASES = sorted(d for d in GOLDEN.iterdir() if d.is_dir() and (REAL_DIR / f"{d.name}.sqlite").exists()) \
@@ -32,8 +29,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 @pytest.fixture(scope="module", params=CASES, ids=lambda d: d.name.split("__")[0])
 def case(request):
     golden = request.param
-    with open_export(REAL_DIR / f"{golden.name}.sqlite") as export:
-        yield golden, compute_facts(export)
+    return golden, analysis(REAL_DIR / f"{golden.name}.sqlite")[0]
 
 
 def test_cuda_api_totals_match_nsys_stats(case):

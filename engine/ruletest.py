@@ -1,0 +1,180 @@
+"""Rule tests beside the rules (`<id>.test.yaml`), in the spirit of `promtool test rules`.
+
+    rule: launch-bound
+    cases:
+      - name: eager decode is launch-bound
+        scenario: eager_decode        # a generated fixture scenario ...
+        # profile: my-capture.sqlite  # ... or an export, relative to the test file
+        params: {max_overhead_ratio: 0.3}   # rule params for this case
+        facts: {gap_threshold_ns: 5000}     # fact params for this case
+        expect:                       # the exhaustive list of this rule's findings
+          - {subject: GPU 0, severity: warning}
+      - name: healthy prefill stays quiet
+        scenario: healthy_prefill
+        expect: []                    # must not fire
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from .errors import DiagnoseError
+from .evaluate import evaluate
+from .factrun import FactSet, compute_facts
+from .facts import Fact
+from .rules import Rule, RuleError
+from .source import open_export
+
+_CASE_KEYS = {"name", "scenario", "profile", "params", "facts", "expect"}
+_EXPECT_KEYS = {"subject", "severity"}
+
+
+class RuleTestError(DiagnoseError):
+    pass
+
+
+@dataclass
+class CaseResult:
+    file: str
+    rule: str
+    name: str
+    passed: bool
+    expected: list[dict[str, Any]] = field(default_factory=list)
+    got: list[dict[str, Any]] = field(default_factory=list)
+
+
+def find_test_files(paths: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files += sorted(p.rglob("*.test.yaml"))
+        elif p.name.endswith(".test.yaml"):
+            files.append(p)
+        else:
+            raise RuleTestError(f"{p}: not a directory or a *.test.yaml file")
+    return files
+
+
+def load_test_file(path: Path, rules: dict[str, Rule],
+                   facts: dict[str, Fact]) -> tuple[str, list[dict[str, Any]]]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        pos = f"{mark.line + 1}:{mark.column + 1}" if mark else "1:1"
+        raise RuleTestError(f"{path}:{pos}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(data, dict) or set(data) - {"rule", "cases"} or "rule" not in data:
+        raise RuleTestError(f"{path}:1:1: a rule test file has the keys 'rule' and 'cases'")
+    rule_id = data["rule"]
+    if rule_id not in rules:
+        raise RuleTestError(f"{path}:1:1: rule {rule_id!r} does not exist, so this test matches nothing")
+    cases = data.get("cases") or []
+    if not cases:
+        raise RuleTestError(f"{path}:1:1: rule {rule_id!r} has no test cases")
+    for i, case in enumerate(cases):
+        where = f"{path}: case {i + 1}"
+        if not isinstance(case, dict) or set(case) - _CASE_KEYS:
+            raise RuleTestError(f"{where}: allowed keys are {', '.join(sorted(_CASE_KEYS))}")
+        if ("scenario" in case) == ("profile" in case):
+            raise RuleTestError(f"{where}: give exactly one of 'scenario' or 'profile'")
+        if "expect" not in case or not isinstance(case["expect"], list):
+            raise RuleTestError(f"{where}: 'expect' must be the list of expected findings ([] = must not fire)")
+        for item in case["expect"]:
+            if not isinstance(item, dict) or set(item) - _EXPECT_KEYS:
+                raise RuleTestError(f"{where}: each expected finding may name 'subject' and 'severity'")
+        unknown = set(case.get("params") or {}) - set(rules[rule_id].spec.params)
+        if unknown:
+            raise RuleTestError(f"{where}: rule {rule_id!r} has no param {sorted(unknown)[0]!r}")
+        fact_params = {p for f in facts.values() for p in f.params}
+        unknown = set(case.get("facts") or {}) - fact_params
+        if unknown:
+            raise RuleTestError(f"{where}: no fact has a param {sorted(unknown)[0]!r}")
+    return rule_id, cases
+
+
+class _FactCache:
+    """Diagnosing a scenario is the slow part: do it once per profile for all the cases that use it."""
+
+    def __init__(self, facts: dict[str, Fact], scenario_facts: Callable[[str], FactSet] | None = None):
+        self.facts = facts
+        self.scenario_facts = scenario_facts
+        self.dir = Path(tempfile.mkdtemp(prefix="nsys-diagnose-ruletest-"))
+        self.cache: dict[str, FactSet] = {}
+
+    def get(self, case: dict[str, Any], base: Path) -> FactSet:
+        fact_params = {k: float(v) for k, v in (case.get("facts") or {}).items()}
+        suffix = "" if not fact_params else "|" + ",".join(f"{k}={v}" for k, v in sorted(fact_params.items()))
+        if "scenario" in case:
+            from .fixtures.generator import SCENARIOS, generate  # fixtures ship inside the package
+
+            name = case["scenario"]
+            if name not in SCENARIOS:
+                raise RuleTestError(f"{base}: unknown scenario {name!r}; known: {', '.join(sorted(SCENARIOS))}")
+            key = f"scenario:{name}{suffix}"
+            if key not in self.cache and self.scenario_facts is not None and not fact_params:
+                self.cache[key] = self.scenario_facts(name)
+            if key not in self.cache:
+                path = self.dir / f"{name}.sqlite"
+                if not path.exists():
+                    generate(name, path)
+                self.cache[key] = self._compute(path, fact_params)
+        else:
+            path = (base.parent / case["profile"]).resolve()
+            if not path.is_file():
+                raise RuleTestError(f"{base}: profile {case['profile']!r} does not exist")
+            key = f"profile:{path}{suffix}"
+            if key not in self.cache:
+                self.cache[key] = self._compute(path, fact_params)
+        return self.cache[key]
+
+    def _compute(self, path: Path, fact_params: dict[str, float]) -> FactSet:
+        with open_export(path) as export:
+            return compute_facts(export, facts=self.facts, params=fact_params)
+
+    def close(self) -> None:
+        for p in self.dir.glob("*"):
+            p.unlink()
+        self.dir.rmdir()
+
+
+def run_rule_tests(files: list[Path], rules: dict[str, Rule], facts: dict[str, Fact],
+                   scenario_facts: Callable[[str], FactSet] | None = None) -> list[CaseResult]:
+    """Run the cases of `files`. `scenario_facts` may supply already computed facts of a scenario."""
+    cache = _FactCache(facts, scenario_facts)
+    results: list[CaseResult] = []
+    try:
+        for path in files:
+            rule_id, cases = load_test_file(path, rules, facts)
+            for i, case in enumerate(cases):
+                fact_set = cache.get(case, path)
+                params = {k: float(v) for k, v in (case.get("params") or {}).items()}
+                evaluation = evaluate({rule_id: rules[rule_id]}, fact_set, rule_params={rule_id: params})
+                got = [{"subject": f.subject, "severity": f.severity} for f in evaluation.findings]
+                expected = [{"subject": e.get("subject"), "severity": e.get("severity")} for e in case["expect"]]
+                passed = _matches(expected, got)
+                results.append(CaseResult(str(path), rule_id, case.get("name", f"case {i + 1}"), passed,
+                                          expected, got))
+    finally:
+        cache.close()
+    return results
+
+
+def _matches(expected: list[dict[str, Any]], got: list[dict[str, Any]]) -> bool:
+    if len(expected) != len(got):
+        return False
+    remaining = list(got)
+    for e in expected:
+        hit = next((g for g in remaining if (e["subject"] is None or e["subject"] == g["subject"])
+                    and (e["severity"] is None or e["severity"] == g["severity"])), None)
+        if hit is None:
+            return False
+        remaining.remove(hit)
+    return True
+
+
+

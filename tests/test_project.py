@@ -1,0 +1,73 @@
+"""Promises the repository makes to its users: the README's commands, CI, documented facts, packaging."""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from pathlib import Path
+
+from nsys_diagnose.canonical import VIEWS
+from nsys_diagnose.facts import load_facts
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _readme_commands() -> list[str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    return re.findall(r"```bash\n(.+?)\n```", text, flags=re.S)[:2]
+
+
+def test_readme_starts_with_the_demo_and_the_test_command():
+    demo, tests = _readme_commands()
+    assert "pip install ." in demo and "diagnose fixtures/examples/eager_decode.sqlite" in demo
+    assert (REPO / "fixtures/examples/eager_decode.sqlite").is_file()
+    assert "pytest" in tests
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    _, tests = _readme_commands()
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
+    assert ci[-1].strip() == tests.strip()
+
+
+def test_every_fact_and_column_is_documented():
+    for fact in load_facts().values():
+        assert fact.columns, fact.path
+        assert all(c.doc for c in fact.columns), fact.path
+        if not fact.is_helper:
+            assert len(fact.doc) > 40, fact.path
+
+
+def test_every_canonical_column_is_documented_with_a_unit_suffix_where_it_has_one():
+    for view in VIEWS.values():
+        for col in view.columns:
+            assert col.doc
+            if "(ns)" in col.doc:
+                assert col.name.endswith("_ns"), (view.name, col.name)
+
+
+def test_pyproject_pins_duckdb_and_its_scanner_together():
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    duck = re.search(r'"duckdb==([\d.]+)"', text).group(1)
+    scanner = re.search(r'"duckdb-extension-sqlite-scanner==([\d.]+)"', text).group(1)
+    assert duck == scanner
+
+
+def test_installed_wheel_ships_rules_templates_and_facts_under_one_import_name():
+    import importlib.metadata
+    import json
+
+    import pytest
+
+    dist = importlib.metadata.distribution("nsys-diagnose")
+    direct = dist.read_text("direct_url.json")
+    if direct and json.loads(direct).get("dir_info", {}).get("editable"):
+        pytest.skip("editable install: the wheel layout is checked by CI's regular install")
+    files = [str(f) for f in dist.files or []]
+    top_level = {f.split("/")[0] for f in files
+                 if not f.startswith("..") and not f.split("/")[0].endswith((".dist-info", ".data"))}
+    assert top_level == {"nsys_diagnose"}  # no generic `rules`, `engine` or `reports` in site-packages
+    assert any(f.startswith("nsys_diagnose/bundled_rules/launch-bound/launch-bound.yaml") for f in files)
+    assert any(f.startswith("nsys_diagnose/facts/summary.sql") for f in files)
+    assert any(f.startswith("nsys_diagnose/templates/report.md.j2") for f in files)
+    assert any(f.startswith("nsys_diagnose/fixtures/examples/") for f in files)
