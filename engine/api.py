@@ -10,7 +10,7 @@ from typing import Callable
 from .config import Config, ConfigError
 from .evaluate import evaluate, verdict
 from .factrun import FactSet, compute_facts
-from .facts import Fact, load_facts
+from .facts import Fact, FactError, load_facts
 from .model import ParamOverride, ProfileSummary, Report
 from .rules import Rule, load_rules
 from .source import Export, open_export
@@ -100,7 +100,7 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
             rows = facts.rows(name)
             reported[name] = rows[: _ROW_LIMITS.get(name, len(rows))]
     for name, result in facts.results.items():  # team facts are reported too
-        if name not in reported and not fact_defs[name].path.startswith(str(Path(__file__).parent)):
+        if name not in reported and fact_defs[name].team:
             reported[name] = result.rows[:200]
     return Report(
         tool_version=tool_version(), profile=profile_summary(export),
@@ -109,14 +109,29 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
         overrides=overrides(config, rules, fact_defs), facts=reported)
 
 
+def load_rule_set(config: Config) -> tuple[dict[str, Fact], dict[str, Rule]]:
+    """Bundled facts and rules plus those of the configured team directories."""
+    for d in config.rule_dirs:
+        if not Path(d).is_dir():
+            raise ConfigError(f"rule directory {d} does not exist")
+    fact_defs = load_facts(list(config.rule_dirs))
+    rules = load_rules(fact_defs, config.rule_dirs)
+    return fact_defs, rules
+
+
 def diagnose(path: str | Path, config: Config | None = None, *,
              progress: Callable[[str], None] | None = None) -> Report:
     config = config or Config()
-    fact_dirs = [d for d in config.rule_dirs if any(Path(d).glob("*.sql"))]
-    fact_defs = load_facts(fact_dirs)
-    rules = load_rules(fact_defs, config.rule_dirs)
+    fact_defs, rules = load_rule_set(config)
     validate_config(config, rules, fact_defs)
     with open_export(path, progress=progress) as export:
-        facts = compute_facts(export, params={k: s.value for k, s in config.fact_params.items()},
-                              phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress)
+        try:
+            facts = compute_facts(export, params={k: s.value for k, s in config.fact_params.items()},
+                                  phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress)
+        except FactError as exc:
+            users = sorted(r.id for r in rules.values() if r.spec.fact == exc.fact)
+            if users:
+                raise FactError(f"{exc} (needed by rule{'s' if len(users) > 1 else ''} {', '.join(users)})",
+                                exc.fact) from None
+            raise
         return build_report(export, facts, rules, config, fact_defs)

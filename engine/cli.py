@@ -28,7 +28,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="diagnose",
         description="Diagnose an Nsight Systems SQLite export of an LLM-inference run: names the bottleneck, "
                     "proves it with numbers and says what to do.",
-        epilog="Exit codes: 0 success, 1 a finding at or above --fail-on, 2 usage, input or rule error.")
+        epilog="Rule tooling: `diagnose rules list|explain ID|check [PATHS]|test [PATHS]`. "
+               "Exit codes: 0 success, 1 a finding at or above --fail-on, 2 usage, input or rule error.")
     p.add_argument("profile", help="SQLite export written by `nsys export --type sqlite` (read-only)")
     p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
                    help="terminal summary (default), GitHub Markdown, or JSON")
@@ -36,6 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-on", choices=tuple(_SEVERITY_RANK), help="exit 1 when a finding has this severity or worse")
     p.add_argument("--config", type=Path,
                    help="configuration file (default: ./diagnose.yaml when present)")
+    p.add_argument("--rule-dir", dest="rule_dirs", action="append", type=Path, default=[],
+                   help="extra directory of team rules and fact .sql files (repeatable)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="RULE.PARAM=VALUE",
                    help="override a rule param, e.g. launch-bound.max_overhead_ratio=0.2 "
                         "(also RULE.severity=, RULE.enabled=false, facts.PARAM=); repeatable")
@@ -50,6 +53,7 @@ def _config(args: argparse.Namespace) -> Config:
     if path is None and Path("diagnose.yaml").is_file():
         path = Path("diagnose.yaml")
     config = load_config_file(path) if path else Config()
+    config.rule_dirs += [d.resolve() for d in args.rule_dirs]
     for assignment in args.sets:
         apply_set(config, assignment)
     return config
@@ -68,6 +72,11 @@ def _progress(enabled: bool):
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "rules" and not Path("rules").is_file():
+        from .rulecli import main as rules_main
+
+        return rules_main(argv[1:])
     args = _parser().parse_args(argv)
     progress = _progress(not args.quiet and sys.stderr.isatty())
     try:

@@ -66,7 +66,15 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
     con.executemany("INSERT INTO _phase_patterns VALUES (?, ?, ?)",
                     [(phase, pattern, i) for i, (phase, pattern) in enumerate(patterns.items())])
     out = FactSet()
-    for fact in run_order(facts):
+    order = run_order(facts)
+    sandboxed = False
+    # Bundled facts first; team facts run after DuckDB's external access and configuration are locked,
+    # so their SQL sees the canonical views and facts and nothing else.
+    for fact in [f for f in order if not f.team] + [f for f in order if f.team]:
+        if fact.team and not sandboxed:
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
+            sandboxed = True
         if progress:
             progress(f"computing {fact.name}")
         materialize(con, fact, params)

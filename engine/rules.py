@@ -19,7 +19,7 @@ from .units import PARAM_UNITS, column_unit
 SEVERITIES = ("info", "warning", "error")
 CATEGORIES = (
     "launch-bound", "memory-bound", "pcie-bound", "api-latency", "multi-gpu-imbalance",
-    "communication-bound", "low-utilization", "unified-memory", "capture",
+    "communication-bound", "low-utilization", "unified-memory", "capture", "latency-budget",
 )
 KINDS = ("cause", "symptom", "capture")
 
@@ -275,6 +275,13 @@ def load_rules(facts: dict[str, Fact], extra_dirs: list[Path] | None = None,
             raise RuleError(f"{directory}:1:1: rule directory does not exist")
         for path in rule_files(directory):
             rule = load_rule_file(path, facts, source)
+            namespaced = "/" in rule.id
+            if source != "bundled" and not namespaced:
+                line = rule.lines.get("id", 1)
+                raise RuleError(f"{path}:{line}:1: rule \"{rule.id}\": team rule ids carry a namespace, "
+                                f"e.g. \"acme/{rule.id}\", so they never collide with bundled rules")
+            if source == "bundled" and namespaced:
+                raise RuleError(f"{path}:1:1: rule \"{rule.id}\": bundled rule ids have no namespace")
             if rule.id in rules:
                 raise RuleError(f"{path}:1:1: rule id {rule.id!r} is already defined in {rules[rule.id].path}")
             rules[rule.id] = rule

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import duckdb
 
+from ..errors import DiagnoseError
+
 _HEADER = re.compile(r"^--\s*@(\w+)\s*(.*)$")
 _PARAM_REF = re.compile(r"\$\{(\w+)\}")
 
@@ -43,6 +45,7 @@ class Fact:
     params: dict[str, float] = field(default_factory=dict)
     columns: list[FactColumn] = field(default_factory=list)
     materialized: bool = False  # helpers are views unless marked @materialize (read several times)
+    team: bool = False  # loaded from a team directory: runs sandboxed, after the bundled facts
 
     @property
     def is_helper(self) -> bool:
@@ -53,8 +56,10 @@ class Fact:
         return [c.name for c in self.columns]
 
 
-class FactError(Exception):
-    pass
+class FactError(DiagnoseError):
+    def __init__(self, message: str, fact: str | None = None):
+        super().__init__(message)
+        self.fact = fact
 
 
 def parse_fact(text: str, path: str) -> Fact:
@@ -100,16 +105,46 @@ def bundled_fact_files() -> list[Path]:
     return sorted(Path(str(root)).glob("*.sql"))
 
 
+def _check_team_sql(fact: Fact) -> None:
+    """Team SQL is one SELECT (or WITH ... SELECT): nothing that changes state or reaches outside."""
+    try:
+        statements = duckdb.extract_statements(render_sql(fact))
+    except duckdb.Error as exc:
+        raise FactError(f"{fact.path}: fact {fact.name!r} is not valid SQL: {str(exc).splitlines()[0]}",
+                        fact.name) from None
+    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+        kinds = ", ".join(st.type.name for st in statements) or "nothing"
+        raise FactError(f"{fact.path}: fact {fact.name!r} must be a single SELECT query over the canonical views "
+                        f"and facts (found {kinds})", fact.name)
+
+
 def load_facts(extra_dirs: list[Path] | None = None) -> dict[str, Fact]:
+    from ..canonical import VIEWS
+
     facts: dict[str, Fact] = {}
-    files = bundled_fact_files()
+    files = [(p, False) for p in bundled_fact_files()]
     for d in extra_dirs or []:
-        files += sorted(Path(d).glob("*.sql"))
-    for path in files:
-        fact = parse_fact(path.read_text(encoding="utf-8"), str(path))
+        files += [(p, True) for p in sorted(Path(d).rglob("*.sql"))]
+    for path, team in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise FactError(f"{path}: cannot read fact file ({exc})") from None
+        fact = parse_fact(text, str(path))
+        fact.team = team
         if fact.name in facts:
-            raise FactError(f"{path}: fact {fact.name!r} is already defined in {facts[fact.name].path}")
+            raise FactError(f"{path}: fact {fact.name!r} is already defined in {facts[fact.name].path}", fact.name)
+        if fact.name in VIEWS or fact.name.startswith("_phase_patterns"):
+            raise FactError(f"{path}: fact name {fact.name!r} is taken by a canonical view", fact.name)
+        if team:
+            _check_team_sql(fact)
         facts[fact.name] = fact
+    for fact in facts.values():
+        if not fact.team:
+            continue
+        for dep in fact.needs:
+            if dep not in facts:
+                raise FactError(f"{fact.path}: fact {fact.name!r} needs unknown fact {dep!r}", fact.name)
     return facts
 
 
@@ -154,10 +189,17 @@ def materialize(con: duckdb.DuckDBPyConnection, fact: Fact, overrides: dict[str,
     try:
         con.execute(f'CREATE OR REPLACE {kind} "{fact.name}" AS {render_sql(fact, overrides)}')
     except duckdb.Error as exc:
-        raise FactError(f"{fact.path}: fact {fact.name!r} failed: {str(exc).splitlines()[0]}") from exc
+        detail = str(exc).splitlines()[0]
+        if fact.team and isinstance(exc, (duckdb.PermissionException, duckdb.InvalidInputException)) \
+                and ("disabled" in detail or "configuration" in detail):
+            raise FactError(f"{fact.path}: team fact {fact.name!r} was stopped by the sandbox ({detail}); team SQL "
+                            f"may read only the canonical views and facts: no files, ATTACH, extensions, "
+                            f"settings or network", fact.name) from None
+        raise FactError(f"{fact.path}: fact {fact.name!r} failed: {detail}", fact.name) from None
     if not fact.is_helper:
         actual = [r[0] for r in con.execute(
             "SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database() "
             "ORDER BY column_index", [fact.name]).fetchall()]
         if actual != fact.column_names:
-            raise FactError(f"{fact.path}: documented columns {fact.column_names} differ from the SQL's {actual}")
+            raise FactError(f"{fact.path}: documented columns {fact.column_names} differ from the SQL's {actual}",
+                            fact.name)

@@ -1,0 +1,209 @@
+"""`diagnose rules list|explain|check|test`: tooling for teams that write or tune rules."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from pathlib import Path
+
+from .config import Config, load_config_file
+from .errors import DiagnoseError
+from .facts import FactError, load_facts
+from .rules import RuleError, bundled_rules_dir, load_rule_file, load_rules, rule_files
+from .ruletest import RuleTestError, find_test_files, load_test_file, run_rule_tests
+from .text import term
+
+EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    from .cli import _ArgumentParser
+
+    p = _ArgumentParser(prog=f"{prog} rules", description="List, explain, check and test diagnosis rules.")
+    p.add_argument("--config", type=Path, help="configuration file (default: ./diagnose.yaml when present)")
+    p.add_argument("--rule-dir", dest="rule_dirs", action="append", type=Path, default=[],
+                   help="extra directory of team rules and fact .sql files (repeatable)")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+    sub.add_parser("list", help="every rule: id, category, severity, source")
+    explain = sub.add_parser("explain", help="what a rule detects, why, its params, remediation and an example")
+    explain.add_argument("rule_id")
+    check = sub.add_parser("check", help="validate rule files; errors as file:line:col")
+    check.add_argument("paths", nargs="*", type=Path, help="rule directories or files (default: all loaded)")
+    test = sub.add_parser("test", help="run <id>.test.yaml cases")
+    test.add_argument("paths", nargs="*", type=Path, help="directories or .test.yaml files (default: all loaded)")
+    return p
+
+
+def _config(args: argparse.Namespace) -> Config:
+    path = args.config
+    if path is None and Path("diagnose.yaml").is_file():
+        path = Path("diagnose.yaml")
+    config = load_config_file(path) if path else Config()
+    config.rule_dirs += [d.resolve() for d in args.rule_dirs]
+    for d in config.rule_dirs:
+        if not d.is_dir():
+            raise DiagnoseError(f"rule directory {d} does not exist")
+    return config
+
+
+def _team_dirs(paths: list[Path]) -> list[Path]:
+    return [p if p.is_dir() else p.parent for p in paths]
+
+
+def cmd_list(config: Config) -> int:
+    facts = load_facts(config.rule_dirs)
+    rules = load_rules(facts, config.rule_dirs)
+    rows = [(r.id, r.spec.category, r.spec.severity, "bundled" if r.source == "bundled" else r.source)
+            for r in sorted(rules.values(), key=lambda r: (r.source != "bundled", r.spec.category, r.id))]
+    widths = [max(len(str(row[i])) for row in rows + [("id", "category", "severity", "source")]) for i in range(4)]
+    out = [f"{'id':<{widths[0]}}  {'category':<{widths[1]}}  {'severity':<{widths[2]}}  source"]
+    out += [f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:<{widths[2]}}  {d}" for a, b, c, d in rows]
+    print("\n".join(out))
+    return EXIT_OK
+
+
+def cmd_explain(config: Config, rule_id: str) -> int:
+    import difflib
+
+    facts = load_facts(config.rule_dirs)
+    rules = load_rules(facts, config.rule_dirs)
+    if rule_id not in rules:
+        close = difflib.get_close_matches(rule_id, list(rules), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "; `diagnose rules list` shows them all"
+        raise DiagnoseError(f"no rule {rule_id!r}{hint}")
+    rule = rules[rule_id]
+    spec = rule.spec
+    wrap = lambda text, indent="  ": textwrap.fill(" ".join(str(text).split()), 96, initial_indent=indent,  # noqa: E731
+                                                  subsequent_indent=indent)
+    lines = [f"{spec.id}: {spec.title}",
+             f"  category {spec.category} · {spec.kind} · severity {spec.severity} · fact {spec.fact} · {rule.path}",
+             "", "What it detects (all must hold, per row of the fact):"]
+    lines += [f"  - {c}" for c in spec.when]
+    if spec.when_any:
+        lines += ["  and at least one of:"] + [f"  - {c}" for c in spec.when_any]
+    if spec.impact:
+        lines.append(f"  Impact on the verdict: {spec.impact} (share of GPU time)")
+    lines += ["", "Why it matters:", wrap(spec.why), "", "Params:"]
+    if spec.params:
+        for name, p in spec.params.items():
+            lines.append(f"  {name} = {p.default:g} {p.unit}")
+            lines.append(wrap(p.doc, "      "))
+        lines.append(f"  Override: --set {spec.id}.PARAM=VALUE or rules: {{{spec.id}: {{PARAM: VALUE}}}} "
+                     f"in diagnose.yaml")
+    else:
+        lines.append("  none")
+    lines += ["", "Remediation:"] + [wrap(f"{i}. {step}") for i, step in enumerate(spec.remediation, 1)]
+    if spec.references:
+        lines += ["", "References:"] + [f"  {ref}" for ref in spec.references]
+    lines += ["", "Example:"]
+    lines.append(wrap(_example_message(rule, rules, facts) or spec.message))
+    print("\n".join(term(line) if "\n" not in line else line for line in lines))
+    return EXIT_OK
+
+
+def _example_message(rule, rules, facts) -> str | None:
+    """Run the rule's first firing test case to show a real message."""
+    test_file = Path(rule.path).with_name(f"{Path(rule.path).stem}.test.yaml")
+    if not test_file.is_file():
+        return None
+    from .evaluate import evaluate
+    from .ruletest import _FactCache
+
+    _, cases = load_test_file(test_file, rules, facts)
+    firing = [c for c in cases if c["expect"]]
+    if not firing:
+        return None
+    cache = _FactCache(facts)
+    try:
+        fact_set = cache.get(firing[0], test_file)
+    finally:
+        cache.close()
+    params = {k: float(v) for k, v in (firing[0].get("params") or {}).items()}
+    found = evaluate({rule.id: rule}, fact_set, rule_params={rule.id: params}).findings
+    if not found:
+        return None
+    where = firing[0].get("scenario") or firing[0].get("profile")
+    return f"[{where}] {found[0].message}"
+
+
+def cmd_check(config: Config, paths: list[Path]) -> int:
+    dirs = _team_dirs(paths) if paths else [bundled_rules_dir(), *config.rule_dirs]
+    try:
+        facts = load_facts(config.rule_dirs + [d for d in dirs if d != bundled_rules_dir()])
+    except FactError as exc:
+        print(exc)
+        print("1 error")
+        return EXIT_ERROR
+    files: list[Path] = []
+    for p in paths or dirs:
+        if p.is_dir():
+            files += rule_files(p)
+        elif p.suffix in (".yaml", ".yml") and not p.name.endswith(".test.yaml"):
+            files.append(p)
+        elif not p.exists():
+            print(f"{p}:1:1: no such file or directory")
+            print("1 error")
+            return EXIT_ERROR
+    errors: list[str] = []
+    loaded = {}
+    for f in files:
+        source = "bundled" if bundled_rules_dir() in f.resolve().parents else str(f.parent)
+        try:
+            rule = load_rule_file(f, facts, source)
+            loaded[rule.id] = rule
+        except RuleError as exc:
+            errors.append(str(exc))
+    try:  # namespacing and duplicate ids across the whole set
+        load_rules(facts, [d for d in dirs if d != bundled_rules_dir()],
+                   include_bundled=True)
+    except RuleError as exc:
+        if str(exc) not in errors:
+            errors.append(str(exc))
+    for f in [t for p in (paths or dirs) for t in find_test_files([p] if p.is_dir() else [])]:
+        try:
+            all_rules = load_rules(facts, [d for d in dirs if d != bundled_rules_dir()])
+            load_test_file(f, all_rules, facts)
+        except (RuleTestError, RuleError) as exc:
+            errors.append(str(exc))
+    for e in errors:
+        print(e)
+    print(f"checked {len(files)} rule file{'s' if len(files) != 1 else ''}: "
+          f"{len(errors)} error{'s' if len(errors) != 1 else ''}")
+    return EXIT_ERROR if errors else EXIT_OK
+
+
+def cmd_test(config: Config, paths: list[Path]) -> int:
+    team = _team_dirs(paths) if paths else []
+    extra = config.rule_dirs + [d.resolve() for d in team if bundled_rules_dir() not in [d.resolve(), *d.resolve().parents]]
+    facts = load_facts(extra)
+    rules = load_rules(facts, extra)
+    files = find_test_files(paths or [bundled_rules_dir(), *config.rule_dirs])
+    if not files:
+        raise DiagnoseError(f"no *.test.yaml files in {', '.join(map(str, paths)) or 'the loaded rule directories'}")
+    results = run_rule_tests(files, rules, facts)
+    failed = [r for r in results if not r.passed]
+    for r in results:
+        status = "ok  " if r.passed else "FAIL"
+        print(f"{status} {r.rule}: {r.name}")
+        if not r.passed:
+            print(f"       exp: {r.expected}")
+            print(f"       got: {r.got}")
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def main(argv: list[str], prog: str = "diagnose") -> int:
+    args = _parser(prog).parse_args(argv)
+    try:
+        config = _config(args)
+        if args.command == "list":
+            return cmd_list(config)
+        if args.command == "explain":
+            return cmd_explain(config, args.rule_id)
+        if args.command == "check":
+            return cmd_check(config, args.paths)
+        return cmd_test(config, args.paths)
+    except DiagnoseError as exc:
+        sys.stderr.write(f"{prog}: error: {exc}\n")
+        return EXIT_ERROR

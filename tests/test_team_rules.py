@@ -1,0 +1,170 @@
+"""Teams add and tune rules without forking: precise errors for broken rules, sandboxed team SQL."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACK = REPO / "examples" / "team-rules"
+EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
+
+GOOD_RULE = """\
+id: acme/slow-decode
+title: Slow decode kernels
+category: launch-bound
+severity: warning
+fact: launch_overhead
+params:
+  max_ratio: {default: 0.5, unit: ratio, doc: Overhead ratio budget.}
+when:
+  - overhead_ratio > $max_ratio
+message: "GPU {{ row.device_id }} overhead {{ row.overhead_ratio }}"
+why: Because.
+remediation: [Use CUDA graphs.]
+"""
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+def pack(tmp_path: Path, rule_text: str, name: str = "slow-decode.yaml", sql: str | None = None) -> Path:
+    d = tmp_path / "pack"
+    d.mkdir(exist_ok=True)
+    (d / name).write_text(rule_text)
+    if sql is not None:
+        (d / "team_fact.sql").write_text(sql)
+    return d
+
+
+def test_example_pack_passes_its_tests():
+    p = run("rules", "test", str(PACK))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "6 passed, 0 failed"
+
+
+def test_example_pack_rules_show_up_namespaced_in_list_and_reports():
+    listing = run("rules", "--rule-dir", str(PACK), "list")
+    assert "acme/decode-step-budget" in listing.stdout and str(PACK) in listing.stdout
+    report = run(str(EXAMPLE), "--rule-dir", str(PACK), "--set", "acme/decode-step-budget.max_p90_step=1",
+                 "-f", "json")
+    assert report.returncode == 0, report.stderr
+    data = json.loads(report.stdout)
+    assert "acme_decode_steps" in data["facts"]
+    assert data["overrides"][0]["target"] == "acme/decode-step-budget.max_p90_step"
+
+
+def test_a_failing_case_prints_expected_and_got(tmp_path):
+    d = tmp_path / "pack"
+    shutil.copytree(PACK, d)
+    test = d / "decode-step-budget.test.yaml"
+    test.write_text(test.read_text().replace("expect: [{severity: warning}]", "expect: []"))
+    p = run("rules", "test", str(d))
+    assert p.returncode == 1
+    assert "FAIL acme/decode-step-budget: a 2 ms budget is broken" in p.stdout
+    assert "exp: []" in p.stdout and "got: [{'subject': 'pid" in p.stdout
+    assert p.stdout.strip().splitlines()[-1] == "5 passed, 1 failed"
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda t: t.replace("when:\n  - overhead_ratio", "when:\n - overhead_ratio: [\n"), ":1"),
+    (lambda t: t.replace("overhead_ratio > $max_ratio", "overhead_ration > $max_ratio"),
+     "slow-decode.yaml:9:5: rule \"acme/slow-decode\": fact 'launch_overhead' has no column 'overhead_ration'; "
+     "did you mean 'overhead_ratio'?"),
+    (lambda t: t.replace("unit: ratio", "unit: us"),
+     "slow-decode.yaml:9:5: rule \"acme/slow-decode\": param $max_ratio is in 'us' but the column it is compared "
+     "with is in 'ratio'"),
+    (lambda t: t.replace("> $max_ratio", "> $max_raito"),
+     "slow-decode.yaml:9:5: rule \"acme/slow-decode\": param $max_raito is not declared under params; "
+     "did you mean 'max_ratio'?"),
+    (lambda t: t.replace("id: acme/slow-decode", "id: slow-decode"), "team rule ids carry a namespace"),
+    (lambda t: t + "sevrity: error\n", "unknown key 'sevrity'; did you mean 'severity'?"),
+])
+def test_broken_rules_get_one_precise_error_and_exit_2(tmp_path, mutate, message):
+    d = pack(tmp_path, mutate(GOOD_RULE))
+    check = run("rules", "check", str(d))
+    assert check.returncode == 2
+    assert message in check.stdout
+    diag = run(str(EXAMPLE), "--rule-dir", str(d))
+    assert diag.returncode == 2
+    assert message in diag.stderr and len(diag.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in diag.stderr
+
+
+def test_malformed_yaml_points_at_the_line(tmp_path):
+    d = pack(tmp_path, GOOD_RULE.replace("when:\n  - overhead_ratio > $max_ratio", "when: [overhead_ratio > 1"))
+    p = run("rules", "check", str(d))
+    assert p.returncode == 2 and "invalid YAML" in p.stdout and "slow-decode.yaml:" in p.stdout
+
+
+SANDBOX_ESCAPES = {
+    "file read": "SELECT * FROM read_csv('/etc/passwd')",
+    "file write": "COPY (SELECT 1) TO '/tmp/nsys-diagnose-escape.csv'",
+    "attach": "ATTACH '/tmp/nsys-diagnose-escape.db' AS x",
+    "extension": "LOAD httpfs",
+    "network": "SELECT * FROM read_csv('http://127.0.0.1:9/x.csv')",
+    "settings": "SET enable_external_access = true",
+    "glob": "SELECT * FROM glob('/etc/*')",
+    "second statement": "SELECT 1 AS device_id; DROP TABLE kernels",
+}
+
+
+@pytest.mark.parametrize("what", sorted(SANDBOX_ESCAPES))
+def test_team_sql_cannot_escape_the_sandbox(tmp_path, what):
+    sql = f"-- @fact team_fact\n-- @doc Escape attempt.\n-- @column device_id x\n{SANDBOX_ESCAPES[what]}\n"
+    rule = GOOD_RULE.replace("fact: launch_overhead", "fact: team_fact").replace(
+        "overhead_ratio > $max_ratio", "device_id > 0").replace("params:\n  max_ratio: {default: 0.5, unit: ratio, "
+                                                               "doc: Overhead ratio budget.}\n", "")
+    d = pack(tmp_path, rule, sql=sql)
+    p = run(str(EXAMPLE), "--rule-dir", str(d))
+    assert p.returncode == 2, p.stdout
+    err = p.stderr
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "team_fact" in err
+    assert "sandbox" in err or "single SELECT" in err
+    assert not Path("/tmp/nsys-diagnose-escape.csv").exists() and not Path("/tmp/nsys-diagnose-escape.db").exists()
+
+
+def test_sandbox_error_names_the_rule(tmp_path):
+    sql = "-- @fact team_fact\n-- @doc Reads a file.\n-- @column device_id x\nSELECT 1 AS device_id FROM read_csv('/etc/passwd')\n"
+    rule = GOOD_RULE.replace("fact: launch_overhead", "fact: team_fact").replace(
+        "overhead_ratio > $max_ratio", "device_id > 0")
+    p = run(str(EXAMPLE), "--rule-dir", str(pack(tmp_path, rule, sql=sql)))
+    assert p.returncode == 2
+    assert "stopped by the sandbox" in p.stderr and "needed by rule acme/slow-decode" in p.stderr
+
+
+def test_explain_shows_params_remediation_and_a_real_example():
+    p = run("rules", "explain", "pcie-bound")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    for part in ("What it detects", "Why it matters", "min_stall_fraction = 0.2 ratio", "Remediation",
+                 "Example:", "[pageable_copies] GPU 0 spends"):
+        assert part in out
+    wrong = run("rules", "explain", "pcie-bond")
+    assert wrong.returncode == 2 and "did you mean 'pcie-bound'" in wrong.stderr
+
+
+def test_config_file_precedence_command_line_wins(tmp_path):
+    cfg = tmp_path / "team.yaml"
+    cfg.write_text("rules:\n  launch-bound:\n    max_overhead_ratio: 0.9\n")
+    from_file = json.loads(run(str(EXAMPLE), "--config", str(cfg), "-f", "json").stdout)
+    assert not [f for f in from_file["findings"] if f["rule"] == "launch-bound"]
+    both = json.loads(run(str(EXAMPLE), "--config", str(cfg), "--set", "launch-bound.max_overhead_ratio=0.3",
+                          "-f", "json").stdout)
+    assert [f for f in both["findings"] if f["rule"] == "launch-bound"]
+    assert both["overrides"][0]["origin"] == "command line"
+
+
+def test_unknown_config_key_is_an_error(tmp_path):
+    cfg = tmp_path / "diagnose.yaml"
+    cfg.write_text("rulez: {}\n")
+    p = run(str(EXAMPLE), cwd=tmp_path)
+    assert p.returncode == 2 and "unknown key 'rulez'" in p.stderr
