@@ -20,7 +20,7 @@ REPORTED_FACTS = (
     "summary", "gpu_utilization", "launch_overhead", "kernel_gaps", "launch_api", "api_summary",
     "sync_overview", "sync_summary", "copy_summary", "transfer_overview", "kernel_summary", "cuda_graphs",
     "communication", "device_balance", "gpu_metrics_summary", "phases", "gpu_starvation", "capture_health",
-    "utilization_timeline",
+    "utilization_timeline", "gap_histogram",
 )
 _ROW_LIMITS = {"kernel_summary": 50, "api_summary": 50, "kernel_gaps": 200}
 

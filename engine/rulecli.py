@@ -47,8 +47,16 @@ def _config(args: argparse.Namespace) -> Config:
     return config
 
 
+def _is_bundled(path: Path) -> bool:
+    root = bundled_rules_dir().resolve()
+    p = path.resolve()
+    return p == root or root in p.parents
+
+
 def _team_dirs(paths: list[Path]) -> list[Path]:
-    return [p if p.is_dir() else p.parent for p in paths]
+    """Directories of the given paths that hold team rules (bundled ones are always loaded)."""
+    dirs = [(p if p.is_dir() else p.parent).resolve() for p in paths]
+    return [d for d in dict.fromkeys(dirs) if not _is_bundled(d)]
 
 
 def cmd_list(config: Config) -> int:
@@ -128,43 +136,33 @@ def _example_message(rule, rules, facts) -> str | None:
 
 
 def cmd_check(config: Config, paths: list[Path]) -> int:
-    dirs = _team_dirs(paths) if paths else [bundled_rules_dir(), *config.rule_dirs]
-    try:
-        facts = load_facts(config.rule_dirs + [d for d in dirs if d != bundled_rules_dir()])
-    except FactError as exc:
-        print(exc)
-        print("1 error")
-        return EXIT_ERROR
-    files: list[Path] = []
-    for p in paths or dirs:
-        if p.is_dir():
-            files += rule_files(p)
-        elif p.suffix in (".yaml", ".yml") and not p.name.endswith(".test.yaml"):
-            files.append(p)
-        elif not p.exists():
-            print(f"{p}:1:1: no such file or directory")
-            print("1 error")
-            return EXIT_ERROR
+    targets = paths or [bundled_rules_dir(), *config.rule_dirs]
+    missing = [p for p in targets if not p.exists()]
+    if missing:
+        raise DiagnoseError(f"{missing[0]}: no such file or directory")
+    team = list(dict.fromkeys(config.rule_dirs + _team_dirs(paths)))
     errors: list[str] = []
-    loaded = {}
-    for f in files:
-        source = "bundled" if bundled_rules_dir() in f.resolve().parents else str(f.parent)
+    try:
+        facts = load_facts(team)
+    except FactError as exc:
+        facts, errors = None, [str(exc)]
+    files = [f for p in targets for f in (rule_files(p) if p.is_dir() else [p])
+             if f.suffix in (".yaml", ".yml") and not f.name.endswith(".test.yaml")]
+    if facts is not None:
+        for f in files:
+            try:
+                load_rule_file(f, facts, "bundled" if _is_bundled(f) else str(f.parent))
+            except RuleError as exc:
+                errors.append(str(exc))
+    if not errors:  # namespacing, duplicate ids, and the test files against the whole set
         try:
-            rule = load_rule_file(f, facts, source)
-            loaded[rule.id] = rule
+            rules = load_rules(facts, team)
+            for t in find_test_files([p for p in targets if p.is_dir() or p.name.endswith(".test.yaml")]):
+                try:
+                    load_test_file(t, rules, facts)
+                except RuleTestError as exc:
+                    errors.append(str(exc))
         except RuleError as exc:
-            errors.append(str(exc))
-    try:  # namespacing and duplicate ids across the whole set
-        load_rules(facts, [d for d in dirs if d != bundled_rules_dir()],
-                   include_bundled=True)
-    except RuleError as exc:
-        if str(exc) not in errors:
-            errors.append(str(exc))
-    for f in [t for p in (paths or dirs) for t in find_test_files([p] if p.is_dir() else [])]:
-        try:
-            all_rules = load_rules(facts, [d for d in dirs if d != bundled_rules_dir()])
-            load_test_file(f, all_rules, facts)
-        except (RuleTestError, RuleError) as exc:
             errors.append(str(exc))
     for e in errors:
         print(e)
@@ -174,8 +172,7 @@ def cmd_check(config: Config, paths: list[Path]) -> int:
 
 
 def cmd_test(config: Config, paths: list[Path]) -> int:
-    team = _team_dirs(paths) if paths else []
-    extra = config.rule_dirs + [d.resolve() for d in team if bundled_rules_dir() not in [d.resolve(), *d.resolve().parents]]
+    extra = list(dict.fromkeys(config.rule_dirs + _team_dirs(paths)))
     facts = load_facts(extra)
     rules = load_rules(facts, extra)
     files = find_test_files(paths or [bundled_rules_dir(), *config.rule_dirs])

@@ -13,7 +13,7 @@
 -- @column dur_ns Duration (ns).
 -- @column stall_ns Part of the duration with no compute on the device (ns).
 WITH ops AS (
-    SELECT row_number() OVER () AS op_id, * FROM (
+    SELECT row_number() OVER (ORDER BY device_id, start_ns, end_ns, op) AS op_id, * FROM (
         SELECT device_id, 'memcpy' AS op, copy_kind, src_mem, dst_mem, is_uvm, bytes, start_ns, end_ns
         FROM memcpys WHERE end_ns >= start_ns
         UNION ALL

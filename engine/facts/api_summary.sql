@@ -14,7 +14,7 @@
 SELECT name, any_value(api_class) AS api_class, count(*) AS call_count, sum(dur_ns) AS total_ns,
        avg(dur_ns) AS mean_ns, quantile_cont(dur_ns, 0.5) AS p50_ns, quantile_cont(dur_ns, 0.99) AS p99_ns,
        max(dur_ns) AS max_ns,
-       sum(dur_ns) / nullif(sum(sum(dur_ns)) OVER (), 0) AS share_of_api_time
-FROM api_calls
+       sum(dur_ns) / nullif(any_value(t.total_ns), 0) AS share_of_api_time
+FROM api_calls CROSS JOIN (SELECT sum(dur_ns) AS total_ns FROM api_calls) t
 GROUP BY name
 ORDER BY total_ns DESC, name

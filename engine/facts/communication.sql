@@ -50,9 +50,8 @@ SELECT t.device_id, r.pid, r.n AS comm_kernel_count, t.comm_ns, t.compute_ns,
        CASE WHEN u.compute_busy_ns > 0 THEN t.comm_ns / u.compute_busy_ns ELSE 0 END AS comm_share_of_busy,
        CASE WHEN u.window_ns > 0 THEN (t.comm_ns - coalesce(o.ns, 0)) / u.window_ns ELSE 0 END AS exposed_comm_fraction,
        u.window_ns,
-       CASE WHEN max(t.compute_ns) OVER () > 0
-            THEN (max(t.compute_ns) OVER () - min(t.compute_ns) OVER ()) / max(t.compute_ns) OVER () ELSE 0 END
-           AS compute_imbalance
-FROM totals t JOIN ranks r USING (device_id) JOIN gpu_utilization u USING (device_id)
+       CASE WHEN x.max_ns > 0 THEN (x.max_ns - x.min_ns) / x.max_ns ELSE 0 END AS compute_imbalance
+FROM totals t
+CROSS JOIN (SELECT max(compute_ns) AS max_ns, min(compute_ns) AS min_ns FROM totals) x JOIN ranks r USING (device_id) JOIN gpu_utilization u USING (device_id)
 LEFT JOIN overlap o USING (device_id)
 ORDER BY t.device_id

@@ -17,17 +17,19 @@
 -- @column wait_fraction behind_ns / this GPU's window (0-1).
 -- @column window_ns Device window (ns).
 -- @column max_wait_fraction The largest wait_fraction of any GPU: what the imbalance costs the run (0-1).
-WITH b AS (
-SELECT device_id, pid, compute_ns, comm_ns,
-       count(*) OVER () AS device_count,
-       max(compute_ns) OVER () AS max_compute_ns,
-       min(compute_ns) OVER () AS min_compute_ns,
-       CASE WHEN max(compute_ns) OVER () > 0
-            THEN (max(compute_ns) OVER () - min(compute_ns) OVER ()) / max(compute_ns) OVER () ELSE 0 END AS imbalance,
-       compute_ns = max(compute_ns) OVER () AS is_straggler,
-       max(compute_ns) OVER () - compute_ns AS behind_ns,
-       CASE WHEN window_ns > 0 THEN (max(compute_ns) OVER () - compute_ns) / window_ns ELSE 0 END AS wait_fraction,
-       window_ns
-FROM communication
+-- Totals come from joined aggregates, not OVER () windows: DuckDB 1.5.5 intermittently fails an
+-- internal assertion on OVER () windows over small aggregated inputs when run on several threads.
+WITH x AS (SELECT count(*) AS n, max(compute_ns) AS max_ns, min(compute_ns) AS min_ns FROM communication),
+b AS (
+    SELECT c.device_id, c.pid, c.compute_ns, c.comm_ns, x.n AS device_count, x.max_ns AS max_compute_ns,
+           x.min_ns AS min_compute_ns,
+           CASE WHEN x.max_ns > 0 THEN (x.max_ns - x.min_ns) / x.max_ns ELSE 0 END AS imbalance,
+           c.compute_ns = x.max_ns AS is_straggler,
+           x.max_ns - c.compute_ns AS behind_ns,
+           CASE WHEN c.window_ns > 0 THEN (x.max_ns - c.compute_ns) / c.window_ns ELSE 0 END AS wait_fraction,
+           c.window_ns
+    FROM communication c CROSS JOIN x
 )
-SELECT *, max(wait_fraction) OVER () AS max_wait_fraction FROM b ORDER BY device_id
+SELECT b.*, w.max_wait_fraction
+FROM b CROSS JOIN (SELECT max(wait_fraction) AS max_wait_fraction FROM b) w
+ORDER BY b.device_id

@@ -14,9 +14,9 @@
 -- @column is_communication NCCL or other collective-communication kernel.
 SELECT name, any_value(short_name) AS short_name, count(*) AS count, sum(dur_ns) AS total_ns,
        avg(dur_ns) AS mean_ns, quantile_cont(dur_ns, 0.5) AS p50_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns,
-       sum(dur_ns) / nullif(sum(sum(dur_ns)) OVER (), 0) AS share_of_kernel_time,
+       sum(dur_ns) / nullif(any_value(t.total_ns), 0) AS share_of_kernel_time,
        bool_or(regexp_matches(name, '(?i)nccl|all_?reduce|all_?gather|reduce_?scatter|cross_device_reduce|alltoall'))
            AS is_communication
-FROM kernels
+FROM kernels CROSS JOIN (SELECT sum(dur_ns) AS total_ns FROM kernels) t
 GROUP BY name
 ORDER BY total_ns DESC, name

@@ -43,7 +43,7 @@ SELECT coalesce(k.phase, r.phase) AS phase, coalesce(r.range_count, 0) AS range_
        k.mean_gap_ns, k.median_gap_ns,
        CASE WHEN k.kernel_time_ns + k.gap_ns > 0 THEN k.gap_ns / (k.kernel_time_ns + k.gap_ns) END AS overhead_ratio,
        CASE WHEN r.range_ns > 0 THEN least(k.kernel_time_ns / r.range_ns, 1.0) END AS busy_fraction,
-       coalesce(k.kernel_time_ns, 0) / nullif(sum(k.kernel_time_ns) OVER (), 0) AS kernel_time_share
+       coalesce(k.kernel_time_ns, 0) / nullif((SELECT sum(kernel_time_ns) FROM kstats), 0) AS kernel_time_share
 FROM kstats k FULL OUTER JOIN rstats r ON r.phase = k.phase
 ORDER BY CASE coalesce(k.phase, r.phase) WHEN 'prefill' THEN 0 WHEN 'decode' THEN 1 WHEN 'other' THEN 9 ELSE 5 END,
          coalesce(k.phase, r.phase)

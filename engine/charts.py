@@ -1,0 +1,175 @@
+"""Geometry of the HTML report's charts, computed from the reported facts.
+
+The template (reports/templates/report.html.j2) draws the SVG from these numbers; nothing here emits markup.
+All coordinates are rounded to 0.1 so the output is stable across machines.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .model import Report
+from .units import fmt_duration, fmt_number, fmt_ratio
+
+WIDTH = 760          # plot width in SVG user units (the SVG scales to the page width)
+LEFT = 52            # room for the y-axis labels
+RIGHT = 12
+
+# Idle-time categories of the time breakdown, in drawing order: (key, label, CSS colour).
+BREAKDOWN = (
+    ("kernels", "Kernels running", "#2563eb"),
+    ("copies", "Only copies / memsets running", "#0d9488"),
+    ("idle_host", "Idle: next kernel launched too late", "#dc2626"),
+    ("idle_sync", "Idle: after a CPU-GPU synchronisation", "#f59e0b"),
+    ("idle_uvm", "Idle: unified-memory page migration", "#9333ea"),
+    ("idle_other", "Idle: other (no traced CUDA cause)", "#9ca3af"),
+)
+
+
+def _r(x: float) -> float:
+    return round(float(x), 1)
+
+
+def nice_ticks(span: float, target: int = 6) -> list[float]:
+    """Round tick positions 0, step, 2*step ... within [0, span] (step = 1, 2 or 5 x 10^k)."""
+    if span <= 0:
+        return [0.0]
+    raw = span / target
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    return [i * step for i in range(int(span // step) + 1)]
+
+
+def breakdown(report: Report) -> list[dict[str, Any]]:
+    """Per GPU: the window split into kernels / copies only / idle by cause (segments of one bar)."""
+    out = []
+    for g in report.facts.get("gpu_utilization", []):
+        window = g.get("window_ns") or 0
+        if window <= 0:
+            continue
+        busy, compute = g.get("busy_ns") or 0, g.get("compute_busy_ns") or 0
+        values = {
+            "kernels": compute,
+            "copies": max(busy - compute, 0),
+            "idle_host": g.get("idle_host_ns") or 0,
+            "idle_sync": g.get("idle_sync_ns") or 0,
+            "idle_uvm": g.get("idle_uvm_ns") or 0,
+        }
+        values["idle_other"] = max(window - sum(values.values()), 0)
+        total = sum(values.values()) or 1
+        x, segments = 0.0, []
+        for key, label, colour in BREAKDOWN:
+            share = values[key] / total
+            w = share * WIDTH
+            segments.append(dict(key=key, label=label, colour=colour, ns=values[key], share=share,
+                                 x=_r(x), w=_r(w), text=fmt_ratio(share, 0) if share >= 0.06 else ""))
+            x += w
+        idle = sum(values[k] for k in values if k.startswith("idle"))
+        out.append(dict(device_id=g["device_id"], window_ns=window, segments=segments, idle_share=idle / total,
+                        utilization=g.get("utilization")))
+    return out
+
+
+def rhythm(report: Report) -> list[dict[str, Any]]:
+    """Per GPU, a schematic strip: mean kernel, mean gap, repeated; shows at a glance how long the GPU waits
+    between kernels compared with how long a kernel runs. Left out where the gaps are under a tenth of a
+    kernel (nothing to see but kernels)."""
+    out = []
+    for row in report.facts.get("launch_overhead", []):
+        k, g = row.get("mean_kernel_ns"), row.get("mean_gap_ns")
+        if not k or g is None or (row.get("kernel_count") or 0) < 2 or g < 0.1 * k:
+            continue
+        cycles = 8
+        period = k + g
+        scale = WIDTH / (cycles * period)
+        blocks = []
+        for i in range(cycles):
+            x = i * period * scale
+            blocks.append(dict(x=_r(x), w=_r(max(k * scale, 0.6))))
+        ticks = [dict(x=_r(t * scale), label=fmt_duration(t)) for t in nice_ticks(cycles * period, 5)]
+        out.append(dict(device_id=row["device_id"], kernel_ns=k, gap_ns=g, blocks=blocks, ticks=ticks,
+                        gap_to_kernel=g / k))
+    return out
+
+
+def timeline(report: Report) -> dict[str, Any] | None:
+    """GPU utilisation over time, one small chart per GPU on a shared time axis."""
+    rows = report.facts.get("utilization_timeline", [])
+    if not rows:
+        return None
+    t0 = min(r["bin_start_ns"] for r in rows)
+    span = max(r["bin_end_ns"] for r in rows) - t0
+    if span <= 0:
+        return None
+    height = 90
+    devices: dict[int, list[dict[str, Any]]] = {}
+    for r in rows:
+        devices.setdefault(r["device_id"], []).append(r)
+    util = {g["device_id"]: g.get("utilization") for g in report.facts.get("gpu_utilization", [])}
+    charts = []
+    for dev, bins in sorted(devices.items()):
+        bars = []
+        for b in bins:
+            x = (b["bin_start_ns"] - t0) / span * WIDTH
+            w = (b["bin_end_ns"] - b["bin_start_ns"]) / span * WIDTH
+            frac = min(max(b["busy_fraction"] or 0.0, 0.0), 1.0)
+            bars.append(dict(x=_r(x), w=_r(max(w - 0.4, 0.4)), h=_r(frac * height), y=_r(height - frac * height),
+                             tip=f"{fmt_duration(b['bin_start_ns'] - t0)}–{fmt_duration(b['bin_end_ns'] - t0)}: "
+                                 f"busy {fmt_ratio(frac, 0)}"))
+        mean = util.get(dev)
+        charts.append(dict(device_id=dev, bars=bars, mean=mean,
+                           mean_y=_r(height - (mean or 0) * height) if mean is not None else None))
+    ticks = [dict(x=_r(t / span * WIDTH), label=fmt_duration(t)) for t in nice_ticks(span)]
+    return dict(height=height, charts=charts, ticks=ticks, span_ns=span)
+
+
+def _log_position(value: float, buckets: list[dict[str, Any]]) -> float | None:
+    """Position of `value` (ns) on the histogram's bucket axis, 0..len(buckets), log-interpolated inside a bucket."""
+    for i, b in enumerate(buckets):
+        lo, hi = b["lower_ns"], b["upper_ns"]
+        if value >= lo and (hi is None or value < hi):
+            if hi is None:
+                return i + 0.5
+            if lo <= 0:
+                return i + value / hi
+            return i + math.log(value / lo) / math.log(hi / lo)
+    return None
+
+
+def gap_histogram(report: Report) -> list[dict[str, Any]]:
+    """Per GPU: bars of idle time by gap length, with the mean kernel duration marked on the same axis."""
+    rows = report.facts.get("gap_histogram", [])
+    mean_kernel = {g["device_id"]: g.get("mean_kernel_ns") for g in report.facts.get("gpu_utilization", [])}
+    devices: dict[int, list[dict[str, Any]]] = {}
+    for r in rows:
+        devices.setdefault(r["device_id"], []).append(r)
+    height, out = 110, []
+    for dev, buckets in sorted(devices.items()):
+        total_gaps = sum(b["gap_count"] for b in buckets)
+        if not total_gaps:
+            continue
+        slot = WIDTH / len(buckets)
+        top = max(b["time_share"] for b in buckets) or 1.0
+        bars = []
+        for i, b in enumerate(buckets):
+            h = b["time_share"] / top * height
+            bars.append(dict(x=_r(i * slot + slot * 0.12), w=_r(slot * 0.76), cx=_r(i * slot + slot / 2),
+                             h=_r(h), y=_r(height - h), label=b["label"], count=b["gap_count"],
+                             count_text=f"{fmt_number(b['gap_count'])} gaps" if b["gap_count"] else "–",
+                             share_text=fmt_ratio(b["time_share"], 0) if b["gap_count"] else "",
+                             total_ns=b["total_gap_ns"], time_share=b["time_share"]))
+        marker = None
+        k = mean_kernel.get(dev)
+        if k:
+            pos = _log_position(k, buckets)
+            if pos is not None:
+                marker = dict(x=_r(pos * slot), label=f"mean kernel {fmt_duration(k)}")
+        out.append(dict(device_id=dev, bars=bars, height=height, marker=marker, gap_count=total_gaps,
+                        total_ns=sum(b["total_gap_ns"] for b in buckets)))
+    return out
+
+
+def charts(report: Report) -> dict[str, Any]:
+    return dict(width=WIDTH, left=LEFT, right=RIGHT, breakdown=breakdown(report), rhythm=rhythm(report),
+                timeline=timeline(report), histogram=gap_histogram(report), categories=BREAKDOWN)

@@ -1,0 +1,49 @@
+-- @fact gap_histogram
+-- @doc Histogram of the idle gaps between consecutive kernels on each GPU (kernels and graph replays of
+-- @doc all streams merged, the device rows of kernel_gaps): one row per (device, log-spaced length bucket)
+-- @doc with the number of gaps and the idle time they add up to. Every bucket is listed, empty ones too;
+-- @doc back-to-back or overlapping kernels leave no gap and are not counted. Many gaps in the few-µs
+-- @doc buckets holding most of the idle time is the signature of launch overhead; a few gaps over 1 ms
+-- @doc point at the host (Python, scheduling, I/O) or at synchronisation.
+-- @needs _ordered_ops
+-- @requires kernels
+-- @column device_id CUDA device index.
+-- @column bucket Bucket index, 0-based, shortest gaps first.
+-- @column label Bucket range in words, e.g. '5-10 µs'.
+-- @column lower_ns Shortest gap in the bucket (inclusive, ns).
+-- @column upper_ns Longest gap in the bucket (exclusive, ns); NULL for the last, open-ended bucket.
+-- @column gap_count Gaps in the bucket.
+-- @column total_gap_ns Idle time of the gaps in the bucket (ns).
+-- @column count_share Share of the device's gaps in this bucket (0-1).
+-- @column time_share Share of the device's idle time between kernels in this bucket (0-1).
+WITH buckets(bucket, label, lower_ns, upper_ns) AS (
+    VALUES (0, '< 1 µs', 0, 1000), (1, '1-2 µs', 1000, 2000), (2, '2-5 µs', 2000, 5000),
+           (3, '5-10 µs', 5000, 10000), (4, '10-20 µs', 10000, 20000), (5, '20-50 µs', 20000, 50000),
+           (6, '50-100 µs', 50000, 100000), (7, '100 µs-1 ms', 100000, 1000000),
+           (8, '1-10 ms', 1000000, 10000000), (9, '> 10 ms', 10000000, NULL)
+),
+gaps AS (
+    SELECT device_id, start_ns - prev_end_ns AS gap_ns
+    FROM _ordered_ops
+    WHERE scope = 'compute' AND prev_end_ns IS NOT NULL AND start_ns > prev_end_ns
+),
+devices AS (
+    SELECT DISTINCT device_id FROM _ordered_ops WHERE scope = 'compute'
+),
+binned AS (
+    SELECT g.device_id, b.bucket, count(*) AS gap_count, sum(g.gap_ns) AS total_gap_ns
+    FROM gaps g JOIN buckets b ON g.gap_ns >= b.lower_ns AND (b.upper_ns IS NULL OR g.gap_ns < b.upper_ns)
+    GROUP BY g.device_id, b.bucket
+),
+grid AS (
+    SELECT d.device_id, b.bucket, b.label, CAST(b.lower_ns AS BIGINT) AS lower_ns,
+           CAST(b.upper_ns AS BIGINT) AS upper_ns,
+           coalesce(x.gap_count, 0) AS gap_count, CAST(coalesce(x.total_gap_ns, 0) AS BIGINT) AS total_gap_ns
+    FROM devices d CROSS JOIN buckets b
+    LEFT JOIN binned x ON x.device_id = d.device_id AND x.bucket = b.bucket
+)
+SELECT device_id, bucket, label, lower_ns, upper_ns, gap_count, total_gap_ns,
+       coalesce(gap_count / nullif(sum(gap_count) OVER (PARTITION BY device_id), 0), 0) AS count_share,
+       coalesce(total_gap_ns / nullif(sum(total_gap_ns) OVER (PARTITION BY device_id), 0), 0) AS time_share
+FROM grid
+ORDER BY device_id, bucket
