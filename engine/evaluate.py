@@ -64,8 +64,8 @@ def _holds(cond: Condition, row: dict[str, Any], params: dict[str, float], rule:
 
 
 def _display_unit(column: str) -> str:
-    # Ratios such as the overhead ratio read better as 0.63 than as 63 %.
-    return "plain" if column.endswith("_ratio") else column_unit(column)
+    # Ratios such as the overhead ratio (or calls per kernel) read better as 0.63 than as 63 %.
+    return "plain" if column.endswith(("_ratio", "_per_kernel")) else column_unit(column)
 
 
 def _evidence(rule: Rule, row: dict[str, Any], params: dict[str, float]) -> list[Evidence]:

@@ -27,7 +27,7 @@ from .errors import DiagnoseError
 from .evaluate import evaluate
 from .factrun import FactSet, compute_facts
 from .facts import Fact
-from .rules import Rule, RuleError
+from .rules import Rule
 from .source import open_export
 
 _CASE_KEYS = {"name", "scenario", "profile", "params", "facts", "expect"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import zipfile
 from pathlib import Path
 
 from nsys_diagnose.canonical import VIEWS

@@ -4,17 +4,12 @@
 -- @doc NVTX range, matched by _phase_patterns, that encloses its launching call on the same thread.
 -- @doc (Kept apart from `phases` so its window functions run on a native table: DuckDB 1.5.5 fails an
 -- @doc internal assertion when they run over the ASOF join directly on several threads.)
--- @needs _gpu_ops
+-- @needs _gpu_ops _phase_ranges
 -- @column device_id CUDA device index.
 -- @column start_ns Kernel start (ns).
 -- @column end_ns Kernel end (ns).
 -- @column phase Phase name, 'other' outside every phase range.
-WITH phase_ranges AS (
-    SELECT r.global_tid, r.start_ns, r.end_ns, any_value(p.phase ORDER BY p.priority) AS phase
-    FROM nvtx_ranges r JOIN _phase_patterns p ON regexp_matches(r.text, p.pattern)
-    GROUP BY ALL
-),
-launch AS (
+WITH launch AS (
     SELECT pid, correlation_id, any_value(global_tid) AS global_tid, min(start_ns) AS api_start_ns
     FROM api_calls WHERE correlation_id IS NOT NULL AND correlation_id <> 0 GROUP BY pid, correlation_id
 ),
@@ -26,6 +21,6 @@ k AS (
 assigned AS (
     SELECT k.device_id, k.start_ns, k.end_ns,
            CASE WHEN r.end_ns >= k.api_start_ns THEN r.phase ELSE 'other' END AS phase
-    FROM k ASOF LEFT JOIN phase_ranges r ON r.global_tid = k.global_tid AND k.api_start_ns >= r.start_ns
+    FROM k ASOF LEFT JOIN _phase_ranges r ON r.global_tid = k.global_tid AND k.api_start_ns >= r.start_ns
 )
 SELECT * FROM assigned

@@ -3,7 +3,7 @@
 -- @doc it ran inside an NVTX range of that phase on the same thread (how nsys projects NVTX onto the
 -- @doc GPU); the innermost phase range wins. Phase names come from patterns on the range text (defaults
 -- @doc recognise vLLM and SGLang names, configurable); kernels outside any phase range are 'other'.
--- @needs _phase_kernels
+-- @needs _phase_kernels _phase_ranges
 -- @requires kernels
 -- @column phase prefill, decode or other (or a configured phase name).
 -- @column range_count NVTX ranges of this phase.
@@ -17,12 +17,7 @@
 -- @column overhead_ratio gap time / (kernel time + gap time) within the phase.
 -- @column busy_fraction kernel_time_ns / range_ns: how busy the GPU was during the phase's ranges (0-1).
 -- @column kernel_time_share kernel_time_ns / all kernel time (0-1).
-WITH phase_ranges AS (
-    SELECT r.start_ns, r.end_ns, any_value(p.phase ORDER BY p.priority) AS phase
-    FROM nvtx_ranges r JOIN _phase_patterns p ON regexp_matches(r.text, p.pattern)
-    GROUP BY r.global_tid, r.start_ns, r.end_ns
-),
-gaps AS (
+WITH gaps AS (
     SELECT phase, start_ns - max(end_ns) OVER (PARTITION BY phase, device_id ORDER BY start_ns, end_ns
                                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS gap_ns,
            end_ns - start_ns AS dur_ns
@@ -36,7 +31,7 @@ kstats AS (
            coalesce(sum(greatest(gap_ns, 0)), 0) AS gap_ns
     FROM gaps GROUP BY phase
 ),
-rstats AS (SELECT phase, count(*) AS range_count, sum(end_ns - start_ns) AS range_ns FROM phase_ranges GROUP BY phase)
+rstats AS (SELECT phase, count(*) AS range_count, sum(end_ns - start_ns) AS range_ns FROM _phase_ranges GROUP BY phase)
 SELECT coalesce(k.phase, r.phase) AS phase, coalesce(r.range_count, 0) AS range_count,
        coalesce(r.range_ns, 0) AS range_ns, coalesce(k.kernel_count, 0) AS kernel_count,
        coalesce(k.kernel_time_ns, 0) AS kernel_time_ns, k.mean_kernel_ns, coalesce(k.gap_count, 0) AS gap_count,

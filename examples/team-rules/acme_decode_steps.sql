@@ -9,11 +9,8 @@
 -- @column p99_step_ns 99th percentile step duration (ns).
 -- @column max_step_ns Longest step (ns).
 -- @column steps_per_s Steps per second at the median duration.
-WITH decode AS (
-    SELECT r.pid, r.dur_ns
-    FROM nvtx_ranges r
-    WHERE EXISTS (SELECT 1 FROM _phase_patterns p WHERE p.phase = 'decode' AND regexp_matches(r.text, p.pattern))
-)
+-- @needs _phase_ranges
+WITH decode AS (SELECT pid, end_ns - start_ns AS dur_ns FROM _phase_ranges WHERE phase = 'decode')
 SELECT pid, count(*) AS step_count,
        quantile_cont(dur_ns, 0.5) AS p50_step_ns, quantile_cont(dur_ns, 0.9) AS p90_step_ns,
        quantile_cont(dur_ns, 0.99) AS p99_step_ns, max(dur_ns) AS max_step_ns,

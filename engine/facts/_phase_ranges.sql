@@ -1,0 +1,15 @@
+-- @fact _phase_ranges
+-- @materialize
+-- @doc NVTX ranges whose text matches a phase pattern, with that phase (phase_of(): the first configured
+-- @doc pattern that matches, see engine/factrun.py). Each distinct text is classified once.
+-- @column global_tid Thread that opened the range.
+-- @column pid Process.
+-- @column start_ns Range start (ns).
+-- @column end_ns Range end (ns).
+-- @column phase Phase name (prefill, decode, or a configured one).
+WITH classified AS (
+    SELECT text, phase_of(text) AS phase FROM (SELECT DISTINCT text FROM nvtx_ranges WHERE text IS NOT NULL)
+)
+SELECT r.global_tid, r.pid, r.start_ns, r.end_ns, c.phase
+FROM nvtx_ranges r JOIN classified c ON c.text = r.text
+WHERE c.phase IS NOT NULL
