@@ -16,14 +16,14 @@ WIDTH = 760          # plot width in SVG user units (the SVG scales to the page 
 LEFT = 52            # room for the y-axis labels
 RIGHT = 12
 
-# Idle-time categories of the time breakdown, in drawing order: (key, label, CSS colour).
+# Idle-time categories of the time breakdown, in drawing order: (key, label, short label, CSS colour).
 BREAKDOWN = (
-    ("kernels", "Kernels running", "#2563eb"),
-    ("copies", "Only copies / memsets running", "#0d9488"),
-    ("idle_host", "Idle: next kernel launched too late", "#dc2626"),
-    ("idle_sync", "Idle: after a CPU-GPU synchronisation", "#f59e0b"),
-    ("idle_uvm", "Idle: unified-memory page migration", "#9333ea"),
-    ("idle_other", "Idle: other (no traced CUDA cause)", "#9ca3af"),
+    ("kernels", "Kernels running", "kernels running", "#2563eb"),
+    ("copies", "Only copies / memsets running", "copies only", "#0d9488"),
+    ("idle_host", "Idle: next kernel launched too late", "idle: launches too late", "#dc2626"),
+    ("idle_sync", "Idle: after a CPU-GPU synchronisation", "idle: after syncs", "#f59e0b"),
+    ("idle_uvm", "Idle: unified-memory page migration", "idle: page migrations", "#9333ea"),
+    ("idle_other", "Idle: other (no traced CUDA cause)", "idle: other", "#9ca3af"),
 )
 
 
@@ -59,11 +59,12 @@ def breakdown(report: Report) -> list[dict[str, Any]]:
         values["idle_other"] = max(window - sum(values.values()), 0)
         total = sum(values.values()) or 1
         x, segments = 0.0, []
-        for key, label, colour in BREAKDOWN:
+        for key, label, short, colour in BREAKDOWN:
             share = values[key] / total
             w = share * WIDTH
+            text = f"{fmt_ratio(share, 0)} {short}" if share >= 0.3 else fmt_ratio(share, 0) if share >= 0.06 else ""
             segments.append(dict(key=key, label=label, colour=colour, ns=values[key], share=share,
-                                 x=_r(x), w=_r(w), text=fmt_ratio(share, 0) if share >= 0.06 else ""))
+                                 x=_r(x), w=_r(w), text=text))
             x += w
         idle = sum(values[k] for k in values if k.startswith("idle"))
         out.append(dict(device_id=g["device_id"], window_ns=window, segments=segments, idle_share=idle / total,

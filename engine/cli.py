@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
                "Exit codes: 0 success, 1 a finding at or above --fail-on, 2 usage, input or rule error.")
     p.add_argument("profile", help="SQLite export written by `nsys export --type sqlite` (read-only)")
     p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
-                   help="terminal summary (default), GitHub Markdown, or JSON")
+                   help="terminal summary (default), GitHub Markdown, self-contained HTML with charts, or JSON")
     p.add_argument("-o", "--output", type=Path, help="write the report to this file instead of standard output")
     p.add_argument("--fail-on", choices=tuple(_SEVERITY_RANK), help="exit 1 when a finding has this severity or worse")
     p.add_argument("--config", type=Path,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 import os
+import re
 import tempfile
 import textwrap
 from itertools import groupby
@@ -112,8 +113,15 @@ def render_html(report: Report) -> str:
     return env.get_template("report.html.j2").render(r=report, ch=charts.charts(report))
 
 
+# Characters json.dumps(ensure_ascii=False) would write raw although a terminal or editor acts on them: DEL and
+# C1 controls (0x9b is CSI), bidi overrides/isolates/marks and line/paragraph separators. They can only occur
+# inside JSON strings, so writing them as \uXXXX escapes keeps the document's value identical.
+_JSON_INERT = re.compile("[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
 def render_json(report: Report) -> str:
-    return json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    text = json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False, allow_nan=False)
+    return _JSON_INERT.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
 def render(report: Report, fmt: str, *, colour: bool = False) -> str:

@@ -26,4 +26,4 @@ SELECT device_id, op, copy_kind, src_mem, dst_mem, is_uvm, count(*) AS count,
        sum(stall_ns) AS stall_ns
 FROM _copy_stalls
 GROUP BY ALL
-ORDER BY total_ns DESC
+ORDER BY total_ns DESC, device_id, op, copy_kind, src_mem, dst_mem, is_uvm

@@ -35,15 +35,15 @@ binned AS (
     FROM gaps g JOIN buckets b ON g.gap_ns >= b.lower_ns AND (b.upper_ns IS NULL OR g.gap_ns < b.upper_ns)
     GROUP BY g.device_id, b.bucket
 ),
-grid AS (
-    SELECT d.device_id, b.bucket, b.label, CAST(b.lower_ns AS BIGINT) AS lower_ns,
-           CAST(b.upper_ns AS BIGINT) AS upper_ns,
-           coalesce(x.gap_count, 0) AS gap_count, CAST(coalesce(x.total_gap_ns, 0) AS BIGINT) AS total_gap_ns
-    FROM devices d CROSS JOIN buckets b
-    LEFT JOIN binned x ON x.device_id = d.device_id AND x.bucket = b.bucket
+totals AS (
+    SELECT device_id, count(*) AS n, sum(gap_ns) AS ns FROM gaps GROUP BY device_id
 )
-SELECT device_id, bucket, label, lower_ns, upper_ns, gap_count, total_gap_ns,
-       coalesce(gap_count / nullif(sum(gap_count) OVER (PARTITION BY device_id), 0), 0) AS count_share,
-       coalesce(total_gap_ns / nullif(sum(total_gap_ns) OVER (PARTITION BY device_id), 0), 0) AS time_share
-FROM grid
-ORDER BY device_id, bucket
+-- Shares from a joined aggregate, not a window: DuckDB 1.5.5 windows over small aggregates can fail.
+SELECT d.device_id, b.bucket, b.label, CAST(b.lower_ns AS BIGINT) AS lower_ns, CAST(b.upper_ns AS BIGINT) AS upper_ns,
+       coalesce(x.gap_count, 0) AS gap_count, CAST(coalesce(x.total_gap_ns, 0) AS BIGINT) AS total_gap_ns,
+       coalesce(x.gap_count / nullif(t.n, 0), 0) AS count_share,
+       coalesce(x.total_gap_ns / nullif(t.ns, 0), 0) AS time_share
+FROM devices d CROSS JOIN buckets b
+LEFT JOIN binned x ON x.device_id = d.device_id AND x.bucket = b.bucket
+LEFT JOIN totals t ON t.device_id = d.device_id
+ORDER BY d.device_id, b.bucket
