@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 from .api import diagnose
-from .config import Config, apply_set, load_config_file
+from .config import Config, resolve_config
 from .errors import DiagnoseError
+from .evaluate import SEVERITY_RANK
 from .report import FORMATS, render, write_atomically
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-_SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
                    help="terminal summary (default), GitHub Markdown, self-contained HTML with charts, or JSON")
     p.add_argument("-o", "--output", type=Path, help="write the report to this file instead of standard output")
-    p.add_argument("--fail-on", choices=tuple(_SEVERITY_RANK), help="exit 1 when a finding has this severity or worse")
+    p.add_argument("--fail-on", choices=tuple(SEVERITY_RANK), help="exit 1 when a finding has this severity or worse")
     p.add_argument("--config", type=Path,
                    help="configuration file (default: ./diagnose.yaml when present)")
     p.add_argument("--rule-dir", dest="rule_dirs", action="append", type=Path, default=[],
@@ -49,14 +49,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    path = args.config
-    if path is None and Path("diagnose.yaml").is_file():
-        path = Path("diagnose.yaml")
-    config = load_config_file(path) if path else Config()
-    config.rule_dirs += [d.resolve() for d in args.rule_dirs]
-    for assignment in args.sets:
-        apply_set(config, assignment)
-    return config
+    return resolve_config(args.config, args.rule_dirs, args.sets)
 
 
 def _progress(enabled: bool):
@@ -103,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"diagnose: error: {exc.filename or ''}: {exc.strerror or exc}\n")
         return EXIT_ERROR
     if args.fail_on:
-        limit = _SEVERITY_RANK[args.fail_on]
-        if any(_SEVERITY_RANK[f.severity] >= limit for f in report.findings):
+        limit = SEVERITY_RANK[args.fail_on]
+        if any(SEVERITY_RANK[f.severity] >= limit for f in report.findings):
             return EXIT_FINDINGS
     return EXIT_OK
 

@@ -112,3 +112,17 @@ def load_config_file(path: Path) -> Config:
             raise ConfigError(f"{where}: phases must map a phase name to a regular expression")
         config.phase_patterns = dict(phases)
     return config
+
+
+def resolve_config(path: Path | None, rule_dirs: list[Path], assignments: list[str]) -> Config:
+    """The configuration in force: the file (given, or ./diagnose.yaml when present), then the command line."""
+    if path is None and Path("diagnose.yaml").is_file():
+        path = Path("diagnose.yaml")
+    config = load_config_file(path) if path else Config()
+    config.rule_dirs += [d.resolve() for d in rule_dirs]
+    for d in config.rule_dirs:
+        if not d.is_dir():
+            raise ConfigError(f"rule directory {d} does not exist")
+    for assignment in assignments:
+        apply_set(config, assignment)
+    return config

@@ -15,7 +15,7 @@ from .units import PARAM_UNITS, column_unit, fmt_bytes, fmt_duration, fmt_number
 
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
         "==": operator.eq, "!=": operator.ne}
-_SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
 # A cause must cost at least this share of the profiled time to be named the primary bottleneck.
 PRIMARY_MIN_IMPACT = 0.05
@@ -153,7 +153,7 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
         if not fired:
             out.passed.append(outcome)
     kind_rank = {"cause": 0, "capture": 1, "symptom": 2}
-    out.findings.sort(key=lambda f: (-_SEVERITY_RANK[f.severity], kind_rank[f.kind], -(f.impact or 0.0),
+    out.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], kind_rank[f.kind], -(f.impact or 0.0),
                                      f.rule, f.subject or ""))
     return out
 
@@ -167,9 +167,9 @@ def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str]) ->
                        headline=f"{f.title}: {f.message}")
 
     def strongest(kind: str, min_impact: float) -> Finding | None:
-        candidates = [f for f in findings if f.kind == kind and _SEVERITY_RANK[f.severity] >= 1
+        candidates = [f for f in findings if f.kind == kind and SEVERITY_RANK[f.severity] >= 1
                       and (f.impact or 0.0) >= min_impact]
-        return max(candidates, key=lambda f: (f.impact or 0.0, _SEVERITY_RANK[f.severity]), default=None)
+        return max(candidates, key=lambda f: (f.impact or 0.0, SEVERITY_RANK[f.severity]), default=None)
 
     top = strongest("cause", PRIMARY_MIN_IMPACT) or strongest("symptom", PRIMARY_MIN_IMPACT) \
         or strongest("capture", 0.0)

@@ -7,7 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from .config import Config, load_config_file
+from .config import Config, resolve_config
 from .errors import DiagnoseError
 from .facts import FactError, load_facts
 from .rules import RuleError, bundled_rules_dir, load_rule_file, load_rules, rule_files
@@ -36,15 +36,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    path = args.config
-    if path is None and Path("diagnose.yaml").is_file():
-        path = Path("diagnose.yaml")
-    config = load_config_file(path) if path else Config()
-    config.rule_dirs += [d.resolve() for d in args.rule_dirs]
-    for d in config.rule_dirs:
-        if not d.is_dir():
-            raise DiagnoseError(f"rule directory {d} does not exist")
-    return config
+    return resolve_config(args.config, args.rule_dirs, [])
 
 
 def _is_bundled(path: Path) -> bool:

@@ -8,7 +8,7 @@
 -- @doc faults drive the transfers, not launches); 'host' when the call that issued the next operation was still
 -- @doc running when the GPU went idle (the work was not queued in time: launch overhead); 'other'
 -- @doc otherwise (dependencies, events, work queued earlier, or uncorrelated activity).
--- @needs _ordered_ops _sync_calls
+-- @needs _ordered_ops _sync_calls _issuing_calls
 -- @param sync_min_wait_ns 5000
 -- @column device_id CUDA device index.
 -- @column gap_start_ns When the GPU went idle (ns).
@@ -22,11 +22,6 @@ WITH gaps AS (
            kind AS next_kind, is_uvm AS next_is_uvm, pid, correlation_id
     FROM _ordered_ops
     WHERE scope = 'all' AND prev_end_ns IS NOT NULL AND start_ns > prev_end_ns
-),
-launches AS (
-    SELECT pid, correlation_id, min(end_ns) AS api_end_ns
-    FROM api_calls WHERE correlation_id IS NOT NULL AND correlation_id <> 0
-    GROUP BY pid, correlation_id
 ),
 blocking AS (
     SELECT pid, start_ns, end_ns FROM _sync_calls WHERE kind IN ('sync', 'sync_copy')
@@ -42,4 +37,4 @@ SELECT w.device_id, w.gap_start_ns, w.gap_end_ns, w.gap_ns, w.next_kind, w.next_
             WHEN l.api_end_ns >= w.gap_start_ns THEN 'host'
             ELSE 'other' END AS cause
 FROM with_sync w
-LEFT JOIN launches l ON l.pid = w.pid AND l.correlation_id = w.correlation_id
+LEFT JOIN _issuing_calls l ON l.pid = w.pid AND l.correlation_id = w.correlation_id

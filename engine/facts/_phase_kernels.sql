@@ -4,18 +4,14 @@
 -- @doc NVTX range, matched by _phase_patterns, that encloses its launching call on the same thread.
 -- @doc (Kept apart from `phases` so its window functions run on a native table: DuckDB 1.5.5 fails an
 -- @doc internal assertion when they run over the ASOF join directly on several threads.)
--- @needs _gpu_ops _phase_ranges
+-- @needs _gpu_ops _phase_ranges _issuing_calls
 -- @column device_id CUDA device index.
 -- @column start_ns Kernel start (ns).
 -- @column end_ns Kernel end (ns).
 -- @column phase Phase name, 'other' outside every phase range.
-WITH launch AS (
-    SELECT pid, correlation_id, any_value(global_tid) AS global_tid, min(start_ns) AS api_start_ns
-    FROM api_calls WHERE correlation_id IS NOT NULL AND correlation_id <> 0 GROUP BY pid, correlation_id
-),
-k AS (
+WITH k AS (
     SELECT o.device_id, o.start_ns, o.end_ns, l.global_tid, l.api_start_ns
-    FROM _gpu_ops o LEFT JOIN launch l ON l.pid = o.pid AND l.correlation_id = o.correlation_id
+    FROM _gpu_ops o LEFT JOIN _issuing_calls l ON l.pid = o.pid AND l.correlation_id = o.correlation_id
     WHERE o.kind IN ('kernel', 'graph')
 ),
 assigned AS (

@@ -3,7 +3,7 @@
 -- @doc stream_id NULL for the device as a whole (kernels and graph replays of all streams merged). A gap
 -- @doc is host-wait (as in HTA) when the call that launched the next kernel was still running when the
 -- @doc previous kernel ended: the GPU waited for the CPU.
--- @needs _ordered_ops
+-- @needs _ordered_ops _issuing_calls
 -- @requires kernels
 -- @param gap_threshold_ns 10000
 -- @column device_id CUDA device index.
@@ -22,10 +22,6 @@ WITH compute AS (
     SELECT device_id, stream_id, start_ns, end_ns, pid, correlation_id, prev_end_ns AS device_prev_end_ns
     FROM _ordered_ops WHERE scope = 'compute'
 ),
-launch_end AS (
-    SELECT pid, correlation_id, min(end_ns) AS api_end_ns
-    FROM api_calls WHERE correlation_id IS NOT NULL AND correlation_id <> 0 GROUP BY pid, correlation_id
-),
 per_stream AS (
     SELECT device_id, stream_id, start_ns, pid, correlation_id,
            start_ns - max(end_ns) OVER (PARTITION BY device_id, stream_id ORDER BY start_ns, end_ns
@@ -43,7 +39,7 @@ all_gaps AS (
     SELECT g.device_id, g.stream_id, greatest(g.gap_ns, 0) AS gap_ns, g.gap_ns IS NOT NULL AS has_prev,
            l.api_end_ns >= g.prev_end_ns AS host_wait
     FROM (SELECT * FROM per_stream UNION ALL SELECT * FROM per_device) g
-    LEFT JOIN launch_end l ON l.pid = g.pid AND l.correlation_id = g.correlation_id
+    LEFT JOIN _issuing_calls l ON l.pid = g.pid AND l.correlation_id = g.correlation_id
 )
 SELECT device_id, stream_id,
        count(*) AS kernel_count,
