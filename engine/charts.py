@@ -174,3 +174,28 @@ def gap_histogram(report: Report) -> list[dict[str, Any]]:
 def charts(report: Report) -> dict[str, Any]:
     return dict(width=WIDTH, left=LEFT, right=RIGHT, breakdown=breakdown(report), rhythm=rhythm(report),
                 timeline=timeline(report), histogram=gap_histogram(report), categories=BREAKDOWN)
+
+
+def compare_timeline(timelines: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
+    """Before and after GPU utilisation over time on one chart: a polyline each, time since each profile's
+    first GPU operation on a shared axis, 0-100 % busy on the y axis."""
+    spans = [bins[-1]["t_end_ns"] for bins in timelines.values() if bins]
+    span = max(spans, default=0)
+    if span <= 0:
+        return None
+    height = 140
+    lines = []
+    for name, colour in (("before", "#dc2626"), ("after", "#2563eb")):
+        bins = timelines.get(name) or []
+        points = []
+        for b in bins:
+            y = _r(height - min(max(b["busy"], 0.0), 1.0) * height)
+            points.append(f"{_r(b['t_start_ns'] / span * WIDTH)},{y}")
+            points.append(f"{_r(b['t_end_ns'] / span * WIDTH)},{y}")
+        if points:
+            mean = sum(b["busy"] * (b["t_end_ns"] - b["t_start_ns"]) for b in bins) / (bins[-1]["t_end_ns"] or 1)
+            lines.append(dict(name=name, colour=colour, points=" ".join(points), mean=mean))
+    ticks = [dict(x=_r(t / span * WIDTH), label=fmt_duration(t)) for t in nice_ticks(span)]
+    yticks = [dict(y=_r(height - f * height), label=fmt_ratio(f, 0)) for f in (0, 0.25, 0.5, 0.75, 1.0)]
+    return dict(width=WIDTH, left=LEFT, right=RIGHT, height=height, lines=lines, ticks=ticks, yticks=yticks,
+                span_ns=span)

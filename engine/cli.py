@@ -29,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Diagnose an Nsight Systems SQLite export of an LLM-inference run: names the bottleneck, "
                     "proves it with numbers and says what to do.",
         epilog="Rule tooling: `diagnose rules list|explain ID|check [PATHS]|test [PATHS]`. "
+               "Before/after: `diagnose compare BEFORE AFTER [--fail-on-regression METRIC:N]`. "
                "Exit codes: 0 success, 1 a finding at or above --fail-on, 2 usage, input or rule error.")
     p.add_argument("profile", help="SQLite export written by `nsys export --type sqlite` (read-only)")
     p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
@@ -70,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         from .rulecli import main as rules_main
 
         return rules_main(argv[1:])
+    if argv and argv[0] == "compare" and not Path("compare").is_file():
+        from .comparecli import main as compare_main
+
+        return compare_main(argv[1:])
     args = _parser().parse_args(argv)
     progress = _progress(not args.quiet and sys.stderr.isatty())
     try:

@@ -1,0 +1,96 @@
+"""`diagnose compare BEFORE AFTER`: diagnose both exports, show the change, gate pull requests on it.
+
+Exit codes: 0 success, 1 a --fail-on-regression gate crossed, 2 usage, input or rule error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .api import diagnose
+from .compare import FORMATS, compare, known_metrics, parse_gate, render_compare
+from .config import resolve_config
+from .errors import DiagnoseError
+from .report import write_atomically
+
+EXIT_OK, EXIT_GATE, EXIT_ERROR = 0, 1, 2
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of tokens")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(
+        prog="diagnose compare",
+        description="Diagnose two Nsight Systems SQLite exports (before and after a change) and show what "
+                    "changed: metrics with absolute and relative change, findings that appeared or disappeared, "
+                    "and a verdict (improved, regressed, unchanged).",
+        epilog="Gates: METRIC:+N fails when the metric rises by more than N (absolute, in its unit: a 0-1 "
+               "ratio, ns, a count), METRIC:-N%% when it falls by more than N %% of its before value. Metrics: "
+               + ", ".join(known_metrics()) + ", phase_<name>_ns. "
+               "Exit codes: 0 success, 1 a gate crossed, 2 usage, input or rule error.")
+    p.add_argument("before", help="SQLite export of the baseline run")
+    p.add_argument("after", help="SQLite export of the changed run")
+    p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
+                   help="terminal (default), GitHub Markdown, self-contained HTML with a chart, or JSON")
+    p.add_argument("-o", "--output", type=Path, help="write the comparison to this file instead of standard output")
+    p.add_argument("--fail-on-regression", dest="gates", action="append", default=[], metavar="METRIC:[+|-]N[%]",
+                   help="exit 1 when METRIC moves beyond the threshold, e.g. gpu_utilization:-5%% or "
+                        "overhead_ratio:+0.05; repeatable")
+    p.add_argument("--tokens", type=_positive_int, metavar="N",
+                   help="output tokens generated in each run: adds tokens/s and time per output token")
+    p.add_argument("--config", type=Path, help="configuration file (default: ./diagnose.yaml when present)")
+    p.add_argument("--rule-dir", dest="rule_dirs", action="append", type=Path, default=[],
+                   help="extra directory of team rules and fact .sql files (repeatable)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="RULE.PARAM=VALUE",
+                   help="override a rule param for both runs (as for diagnose); repeatable")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help="colour in the terminal output (default: auto)")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        for spec in args.gates:  # fail fast, before the (slower) diagnosis
+            parse_gate(spec, known_metrics())
+        config = resolve_config(args.config, args.rule_dirs, args.sets)
+        before = diagnose(args.before, config)
+        after = diagnose(args.after, config)
+        comparison = compare(before, after, tokens=args.tokens, gates=args.gates)
+        to_terminal = args.output is None and sys.stdout.isatty()
+        colour = args.color == "always" or (args.color == "auto" and to_terminal and "NO_COLOR" not in os.environ)
+        text = render_compare(comparison, args.format, colour=colour and args.format == "terminal")
+        if args.output:
+            write_atomically(args.output, text)
+        else:
+            sys.stdout.write(text)
+    except DiagnoseError as exc:
+        sys.stderr.write(f"diagnose compare: error: {exc}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write("\ndiagnose compare: interrupted\n")
+        return 130
+    except OSError as exc:
+        sys.stderr.write(f"diagnose compare: error: {exc.filename or ''}: {exc.strerror or exc}\n")
+        return EXIT_ERROR
+    crossed = [g for g in comparison.gates if g.crossed]
+    for g in crossed:
+        sys.stderr.write(f"diagnose compare: regression gate crossed: {g.message}\n")
+    return EXIT_GATE if crossed else EXIT_OK

@@ -1,0 +1,177 @@
+"""`diagnose compare BEFORE AFTER`: metric deltas, finding changes, verdict, gates and the four renderers.
+
+Each fixture is generated and diagnosed once per module; the CLI runs as a subprocess only for exit codes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from nsys_diagnose.api import diagnose
+from nsys_diagnose.compare import (
+    Comparison,
+    GateError,
+    compare,
+    known_metrics,
+    parse_gate,
+    render_compare,
+)
+from nsys_diagnose.fixtures.generator import generate
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("compare")
+    paths = {"eager": d / "eager.sqlite", "graphs": d / "graphs.sqlite"}
+    generate("eager_decode", paths["eager"])
+    generate("graph_decode_node", paths["graphs"])
+    return paths
+
+
+@pytest.fixture(scope="module")
+def reports(exports):
+    return {name: diagnose(path) for name, path in exports.items()}
+
+
+@pytest.fixture(scope="module")
+def improved(reports) -> Comparison:
+    return compare(reports["eager"], reports["graphs"])
+
+
+@pytest.fixture(scope="module")
+def regressed(reports) -> Comparison:
+    return compare(reports["graphs"], reports["eager"], gates=["overhead_ratio:+0.05", "gpu_utilization:-5%"])
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", "compare", *args], check=False,
+                          capture_output=True,
+                          text=True, timeout=120)
+
+
+def metric(c: Comparison, key: str):
+    return next(d for d in c.metrics if d.key == key)
+
+
+def test_eager_to_graphs_is_improved_with_overhead_down_and_utilisation_up(improved):
+    o, u = metric(improved, "overhead_ratio"), metric(improved, "gpu_utilization")
+    assert o.before > 0.3 and o.after < 0.1 and o.assessment == "improved"
+    assert u.after > u.before and u.assessment == "improved"
+    assert improved.verdict == "improved" and "GPU utilisation" in improved.reason
+    assert not improved.gate_crossed
+    assert {(f.rule, f.change) for f in improved.findings} >= {("launch-bound", "disappeared")}
+    for key in ("mean_gap_ns", "median_gap_ns", "kernel_count", "launch_calls", "mean_kernel_ns",
+                "launch_mean_ns", "sync_calls", "memcpy_ns", "phase_other_ns"):
+        d = metric(improved, key)
+        assert d.before is not None and d.after is not None and d.change == pytest.approx(d.after - d.before)
+
+
+def test_terminal_output(improved):
+    text = render_compare(improved, "terminal")
+    assert "VERDICT  improved" in text
+    assert re.search(r"Launch overhead ratio\s+0\.63\s+0\.07", text)
+    assert re.search(r"disappeared\s+launch-bound · GPU 0", text)
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_swapped_is_regressed_and_gates_cross(regressed):
+    assert regressed.verdict == "regressed"
+    assert [g.crossed for g in regressed.gates] == [True, True]
+    assert regressed.gate_crossed
+    assert {(f.rule, f.change) for f in regressed.findings} >= {("launch-bound", "appeared")}
+    assert "overhead_ratio" in render_compare(regressed, "md")
+
+
+def test_gate_within_threshold_passes(reports):
+    c = compare(reports["graphs"], reports["eager"], gates=["overhead_ratio:+1", "kernel_count:+50%"])
+    assert not c.gate_crossed and all(g.observed is not None for g in c.gates)
+
+
+def test_gate_parsing():
+    g = parse_gate("gpu_utilization:-5%", known_metrics())
+    assert (g.metric, g.direction, g.threshold, g.relative) == ("gpu_utilization", "-", 5.0, True)
+    assert parse_gate("overhead_ratio:0.05", known_metrics()).direction == "+"  # its bad direction
+    with pytest.raises(GateError, match="did you mean 'gpu_utilization'"):
+        parse_gate("gpu_utilisation:-5%", known_metrics())
+    with pytest.raises(GateError, match="not METRIC"):
+        parse_gate("overhead_ratio=0.05", known_metrics())
+    with pytest.raises(GateError, match="no good direction"):
+        parse_gate("kernel_count:10", known_metrics())
+
+
+def test_tokens_add_throughput(reports):
+    c = compare(reports["eager"], reports["graphs"], tokens=1000)
+    tps, tpot = metric(c, "tokens_per_s"), metric(c, "time_per_token_ns")
+    assert tps.before == pytest.approx(1000 / reports["eager"].profile.duration_ns * 1e9)
+    assert tpot.before == pytest.approx(reports["eager"].profile.duration_ns / 1000)
+    assert "Output tokens per second" in render_compare(c, "terminal")
+
+
+def test_json_has_verdict_and_deltas(improved):
+    data = json.loads(render_compare(improved, "json"))
+    assert data["verdict"] == "improved" and data["reason"]
+    by_key = {m["key"]: m for m in data["metrics"]}
+    assert by_key["overhead_ratio"]["change"] < 0 and by_key["overhead_ratio"]["relative"] < 0
+    assert by_key["gpu_utilization"]["change"] > 0
+    assert Comparison.model_validate(data) == improved
+
+
+def test_markdown_tables_are_well_formed(regressed):
+    text = render_compare(regressed, "md")
+    lines = text.splitlines()
+    tables: list[list[str]] = []
+    for i, line in enumerate(lines):
+        if line.startswith("|") and (i == 0 or not lines[i - 1].startswith("|")):
+            assert i == 0 or lines[i - 1] == "", f"no blank line before table at line {i + 1}"
+            tables.append([])
+        if line.startswith("|"):
+            tables[-1].append(line)
+    assert len(tables) == 3  # gates, metrics, findings
+    for table in tables:
+        cells = [len(re.findall(r"(?<!\\)\|", row)) for row in table]
+        assert len(set(cells)) == 1, table
+        assert re.fullmatch(r"\|(\s*-+:?\s*\|)+", table[1].replace("---:", "---"))
+
+
+def test_html_is_self_contained_with_one_combined_chart(improved):
+    html = render_compare(improved, "html")
+    assert html.count("<svg") == 1 and html.count("<polyline") == 2
+    assert "before" in html and "after" in html and "Content-Security-Policy" in html
+    assert "<script" not in html and "http://" not in html and "https://" not in html
+
+
+def test_html_escapes_untrusted_text(improved):
+    evil = improved.model_copy(update={"reason": "<script>alert(1)</script>"})
+    html = render_compare(evil, "html")
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_cli_exit_codes(exports, tmp_path):
+    eager, graphs = str(exports["eager"]), str(exports["graphs"])
+    bad = cli(graphs, eager, "--fail-on-regression", "overhead_ratio:+0.05", "-f", "md",
+              "-o", str(tmp_path / "c.md"))
+    assert bad.returncode == 1, bad.stderr
+    assert "overhead_ratio" in bad.stderr and "regressed" in (tmp_path / "c.md").read_text()
+    assert "crossed" in (tmp_path / "c.md").read_text()
+    ok = cli(eager, graphs, "--fail-on-regression", "overhead_ratio:+0.05")
+    assert ok.returncode == 0, ok.stderr
+    assert "improved" in ok.stdout and "Launch overhead ratio" in ok.stdout
+    unknown = cli(eager, graphs, "--fail-on-regression", "overhead:+0.05")
+    assert unknown.returncode == 2
+    assert unknown.stderr.count("\n") == 1 and "did you mean 'overhead_ratio'" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+    missing = cli(eager, str(tmp_path / "nope.sqlite"))
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+def test_markdown_tables_parse_as_github_tables(regressed):
+    cmarkgfm = pytest.importorskip("cmarkgfm")
+    html = cmarkgfm.github_flavored_markdown_to_html(render_compare(regressed, "md"))
+    assert html.count("<table>") == 3
+    rows = len([m for m in regressed.metrics]) + len(regressed.gates) + len(regressed.findings)
+    assert html.count("<tr>") == rows + 3  # plus one header row per table
