@@ -14,6 +14,7 @@ from .facts import Fact, FactError, load_facts
 from .model import ParamOverride, ProfileSummary, Report
 from .rules import Rule, load_rules
 from .source import Export, open_export
+from .throughput import throughput
 
 # Facts shown in reports and JSON (helpers and very long tables are left out or cut).
 REPORTED_FACTS = (
@@ -87,7 +88,7 @@ def profile_summary(export: Export) -> ProfileSummary:
 
 
 def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config: Config,
-                 fact_defs: dict[str, Fact]) -> Report:
+                 fact_defs: dict[str, Fact], tokens: int | None = None) -> Report:
     evaluation = evaluate(
         rules, facts,
         rule_params={r: config.params_for(r) for r in config.rule_params},
@@ -106,7 +107,9 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
         tool_version=tool_version(), profile=profile_summary(export),
         verdict=verdict(evaluation, facts, blocking), metrics=facts.first("summary"),
         findings=evaluation.findings, passed=evaluation.passed, skipped=evaluation.skipped,
-        overrides=overrides(config, rules, fact_defs), facts=reported)
+        overrides=overrides(config, rules, fact_defs), facts=reported,
+        throughput=throughput(export.info.duration_ns, facts.rows("phases") if "phases" in facts.results else [],
+                              tokens))
 
 
 def load_rule_set(config: Config) -> tuple[dict[str, Fact], dict[str, Rule]]:
@@ -119,8 +122,9 @@ def load_rule_set(config: Config) -> tuple[dict[str, Fact], dict[str, Rule]]:
     return fact_defs, rules
 
 
-def diagnose(path: str | Path, config: Config | None = None, *,
+def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | None = None,
              progress: Callable[[str], None] | None = None) -> Report:
+    """Diagnose one export. `tokens`: output tokens the profiled run generated (adds tokens/s)."""
     config = config or Config()
     fact_defs, rules = load_rule_set(config)
     validate_config(config, rules, fact_defs)
@@ -134,4 +138,4 @@ def diagnose(path: str | Path, config: Config | None = None, *,
                 raise FactError(f"{exc} (needed by rule{'s' if len(users) > 1 else ''} {', '.join(users)})",
                                 exc.fact) from None
             raise
-        return build_report(export, facts, rules, config, fact_defs)
+        return build_report(export, facts, rules, config, fact_defs, tokens)

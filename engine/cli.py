@@ -36,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="terminal summary (default), GitHub Markdown, self-contained HTML with charts, or JSON")
     p.add_argument("-o", "--output", type=Path, help="write the report to this file instead of standard output")
     p.add_argument("--fail-on", choices=tuple(SEVERITY_RANK), help="exit 1 when a finding has this severity or worse")
+    p.add_argument("--tokens", type=_positive_int, metavar="N",
+                   help="output tokens the profiled run generated: adds tokens/s and time per output token")
     p.add_argument("--config", type=Path,
                    help="configuration file (default: ./diagnose.yaml when present)")
     p.add_argument("--rule-dir", dest="rule_dirs", action="append", type=Path, default=[],
@@ -47,6 +49,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="colour in the terminal summary (default: auto, when writing to a terminal)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     return p
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of tokens")
+    return int(text)
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -79,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     progress = _progress(not args.quiet and sys.stderr.isatty())
     try:
         config = _config(args)
-        report = diagnose(args.profile, config, progress=progress)
+        report = diagnose(args.profile, config, tokens=args.tokens, progress=progress)
         if progress:
             sys.stderr.write("\r\x1b[2K")
         to_terminal = args.output is None and sys.stdout.isatty()

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-REPORT_SCHEMA_VERSION = "1.0"
+REPORT_SCHEMA_VERSION = "1.1"
 
 
 class Evidence(BaseModel):
@@ -68,6 +68,16 @@ class ProfileSummary(BaseModel):
     views: dict[str, dict[str, Any]]
 
 
+class Throughput(BaseModel):
+    tokens: int | None = Field(None, description="Output tokens generated in the profiled run (--tokens).")
+    duration_ns: float | None = Field(None, description="Profiled duration the rates are computed over (ns).")
+    tokens_per_s: float | None = Field(None, description="tokens / duration.")
+    time_per_token_ns: float | None = Field(None, description="duration / tokens (ns).")
+    decode_steps: int | None = Field(None, description="NVTX decode-step ranges, when the profile has them.")
+    step_time_ns: float | None = Field(None, description="Mean decode-step duration (ns).")
+    steps_per_s: float | None = Field(None, description="Decode steps per second at the mean step duration.")
+
+
 class Report(BaseModel):
     schema_version: str = REPORT_SCHEMA_VERSION
     tool: str = "nsys-diagnose"
@@ -80,3 +90,4 @@ class Report(BaseModel):
     skipped: list[RuleOutcome]
     overrides: list[ParamOverride]
     facts: dict[str, list[dict[str, Any]]]
+    throughput: Throughput | None = None

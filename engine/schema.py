@@ -15,7 +15,7 @@ from typing import Any
 
 from .api import REPORTED_FACTS
 from .facts import load_facts
-from .model import REPORT_SCHEMA_VERSION
+from .model import REPORT_SCHEMA_VERSION, Throughput
 from .units import column_unit
 
 SCHEMA_FILE = "report.schema.json"
@@ -140,6 +140,10 @@ def report_schema() -> dict[str, Any]:
             "passed": {"type": "array", "items": {"$ref": "#/$defs/rule_outcome"}},
             "skipped": {"type": "array", "items": {"$ref": "#/$defs/rule_outcome"}},
             "overrides": {"type": "array", "items": {"$ref": "#/$defs/override"}},
+            "throughput": {"anyOf": [{"type": "null"}, _obj(
+                {name: {"type": ["integer" if name in ("tokens", "decode_steps") else "number", "null"],
+                        "description": field.description} for name, field in Throughput.model_fields.items()},
+                "Tokens/s and time per output token (with --tokens N) and NVTX decode steps; null when neither.")]},
             "facts": {
                 "type": "object",
                 "description": "Rows of each reported fact (long tables cut: kernel_summary and api_summary to 50 "
@@ -149,7 +153,7 @@ def report_schema() -> dict[str, Any]:
             },
         },
         "required": ["schema_version", "tool", "tool_version", "profile", "verdict", "metrics", "findings",
-                     "passed", "skipped", "overrides", "facts"],
+                     "passed", "skipped", "overrides", "facts", "throughput"],
         "additionalProperties": False,
         "$defs": defs,
     }

@@ -97,3 +97,17 @@ def test_config_file_in_working_directory_is_used(tmp_path):
     data = json.loads(p.stdout)
     assert not [f for f in data["findings"] if f["rule"] == "launch-bound"]
     assert data["overrides"][0]["target"] == "launch-bound.min_kernels"
+
+
+def test_tokens_turn_time_into_throughput():
+    p = run(str(EXAMPLES / "eager_decode.sqlite"), "--tokens", "2000", "-f", "json")
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    t = data["throughput"]
+    duration = data["profile"]["duration_ns"]
+    assert t["tokens"] == 2000 and abs(t["tokens_per_s"] - 2000 / duration * 1e9) < 1e-6
+    assert abs(t["time_per_token_ns"] - duration / 2000) < 1e-6
+    text = run(str(EXAMPLES / "eager_decode.sqlite"), "--tokens", "2000").stdout
+    assert "tokens/s" in text and "per output token" in text
+    bad = run(str(EXAMPLES / "eager_decode.sqlite"), "--tokens", "-5")
+    assert bad.returncode == 2 and "positive whole number" in bad.stderr
