@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from .errors import DiagnoseError
 from .model import Report
+from .throughput import throughput
 from .units import fmt_duration, fmt_number, fmt_ratio
 
 COMPARISON_SCHEMA_VERSION = "1.0"
@@ -156,22 +157,16 @@ def extract(report: Report, tokens: int | None = None) -> dict[str, float | None
     out["duration_ns"] = _num(report.profile.duration_ns) or _num(m.get("duration_ns"))
     sync = report.facts.get("sync_overview") or []
     out["sync_calls"] = _num(sync[0].get("sync_calls")) if sync else None
-    steps = None
-    for p in report.facts.get("phases") or []:
+    phases = report.facts.get("phases") or []
+    for p in phases:
         name = re.sub(r"\W+", "_", str(p.get("phase") or "other")).lower()
-        ns = _num(p.get("range_ns")) or _num(p.get("kernel_time_ns"))
-        out[f"phase_{name}_ns"] = ns
-        if name == "decode" and (p.get("range_count") or 0) > 0:
-            steps = p
-    if steps:
-        count, ns = _num(steps["range_count"]), _num(steps.get("range_ns"))
-        out["decode_steps"] = count
-        out["step_time_ns"] = ns / count if ns and count else None
-        out["steps_per_s"] = count / ns * 1e9 if ns and count else None
-    duration = out.get("duration_ns")
-    if tokens and duration:
-        out["tokens_per_s"] = tokens / duration * 1e9
-        out["time_per_token_ns"] = duration / tokens
+        out[f"phase_{name}_ns"] = _num(p.get("range_ns")) or _num(p.get("kernel_time_ns"))
+    rates = throughput(out.get("duration_ns"), phases, tokens)
+    if rates is not None:
+        for key in ("decode_steps", "step_time_ns", "steps_per_s", "tokens_per_s", "time_per_token_ns"):
+            value = getattr(rates, key)
+            if value is not None:
+                out[key] = float(value)
     return out
 
 
