@@ -12,7 +12,10 @@ scan them several times never go back to SQLite.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -64,6 +67,25 @@ _MISSING_REASON = {
                    "to get DRAM and SM throughput",
     "devices": "the export lists no GPU (no TARGET_INFO_GPU table)",
     "processes": "the export has no PROCESSES table",
+}
+
+# Columns read without a fallback: a table that lacks one cannot be used, and the user is told which.
+# (Every other column degrades to NULL through _Builder.col.)
+_REQUIRED_COLUMNS = {
+    "StringIds": ("id", "value"),
+    "EXPORT_META_DATA": ("name", "value"),
+    "META_DATA_EXPORT": ("name", "value"),
+    "META_DATA_CAPTURE": ("name", "value"),
+    "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "globalTid"),
+    "CUPTI_ACTIVITY_KIND_DRIVER": ("start", "end", "globalTid"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end"),
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": ("start", "end"),
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": ("start", "end"),
+    "NVTX_EVENTS": ("start", "end", "eventType", "globalTid"),
+    "TARGET_INFO_GPU_METRICS": ("typeId", "metricId", "metricName"),
+    "PROCESSES": ("pid", "name"),
 }
 
 
@@ -132,11 +154,13 @@ def check_profile_path(path: str | os.PathLike) -> Path:
                          f"(`nsys export --type sqlite report.nsys-rep`).")
     if p.is_dir():
         raise InputError(f"{p} is a directory; give the path of one .sqlite export.")
-    if p.suffix in (".nsys-rep", ".qdrep"):
+    if p.suffix in (".nsys-rep", ".qdrep") and not shutil.which("nsys"):
         raise InputError(
             f"{p} is an Nsight Systems report, not a SQLite export; convert it first with "
             f"`nsys export --type sqlite --output {p.with_suffix('.sqlite')} {p}`."
         )
+    if p.suffix in (".nsys-rep", ".qdrep"):
+        return p  # converted by open_export with the nsys on PATH
     try:
         with open(p, "rb") as fh:
             head = fh.read(len(SQLITE_MAGIC))
@@ -150,9 +174,47 @@ def check_profile_path(path: str | os.PathLike) -> Path:
     return p
 
 
+def _export_command(report: Path, output: Path) -> list[str]:
+    return ["nsys", "export", "--type", "sqlite", "--output", str(output), "--force-overwrite", "true", str(report)]
+
+
+def _convert_report(report: Path, output: Path) -> Path:
+    """Convert an .nsys-rep with the `nsys` on PATH; one clear sentence (with nsys's own words) on failure."""
+    command = _export_command(report, output)
+    try:
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace")
+    except OSError as exc:
+        raise InputError(f"{report}: cannot run `nsys` to convert it ({exc.strerror or exc}); convert it yourself "
+                         f"with `nsys export --type sqlite --output {report.with_suffix('.sqlite')} {report}`.") from None
+    if done.returncode != 0 or not output.is_file():
+        said = " ".join((done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}").split())
+        raise InputError(f"{report}: `nsys export --type sqlite` could not convert it (nsys said: {said[:500]}); "
+                         f"check that the report is complete and that this nsys is at least as new as the one "
+                         f"that recorded it.")
+    return output
+
+
 def open_export(path: str | os.PathLike, *, threads: int | None = None,
                 progress: Callable[[str], None] | None = None) -> Export:
-    """Open `path` read-only and build the canonical views in an in-memory DuckDB database."""
+    """Open `path` read-only and build the canonical views in an in-memory DuckDB database.
+
+    An .nsys-rep is converted with `nsys export` (when nsys is on PATH) into a temporary SQLite file that is
+    removed as soon as the views are built (also on failure or Ctrl-C): the views live in DuckDB's memory."""
+    p = check_profile_path(path)
+    if p.suffix in (".nsys-rep", ".qdrep"):
+        with tempfile.TemporaryDirectory(prefix="nsys-diagnose-") as tmp:
+            if progress:
+                progress("converting with nsys export")
+            converted = _convert_report(p, Path(tmp) / (p.stem + ".sqlite"))
+            export = _open_sqlite(converted, threads=threads, progress=progress)
+        export.info.path = str(p)
+        export.con.execute("UPDATE profile_info SET value = ? WHERE key = 'path'", [str(p)])
+        return export
+    return _open_sqlite(p, threads=threads, progress=progress)
+
+
+def _open_sqlite(path: Path, *, threads: int | None = None,
+                 progress: Callable[[str], None] | None = None) -> Export:
     p = check_profile_path(path)
     con = offline_connection(threads=threads)
     try:
@@ -168,13 +230,37 @@ def open_export(path: str | os.PathLike, *, threads: int | None = None,
                 f"nsys writes, such as StringIds or CUPTI_ACTIVITY_KIND_KERNEL); export the profile with "
                 f"`nsys export --type sqlite`."
             )
+        _check_required_columns(p, tables)
         builder = _Builder(con, p, tables, progress)
-        export = builder.build()
+        try:
+            export = builder.build()
+        except duckdb.Error as exc:  # a value no nsys export holds (e.g. an id beyond its column type)
+            raise _unreadable(p, exc) from None
         con.execute("DETACH src")
         return export
     except BaseException:
         con.close()
         raise
+
+
+def _check_required_columns(p: Path, tables: dict[str, list[str]]) -> None:
+    for table, needed in _REQUIRED_COLUMNS.items():
+        missing = [c for c in needed if table in tables and c not in tables[table]]
+        if missing:
+            names = ", ".join(f"`{c}`" for c in missing)
+            raise InputError(
+                f"{p}: the {table} table has no {names} column{'s' if len(missing) > 1 else ''}, which the "
+                f"diagnosis needs; the file was not written by `nsys export` or was altered, so export the "
+                f"profile again with `nsys export --type sqlite`.")
+
+
+def _unreadable(p: Path, exc: Exception, table: str | None = None) -> InputError:
+    if any(word in str(exc).lower() for word in ("locked", "busy", "permission", "unable to open")):
+        return InputError(_describe_sqlite_failure(p, exc))
+    detail = " ".join(str(exc).split("\n")[0].split())
+    where = f"the {table} table of {p}" if table else str(p)
+    return InputError(f"{where} holds values no nsys export has ({detail}); the file was altered or damaged, so "
+                      f"export the profile again with `nsys export --type sqlite`.")
 
 
 def _describe_sqlite_failure(p: Path, exc: Exception) -> str:
@@ -238,9 +324,12 @@ class _Builder:
             self.con.execute(make_sql(f'src."{source_table}"'))
         except duckdb.Error as exc:
             if "unicode" not in str(exc).lower() and "utf" not in str(exc).lower():
-                raise
+                raise _unreadable(self.path, exc, source_table) from None
             native = self._copy_lossy(source_table)
-            self.con.execute(make_sql(native))
+            try:
+                self.con.execute(make_sql(native))
+            except duckdb.Error as exc2:
+                raise _unreadable(self.path, exc2, source_table) from None
 
     def _copy_lossy(self, table: str) -> str:
         native = f'"_lossy_{table}"'
@@ -479,16 +568,16 @@ class _Builder:
             g = lambda name, default="NULL": self.col(T, name, "g", default)  # noqa: E731
             device_id = g("id", g("deviceId"))
             if "smCount" in self.tables[T]:
-                listed = f"""SELECT {device_id}, g.name, {g('smCount')}, {g('memoryBandwidth')}, {g('totalMemory')},
+                listed = f"""SELECT {device_id}, {g("name")}, {g('smCount')}, {g('memoryBandwidth')}, {g('totalMemory')},
                                     {g('clockRate')}, {g('computeMajor')} || '.' || {g('computeMinor')}
                              FROM src."{T}" g"""
             elif self.has("TARGET_INFO_CUDA_GPU"):  # legacy: details live in a second table, in kB/s and kHz
-                listed = f"""SELECT {device_id}, g.name, c.numMultiprocessors, c.globalMemoryBandwidth * 1000,
+                listed = f"""SELECT {device_id}, {g("name")}, c.numMultiprocessors, c.globalMemoryBandwidth * 1000,
                                     c.globalMemorySize, c.coreClockRate * 1000,
                                     c.computeCapabilityMajor || '.' || c.computeCapabilityMinor
                              FROM src."{T}" g LEFT JOIN src."TARGET_INFO_CUDA_GPU" c ON c.deviceId = {device_id}"""
             else:
-                listed = f"""SELECT {device_id}, g.name, NULL, NULL, NULL, NULL, NULL FROM src."{T}" g"""
+                listed = f"""SELECT {device_id}, {g("name")}, NULL, NULL, NULL, NULL, NULL FROM src."{T}" g"""
         self.con.execute(f"""
             INSERT INTO devices
             WITH listed AS (

@@ -1,0 +1,398 @@
+"""Robustness and security: bad input gets a clear answer, the profile is never touched, hostile content
+stays inert (issue 8)."""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import math
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nsys_diagnose import cli
+from nsys_diagnose.api import diagnose
+from nsys_diagnose.errors import DiagnoseError
+from nsys_diagnose.fixtures.generator import generate
+
+# ---------------------------------------------------------------------------------------------------------
+# 1. Property: any mangled nsys-schema export gives a report or a DiagnoseError, never a traceback.
+# ---------------------------------------------------------------------------------------------------------
+_BASE_SCENARIOS = ("eager_decode", "sync_storm", "prefill_decode_nvtx", "old_schema_2022", "pageable_copies")
+_TABLES = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "deviceId", "streamId", "correlationId", "globalPid",
+                                   "demangledName", "shortName", "contextId", "graphNodeId"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "globalTid", "correlationId", "nameId", "eventClass"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "deviceId", "streamId", "correlationId", "globalPid",
+                                   "bytes", "copyKind", "srcKind", "dstKind"),
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": ("start", "end", "deviceId", "streamId", "correlationId",
+                                            "globalPid", "syncType"),
+    "NVTX_EVENTS": ("start", "end", "eventType", "text", "textId", "globalTid", "domainId"),
+    "StringIds": ("id", "value"),
+    "TARGET_INFO_GPU": ("id", "name", "smCount"),
+}
+_BASE_DIR = Path(tempfile.mkdtemp(prefix="nsys-robust-"))  # generated once per session, shared by examples
+atexit.register(shutil.rmtree, _BASE_DIR, ignore_errors=True)
+_HUGE = 2**62
+
+
+def _base(scenario: str) -> Path:
+    path = _BASE_DIR / f"{scenario}.sqlite"
+    if not path.exists():
+        generate(scenario, path)
+    return path
+
+
+_table = st.sampled_from(sorted(_TABLES))
+_column = _table.flatmap(lambda t: st.tuples(st.just(t), st.sampled_from(_TABLES[t])))
+_mutation = st.one_of(
+    st.tuples(st.just("drop_table"), _table),
+    st.tuples(st.just("drop_column"), _column),
+    st.tuples(st.just("nulls"), _column, st.integers(1, 4)),
+    st.tuples(st.just("empty_table"), _table),
+    st.tuples(st.just("zero_length"), _table),
+    st.tuples(st.just("negative"), _table, st.integers(1, 10**9)),
+    st.tuples(st.just("overlap"), _table),
+    st.tuples(st.just("dup_correlation"), _table),
+    st.tuples(st.just("huge"), _column, st.sampled_from([_HUGE, -_HUGE, _HUGE - 1, 2**63 - 1])),
+    st.tuples(st.just("empty_strings"), st.integers(1, 3)),
+)
+
+
+def _apply(con: sqlite3.Connection, mutation: tuple) -> None:
+    kind, *args = mutation
+    q = lambda sql: con.execute(sql)  # noqa: E731
+    if kind == "drop_table":
+        q(f'DROP TABLE IF EXISTS "{args[0]}"')
+    elif kind == "drop_column":
+        (table, column), = args
+        q(f'ALTER TABLE "{table}" DROP COLUMN "{column}"')
+    elif kind == "nulls":
+        (table, column), k = args
+        q(f'UPDATE "{table}" SET "{column}" = NULL WHERE rowid % {k} = 0')
+    elif kind == "empty_table":
+        q(f'DELETE FROM "{args[0]}"')
+    elif kind == "zero_length":
+        q(f'UPDATE "{args[0]}" SET "end" = start WHERE rowid % 3 = 0')
+    elif kind == "negative":
+        q(f'UPDATE "{args[0]}" SET "end" = start - {args[1]} WHERE rowid % 2 = 0')
+    elif kind == "overlap":
+        q(f'UPDATE "{args[0]}" SET start = start - 1000000, "end" = "end" + 1000000 WHERE rowid % 2 = 1')
+    elif kind == "dup_correlation":
+        q(f'UPDATE "{args[0]}" SET correlationId = 1')
+    elif kind == "huge":
+        (table, column), value = args
+        q(f'UPDATE "{table}" SET "{column}" = {value} WHERE rowid % 5 = 0')
+    elif kind == "empty_strings":
+        q(f"UPDATE StringIds SET value = '' WHERE id % {args[0]} = 0")
+
+
+def _assert_finite(report) -> None:
+    for finding in report.findings:
+        if finding.impact is not None:
+            assert math.isfinite(finding.impact), (finding.rule, finding.impact)
+        for ev in finding.evidence:
+            if isinstance(ev.value, (int, float)) and not isinstance(ev.value, bool):
+                assert math.isfinite(ev.value), (finding.rule, ev.column, ev.value)
+    if report.verdict.impact is not None:
+        assert math.isfinite(report.verdict.impact)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scenario=st.sampled_from(_BASE_SCENARIOS), mutations=st.lists(_mutation, min_size=1, max_size=4))
+def test_mangled_exports_never_crash(tmp_path, scenario, mutations):
+    path = tmp_path / f"mangled-{abs(hash((scenario, tuple(mutations))))}.sqlite"
+    shutil.copyfile(_base(scenario), path)
+    con = sqlite3.connect(path)
+    for mutation in mutations:
+        try:
+            _apply(con, mutation)
+        except sqlite3.Error:
+            pass  # e.g. the table was dropped by an earlier mutation, or a NOT NULL constraint
+    con.commit()
+    con.close()
+    try:
+        report = diagnose(path)
+    except DiagnoseError as exc:
+        message = str(exc)
+        assert message and "\n" not in message.strip() and "Traceback" not in message
+        return
+    _assert_finite(report)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 2. Tables that lack a column the diagnosis needs: one sentence, exit 2.
+# ---------------------------------------------------------------------------------------------------------
+def _one_sentence_error(capsys, code: int) -> str:
+    captured = capsys.readouterr()
+    assert code == 2, captured.out
+    err = captured.err.strip()
+    assert err.startswith("diagnose: error: ") and len(err.splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("table, column", [
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "start"),
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "end"),
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"),
+    ("NVTX_EVENTS", "eventType"),
+    ("StringIds", "value"),
+])
+def test_missing_needed_column_is_one_sentence(tmp_path, capsys, table, column):
+    path = tmp_path / "p.sqlite"
+    shutil.copyfile(_base("prefill_decode_nvtx"), path)
+    con = sqlite3.connect(path)
+    con.execute(f'ALTER TABLE "{table}" DROP COLUMN "{column}"')
+    con.commit()
+    con.close()
+    err = _one_sentence_error(capsys, cli.main([str(path), "-q"]))
+    assert f"the {table} table has no `{column}` column" in err and "nsys export --type sqlite" in err
+
+
+def test_value_beyond_its_column_type_is_one_sentence(tmp_path, capsys):
+    path = tmp_path / "p.sqlite"
+    shutil.copyfile(_base("eager_decode"), path)
+    con = sqlite3.connect(path)
+    con.execute(f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = {_HUGE}")
+    con.commit()
+    con.close()
+    err = _one_sentence_error(capsys, cli.main([str(path), "-q"]))
+    assert "CUPTI_ACTIVITY_KIND_KERNEL" in err and "export the profile again" in err
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3. The profile is never modified and never gets side files (-journal, -wal, -shm, temporaries).
+# ---------------------------------------------------------------------------------------------------------
+def _snapshot(directory: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
+
+
+_SANDBOX_RULE = """\
+id: acme/escape
+title: Escape
+category: launch-bound
+severity: warning
+fact: team_fact
+when:
+  - device_id > 0
+message: "x"
+why: Because.
+remediation: [Nothing.]
+"""
+_SANDBOX_SQL = ("-- @fact team_fact\n-- @doc Reads a file.\n-- @column device_id x\n"
+                "SELECT 1 AS device_id FROM read_csv('/etc/passwd')\n")
+
+
+@pytest.mark.parametrize("fmt", ["terminal", "md", "html", "json"])
+@pytest.mark.parametrize("outcome", ["success", "bad-set", "sandbox", "missing-column"])
+def test_profile_untouched(tmp_path, capsys, fmt, outcome):
+    profile_dir = tmp_path / "profile"
+    profile_dir.mkdir()
+    profile = profile_dir / "run.sqlite"
+    shutil.copyfile(_base("sync_storm"), profile)
+    if outcome == "missing-column":
+        con = sqlite3.connect(profile)
+        con.execute('ALTER TABLE CUPTI_ACTIVITY_KIND_RUNTIME DROP COLUMN globalTid')
+        con.commit()
+        con.close()
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    args = [str(profile), "-q", "--format", fmt, "-o", str(out_dir / f"report.{fmt}")]
+    if outcome == "bad-set":
+        args += ["--set", "launch-bound.max_overhead_ratio=not-a-number"]
+    if outcome == "sandbox":
+        pack = tmp_path / "pack"
+        pack.mkdir()
+        (pack / "escape.yaml").write_text(_SANDBOX_RULE)
+        (pack / "team_fact.sql").write_text(_SANDBOX_SQL)
+        args += ["--rule-dir", str(pack)]
+    before = _snapshot(profile_dir)
+    mode = profile.stat().st_mode
+    code = cli.main(args)
+    captured = capsys.readouterr()
+    assert _snapshot(profile_dir) == before  # same files, same bytes: no -journal, -wal, -shm or temporaries
+    assert profile.stat().st_mode == mode
+    if outcome == "success":
+        assert code == 0, captured.err
+        assert [p.name for p in out_dir.iterdir()] == [f"report.{fmt}"]
+    else:
+        assert code == 2 and len(captured.err.strip().splitlines()) == 1
+        assert list(out_dir.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 4. Locked database and permission denied.
+# ---------------------------------------------------------------------------------------------------------
+_HOLD_LOCK = """
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_locked_database_is_one_sentence(tmp_path, capsys):
+    import subprocess
+    import sys
+
+    profile = tmp_path / "run.sqlite"
+    shutil.copyfile(_base("pageable_copies"), profile)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(profile)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        err = _one_sentence_error(capsys, cli.main([str(profile), "-q"]))
+        assert "is locked by another program" in err
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert cli.main([str(profile), "-q"]) == 0  # once released it reads fine
+
+
+def test_permission_denied_is_one_sentence(tmp_path, capsys, monkeypatch):
+    # The tests run as root, for whom chmod 000 changes nothing: simulate the refusal at open().
+    import builtins
+
+    profile = tmp_path / "run.sqlite"
+    shutil.copyfile(_base("pageable_copies"), profile)
+    real_open = builtins.open
+
+    def refusing_open(file, *args, **kwargs):
+        if Path(file) == profile:
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", refusing_open)
+    err = _one_sentence_error(capsys, cli.main([str(profile), "-q"]))
+    assert "permission denied" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod-000 file anyway; covered by the open() mock")
+def test_unreadable_file_for_a_normal_user(tmp_path, capsys):
+    profile = tmp_path / "run.sqlite"
+    shutil.copyfile(_base("pageable_copies"), profile)
+    profile.chmod(0)
+    err = _one_sentence_error(capsys, cli.main([str(profile), "-q"]))
+    assert "permission denied" in err
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 5. .nsys-rep: converted with the nsys on PATH into a temporary file that is always removed.
+# ---------------------------------------------------------------------------------------------------------
+_FAKE_NSYS = """#!{python}
+import shutil, sys
+args = sys.argv[1:]
+with open({log!r}, "a") as fh:
+    fh.write(" ".join(args) + "\\n")
+{body}
+"""
+_COPY_BODY = "shutil.copyfile({source!r}, args[args.index('--output') + 1])"
+_FAIL_BODY = "sys.stderr.write('Exportation error: Cannot read from stream.\\n'); sys.exit(1)"
+
+
+def _fake_nsys(tmp_path: Path, monkeypatch, body: str) -> Path:
+    import sys
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "nsys-calls.log"
+    script = bindir / "nsys"
+    script.write_text(_FAKE_NSYS.format(python=sys.executable, log=str(log), body=body))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    return log
+
+
+def _converted_outputs(log: Path) -> list[Path]:
+    calls = [line.split() for line in log.read_text().splitlines()]
+    return [Path(c[c.index("--output") + 1]) for c in calls]
+
+
+def test_nsys_rep_is_converted_and_the_temporary_removed(tmp_path, capsys, monkeypatch):
+    log = _fake_nsys(tmp_path, monkeypatch, _COPY_BODY.format(source=str(_base("eager_decode"))))
+    (tmp_path / "reports").mkdir()
+    rep = tmp_path / "reports" / "run.nsys-rep"
+    rep.write_bytes(b"not really a report")
+    before = _snapshot(rep.parent)
+    code = cli.main([str(rep), "-q", "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    import json
+
+    data = json.loads(captured.out)
+    assert data["verdict"]["primary"] == "launch-bound"
+    assert data["profile"]["path"] == str(rep)
+    (call,) = [line.split() for line in log.read_text().splitlines()]
+    assert call[:2] == ["export", "--type"] and call[2] == "sqlite" and call[-1] == str(rep)
+    assert call[call.index("--force-overwrite") + 1] == "true"
+    (output,) = _converted_outputs(log)
+    assert not output.exists() and not output.parent.exists()  # the temporary directory is gone
+    assert _snapshot(rep.parent) == before  # nothing written beside the report
+
+
+def test_failing_nsys_gives_one_sentence_with_its_stderr(tmp_path, capsys, monkeypatch):
+    log = _fake_nsys(tmp_path, monkeypatch, _FAIL_BODY)
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"broken")
+    err = _one_sentence_error(capsys, cli.main([str(rep), "-q"]))
+    assert "could not convert it" in err and "Cannot read from stream" in err
+    (output,) = _converted_outputs(log)
+    assert not output.parent.exists()
+
+
+def test_temporary_removed_when_diagnosis_fails_or_is_interrupted(tmp_path, capsys, monkeypatch):
+    from nsys_diagnose import source
+
+    log = _fake_nsys(tmp_path, monkeypatch, _COPY_BODY.format(source=str(_base("eager_decode"))))
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"x")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(source, "_open_sqlite", interrupted)
+    assert cli.main([str(rep), "-q"]) == 130
+    capsys.readouterr()
+    (output,) = _converted_outputs(log)
+    assert not output.parent.exists()
+
+
+def test_without_nsys_the_message_names_the_export_command(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"x")
+    err = _one_sentence_error(capsys, cli.main([str(rep), "-q"]))
+    assert f"nsys export --type sqlite --output {tmp_path / 'run.sqlite'} {rep}" in err
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 6. Atomic report writes: an interrupted write leaves the old report and no temporary file.
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("where", ["render", "replace"])
+def test_interrupted_write_keeps_the_old_report(tmp_path, capsys, monkeypatch, where):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    target = out_dir / "report.md"
+    target.write_text("previous report\n")
+    if where == "render":
+        def broken_render(*args, **kwargs):
+            raise KeyboardInterrupt
+        monkeypatch.setattr(cli, "render", broken_render)
+    else:
+        def broken_replace(src, dst):
+            raise OSError(28, "No space left on device", str(dst))
+        monkeypatch.setattr(os, "replace", broken_replace)
+    code = cli.main([str(_base("pageable_copies")), "-q", "--format", "md", "-o", str(target)])
+    captured = capsys.readouterr()
+    assert code == (130 if where == "render" else 2)
+    if where == "replace":
+        assert "No space left on device" in captured.err and len(captured.err.strip().splitlines()) == 1
+    assert [p.name for p in out_dir.iterdir()] == ["report.md"]
+    assert target.read_text() == "previous report\n"
