@@ -168,3 +168,15 @@ def test_unknown_config_key_is_an_error(tmp_path):
     cfg.write_text("rulez: {}\n")
     p = run(str(EXAMPLE), cwd=tmp_path)
     assert p.returncode == 2 and "unknown key 'rulez'" in p.stderr
+
+
+def test_yaml_object_tags_never_execute(tmp_path):
+    marker = tmp_path / "pwned"
+    payload = f'!!python/object/apply:os.system ["touch {marker}"]'
+    d = pack(tmp_path, GOOD_RULE.replace("title: Slow decode kernels", f"title: {payload}"))
+    check = run("rules", "check", str(d))
+    assert check.returncode == 2 and "invalid YAML" in check.stdout
+    (tmp_path / "diagnose.yaml").write_text(f"rules: {payload}\n")
+    diag = run(str(EXAMPLE), cwd=tmp_path)
+    assert diag.returncode == 2 and "invalid YAML" in diag.stderr and "Traceback" not in diag.stderr
+    assert not marker.exists()
