@@ -19,23 +19,9 @@ from .report import write_atomically
 EXIT_OK, EXIT_GATE, EXIT_ERROR = 0, 1, 2
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of tokens")
-    return value
-
-
 def _parser() -> argparse.ArgumentParser:
+    from .cli import _ArgumentParser, _positive_int
+
     p = _ArgumentParser(
         prog="diagnose compare",
         description="Diagnose two Nsight Systems SQLite exports (before and after a change) and show what "
