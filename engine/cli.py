@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -12,7 +11,7 @@ from .api import diagnose
 from .config import Config, resolve_config
 from .errors import DiagnoseError
 from .evaluate import SEVERITY_RANK
-from .report import FORMATS, render, write_atomically
+from .report import FORMATS, emit, render, wants_colour
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -90,13 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         report = diagnose(args.profile, config, tokens=args.tokens, progress=progress)
         if progress:
             sys.stderr.write("\r\x1b[2K")
-        to_terminal = args.output is None and sys.stdout.isatty()
-        colour = args.color == "always" or (args.color == "auto" and to_terminal and "NO_COLOR" not in os.environ)
-        text = render(report, args.format, colour=colour and args.format == "terminal")
-        if args.output:
-            write_atomically(args.output, text)
-        else:
-            sys.stdout.write(text)
+        colour = wants_colour(args.color, args.output) and args.format == "terminal"
+        emit(render(report, args.format, colour=colour), args.output)
     except DiagnoseError as exc:
         if progress:
             sys.stderr.write("\r\x1b[2K")

@@ -6,7 +6,6 @@ Exit codes: 0 success, 1 a --fail-on-regression gate crossed, 2 usage, input or 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from .api import diagnose
 from .compare import FORMATS, compare, known_metrics, parse_gate, render_compare
 from .config import resolve_config
 from .errors import DiagnoseError
-from .report import write_atomically
+from .report import emit, wants_colour
 
 EXIT_OK, EXIT_GATE, EXIT_ERROR = 0, 1, 2
 
@@ -60,13 +59,8 @@ def main(argv: list[str]) -> int:
         before = diagnose(args.before, config)
         after = diagnose(args.after, config)
         comparison = compare(before, after, tokens=args.tokens, gates=args.gates)
-        to_terminal = args.output is None and sys.stdout.isatty()
-        colour = args.color == "always" or (args.color == "auto" and to_terminal and "NO_COLOR" not in os.environ)
-        text = render_compare(comparison, args.format, colour=colour and args.format == "terminal")
-        if args.output:
-            write_atomically(args.output, text)
-        else:
-            sys.stdout.write(text)
+        colour = wants_colour(args.color, args.output) and args.format == "terminal"
+        emit(render_compare(comparison, args.format, colour=colour), args.output)
     except DiagnoseError as exc:
         sys.stderr.write(f"diagnose compare: error: {exc}\n")
         return EXIT_ERROR

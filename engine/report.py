@@ -6,6 +6,7 @@ import importlib.resources
 import json
 import os
 import re
+import sys
 import tempfile
 import textwrap
 from itertools import groupby
@@ -134,6 +135,21 @@ def render(report: Report, fmt: str, *, colour: bool = False) -> str:
     if fmt == "json":
         return render_json(report)
     raise ValueError(f"unknown format {fmt!r}")
+
+
+def wants_colour(choice: str, output: Path | None) -> bool:
+    """--color auto|always|never: auto means colour only on a terminal, and never when NO_COLOR is set."""
+    if choice == "always":
+        return True
+    return choice == "auto" and output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+
+def emit(text: str, output: Path | None) -> None:
+    """Write a rendered report to `output` (atomically) or to standard output."""
+    if output:
+        write_atomically(output, text)
+    else:
+        sys.stdout.write(text)
 
 
 def write_atomically(path: Path, text: str) -> None:
