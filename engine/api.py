@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from .config import Config, ConfigError
+from .duck import reraise_interrupt
 from .evaluate import evaluate, verdict
 from .factrun import FactSet, compute_facts
 from .facts import Fact, FactError, load_facts
@@ -123,19 +124,26 @@ def load_rule_set(config: Config) -> tuple[dict[str, Fact], dict[str, Rule]]:
 
 
 def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | None = None,
-             progress: Callable[[str], None] | None = None) -> Report:
-    """Diagnose one export. `tokens`: output tokens the profiled run generated (adds tokens/s)."""
+             progress: Callable[[str], None] | None = None, cache: bool = True, threads: int | None = None,
+             share: int = 1) -> Report:
+    """Diagnose one export. `tokens`: output tokens the profiled run generated (adds tokens/s).
+    `cache`: reuse (or save) the canonical tables beside the profile; False reads the export afresh.
+    `threads`, `share`: DuckDB threads, and how many diagnoses run side by side sharing the memory limit."""
     config = config or Config()
     fact_defs, rules = load_rule_set(config)
     validate_config(config, rules, fact_defs)
-    with open_export(path, progress=progress) as export:
-        try:
-            facts = compute_facts(export, params={k: s.value for k, s in config.fact_params.items()},
-                                  phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress)
-        except FactError as exc:
-            users = sorted(r.id for r in rules.values() if r.spec.fact == exc.fact)
-            if users:
-                raise FactError(f"{exc} (needed by rule{'s' if len(users) > 1 else ''} {', '.join(users)})",
-                                exc.fact) from None
-            raise
-        return build_report(export, facts, rules, config, fact_defs, tokens)
+    try:
+        with open_export(path, progress=progress, cache=cache, threads=threads, share=share) as export:
+            try:
+                facts = compute_facts(export, params={k: s.value for k, s in config.fact_params.items()},
+                                      phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress)
+            except FactError as exc:
+                users = sorted(r.id for r in rules.values() if r.spec.fact == exc.fact)
+                if users:
+                    raise FactError(f"{exc} (needed by rule{'s' if len(users) > 1 else ''} {', '.join(users)})",
+                                    exc.fact) from None
+                raise
+            return build_report(export, facts, rules, config, fact_defs, tokens)
+    except RuntimeError as exc:  # Ctrl-C inside a DuckDB query surfaces as RuntimeError('Query interrupted')
+        reraise_interrupt(exc)
+        raise

@@ -59,6 +59,8 @@ VIEWS: dict[str, View] = {
                 _c("context_id", "BIGINT", "CUDA context id."),
                 _c("name", "VARCHAR", "Demangled kernel name (falls back to the short name)."),
                 _c("short_name", "VARCHAR", "Base kernel name without template arguments."),
+                _c("name_id", "BIGINT", "StringIds id of `name`: equal ids mean equal names, so facts can group "
+                                        "and match millions of kernels on an integer instead of a string."),
                 _c("graph_node_id", "BIGINT", "CUDA graph node id when traced with --cuda-graph-trace=node, else NULL."),
                 _c("graph_id", "BIGINT", "CUDA graph id (nsys 2025.5+ node mode), else NULL."),
                 _c("grid_size", "BIGINT", "gridX*gridY*gridZ (blocks)."),
@@ -76,6 +78,8 @@ VIEWS: dict[str, View] = {
                 _c("global_tid", "BIGINT", "nsys globalTid (unique thread key across processes)."),
                 _c("correlation_id", "BIGINT", "Matches correlation_id of the GPU work it issued (same pid)."),
                 _c("name", "VARCHAR", "API name without the _vNNNN version suffix, e.g. cudaLaunchKernel."),
+                _c("name_id", "BIGINT", "StringIds id of the recorded name (versions of one API have different "
+                                        "ids but the same `name`)."),
                 _c("api_class", "VARCHAR", "'runtime' (cuda*) or 'driver' (cu*)."),
                 _c("return_value", "BIGINT", "CUDA return code (0 = success)."),
             ),

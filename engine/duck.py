@@ -54,6 +54,19 @@ def offline_connection(database: str = ":memory:", *, threads: int | None = None
     return duckdb.connect(database, config=config)
 
 
+def is_interrupt(exc: BaseException) -> bool:
+    """DuckDB turns Ctrl-C during a query into RuntimeError('Query interrupted') (or InterruptException when
+    interrupted from another thread); either way the user asked to stop."""
+    return isinstance(exc, duckdb.InterruptException) or (
+        isinstance(exc, RuntimeError) and "interrupted" in str(exc).lower())
+
+
+def reraise_interrupt(exc: BaseException) -> None:
+    """Call first in every handler of DuckDB errors: an interrupt must stop the run, not be reported as bad input."""
+    if is_interrupt(exc):
+        raise KeyboardInterrupt from None
+
+
 def load_sqlite_scanner(con: duckdb.DuckDBPyConnection) -> None:
     path = scanner_extension_path()
     con.execute(f"LOAD '{_sql_string(str(path))}'")

@@ -76,13 +76,15 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
     sandboxed = False
     # Bundled facts first; team facts run after DuckDB's external access and configuration are locked,
     # so their SQL sees the canonical views and facts and nothing else.
-    for fact in [f for f in order if not f.team] + [f for f in order if f.team]:
+    ops = sum(export.count(v) for v in ("kernels", "graph_launches", "memcpys", "memsets") if v in export.views)
+    ordered = [f for f in order if not f.team] + [f for f in order if f.team]
+    for number, fact in enumerate(ordered, 1):
         if fact.team and not sandboxed:
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
             sandboxed = True
         if progress:
-            progress(f"computing {fact.name}")
+            progress(f"computing fact {number}/{len(ordered)} {fact.name} over {ops:,} GPU operations")
         materialize(con, fact, params)
         if fact.is_helper:
             continue

@@ -15,16 +15,17 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import tempfile
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import duckdb
 
 from .canonical import VIEWS
-from .duck import load_sqlite_scanner, offline_connection, sql_literal
+from .duck import load_sqlite_scanner, reraise_interrupt, sql_literal
 from .errors import InputError
+from .store import Workspace, cache_path, fingerprint, partial_path, read_state, remove_database_files, write_state
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 PID_MASK = 0xFFFFFF
@@ -119,12 +120,19 @@ class ProfileInfo:
 
 
 class Export:
-    """An opened export: a DuckDB connection holding the canonical tables, plus what we learned."""
+    """An opened export: a DuckDB connection whose views show the canonical tables, plus what we learned.
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, info: ProfileInfo, views: dict[str, ViewStatus]):
+    The canonical tables live in a compressed DuckDB file attached as `canon` (the cache, or a scratch copy);
+    the connection's own database is a private scratch file where facts create their tables."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, info: ProfileInfo, views: dict[str, ViewStatus],
+                 workspace: Workspace | None = None, cache_file: Path | None = None, cache_hit: bool = False):
         self.con = con
         self.info = info
         self.views = views
+        self.workspace = workspace
+        self.cache_file = cache_file   # the cache holding the canonical tables, None when not cached
+        self.cache_hit = cache_hit     # True when that cache was reused rather than built now
 
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
         return self.con.execute(sql, params or []).fetchall()
@@ -137,7 +145,10 @@ class Export:
         return [r[0] for r in self.query("SELECT device_id FROM devices WHERE used ORDER BY device_id")]
 
     def close(self) -> None:
-        self.con.close()
+        if self.workspace is not None:
+            self.workspace.close()
+        else:
+            self.con.close()
 
     def __enter__(self) -> "Export":
         return self
@@ -195,52 +206,123 @@ def _convert_report(report: Path, output: Path) -> Path:
 
 
 def open_export(path: str | os.PathLike, *, threads: int | None = None,
-                progress: Callable[[str], None] | None = None) -> Export:
-    """Open `path` read-only and build the canonical views in an in-memory DuckDB database.
+                progress: Callable[[str], None] | None = None, cache: bool = False, share: int = 1) -> Export:
+    """Open `path` read-only and expose the canonical views.
 
-    An .nsys-rep is converted with `nsys export` (when nsys is on PATH) into a temporary SQLite file that is
-    removed as soon as the views are built (also on failure or Ctrl-C): the views live in DuckDB's memory."""
+    With `cache`, the canonical tables are saved beside the profile (see engine/store.py) and reused on the
+    next run while the profile is unchanged; without it they are built in a scratch directory that is removed
+    at close. `share`: diagnoses running side by side, which split the memory limit. An .nsys-rep is converted with `nsys export` (when nsys is on PATH) into that scratch directory.
+    Every temporary file goes when the export is closed, on failure or on Ctrl-C."""
     p = check_profile_path(path)
-    if p.suffix in (".nsys-rep", ".qdrep"):
-        with tempfile.TemporaryDirectory(prefix="nsys-diagnose-") as tmp:
+    workspace = Workspace.create(threads, share)
+    partial: Path | None = None
+    try:
+        key = fingerprint(p)
+        final = cache_path(p) if cache else None
+        if final is not None and final.is_file():
+            reused = _attach_cache(workspace.con, final, key)
+            if reused is not None:
+                if progress:
+                    progress(f"reusing the canonical tables cached in {final.name}")
+                return _finish(workspace, p, *reused, cache_file=final, cache_hit=True)
+        target = workspace.root / "canonical.duckdb"
+        if final is not None:
+            try:
+                partial = target = partial_path(final)
+            except OSError:  # the directory became unwritable: diagnose without a cache
+                final = None
+        workspace.con.execute(f"ATTACH {sql_literal(str(target))} AS canon")
+        workspace.con.execute("USE canon")
+        source = p
+        if p.suffix in (".nsys-rep", ".qdrep"):
             if progress:
                 progress("converting with nsys export")
-            converted = _convert_report(p, Path(tmp) / (p.stem + ".sqlite"))
-            export = _open_sqlite(converted, threads=threads, progress=progress)
-        export.info.path = str(p)
-        export.con.execute("UPDATE profile_info SET value = ? WHERE key = 'path'", [str(p)])
-        return export
-    return _open_sqlite(p, threads=threads, progress=progress)
-
-
-def _open_sqlite(path: Path, *, threads: int | None = None,
-                 progress: Callable[[str], None] | None = None) -> Export:
-    p = check_profile_path(path)
-    con = offline_connection(threads=threads)
-    try:
-        load_sqlite_scanner(con)
-        try:
-            tables = _source_columns(p)
-            con.execute(f"ATTACH {sql_literal(str(p.resolve()))} AS src (TYPE sqlite, READ_ONLY)")
-        except (duckdb.Error, sqlite3.Error) as exc:
-            raise InputError(_describe_sqlite_failure(p, exc)) from None
-        if not any(t in tables for t in _NSYS_MARKERS):
-            raise InputError(
-                f"{p} is a SQLite database but not an Nsight Systems export (it has none of the tables "
-                f"nsys writes, such as StringIds or CUPTI_ACTIVITY_KIND_KERNEL); export the profile with "
-                f"`nsys export --type sqlite`."
-            )
-        _check_required_columns(p, tables)
-        builder = _Builder(con, p, tables, progress)
-        try:
-            export = builder.build()
-        except duckdb.Error as exc:  # a value no nsys export holds (e.g. an id beyond its column type)
-            raise _unreadable(p, exc) from None
-        con.execute("DETACH src")
-        return export
+            source = _convert_report(p, workspace.root / (p.stem + ".sqlite"))
+        info, views = _build(workspace.con, source, progress)
+        info.path = str(p)
+        write_state(workspace.con, "canon", {"fingerprint": key, "info": json.dumps(asdict(info)),
+                                             "views": json.dumps({k: asdict(v) for k, v in views.items()})})
+        workspace.con.execute("USE scratch")
+        if source != p:
+            source.unlink()
+        if final is not None and partial is not None:
+            workspace.con.execute("DETACH canon")  # checkpoints: the file is complete before it is published
+            os.replace(partial, final)
+            partial = None
+            workspace.con.execute(f"ATTACH {sql_literal(str(final))} AS canon (READ_ONLY)")
+        return _finish(workspace, p, info, views, cache_file=final, cache_hit=False)
     except BaseException:
-        con.close()
+        workspace.close()
+        if partial is not None:
+            remove_database_files(partial)
         raise
+
+
+def _attach_cache(con: duckdb.DuckDBPyConnection, cache_file: Path,
+                  key: str) -> tuple[ProfileInfo, dict[str, ViewStatus]] | None:
+    """Attach a cache read-only when it was built from this very profile; None (detached) otherwise."""
+    try:
+        con.execute(f"ATTACH {sql_literal(str(cache_file))} AS canon (READ_ONLY)")
+    except duckdb.Error as exc:
+        reraise_interrupt(exc)
+        return None  # damaged, foreign or locked by a writer: build afresh
+    state = read_state(con, "canon")
+    try:
+        if state is None or state.get("fingerprint") != key:
+            raise ValueError("stale")
+        info = ProfileInfo(**json.loads(state["info"]))
+        views = {k: ViewStatus(**v) for k, v in json.loads(state["views"]).items()}
+        if set(views) != set(VIEWS):
+            raise ValueError("incomplete")
+    except (ValueError, KeyError, TypeError):
+        con.execute("DETACH canon")
+        return None
+    return info, views
+
+
+def _finish(workspace: Workspace, p: Path, info: ProfileInfo, views: dict[str, ViewStatus], *,
+            cache_file: Path | None, cache_hit: bool) -> Export:
+    """Views in the scratch database over the canonical tables; the profile path is today's, not the cached."""
+    con = workspace.con
+    info.path = str(p)
+    for name in VIEWS:
+        if name == "profile_info":
+            con.execute(f"CREATE OR REPLACE VIEW profile_info AS SELECT key, CASE WHEN key = 'path' THEN "
+                        f"{sql_literal(str(p))} ELSE value END AS value FROM canon.profile_info")
+        elif name == "kernels":
+            con.execute(f"CREATE OR REPLACE VIEW kernels AS {kernels_view_sql('canon')}")
+        elif name == "api_calls":
+            con.execute(f"CREATE OR REPLACE VIEW api_calls AS {api_calls_view_sql('canon')}")
+        else:
+            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM canon."{name}"')
+    return Export(con, info, views, workspace, cache_file, cache_hit)
+
+
+def _build(con: duckdb.DuckDBPyConnection, p: Path,
+           progress: Callable[[str], None] | None) -> tuple[ProfileInfo, dict[str, ViewStatus]]:
+    """Read the SQLite export `p` into the canonical tables of the current database."""
+    load_sqlite_scanner(con)
+    try:
+        tables = _source_columns(p)
+        con.execute(f"ATTACH {sql_literal(str(p.resolve()))} AS src (TYPE sqlite, READ_ONLY)")
+    except (duckdb.Error, sqlite3.Error) as exc:
+        reraise_interrupt(exc)
+        raise InputError(_describe_sqlite_failure(p, exc)) from None
+    if not any(t in tables for t in _NSYS_MARKERS):
+        raise InputError(
+            f"{p} is a SQLite database but not an Nsight Systems export (it has none of the tables "
+            f"nsys writes, such as StringIds or CUPTI_ACTIVITY_KIND_KERNEL); export the profile with "
+            f"`nsys export --type sqlite`."
+        )
+    _check_required_columns(p, tables)
+    builder = _Builder(con, p, tables, progress)
+    try:
+        info, views = builder.build()
+    except duckdb.Error as exc:  # a value no nsys export holds (e.g. an id beyond its column type)
+        reraise_interrupt(exc)
+        raise _unreadable(p, exc) from None
+    con.execute("DETACH src")
+    return info, views
 
 
 def _check_required_columns(p: Path, tables: dict[str, list[str]]) -> None:
@@ -287,6 +369,45 @@ def _source_columns(path: Path) -> dict[str, list[str]]:
     return tables
 
 
+_KERNEL_NAME_COLUMNS = ("name", "short_name")
+
+
+def _stored_kernels_ddl() -> str:
+    """The kernels table as stored: the canonical columns without the name strings, plus short_name_id."""
+    cols = [f'"{c.name}" {c.type}' for c in VIEWS["kernels"].columns if c.name not in _KERNEL_NAME_COLUMNS]
+    return f'CREATE TABLE kernels ({", ".join(cols)}, short_name_id BIGINT)'
+
+
+def kernels_view_sql(catalog: str) -> str:
+    """The canonical `kernels` view over the stored table of `catalog`: names looked up in kernel_names."""
+    exprs = {"name": "coalesce(dn.value, sn.value)", "short_name": "coalesce(sn.value, dn.value)"}
+    cols = ", ".join(f'{exprs.get(c.name, "k." + chr(34) + c.name + chr(34))} AS "{c.name}"'
+                     for c in VIEWS["kernels"].columns)
+    return (f'SELECT {cols} FROM {catalog}.kernels k '
+            f'LEFT JOIN {catalog}.kernel_names dn ON dn.id = k.name_id '
+            f'LEFT JOIN {catalog}.kernel_names sn ON sn.id = k.short_name_id')
+
+
+_API_DERIVED_COLUMNS = ("name", "api_class")
+
+
+def _stored_api_calls_ddl() -> str:
+    """api_calls as stored: the canonical columns without name and api_class, plus the raw event class."""
+    cols = [f'"{c.name}" {c.type}' for c in VIEWS["api_calls"].columns if c.name not in _API_DERIVED_COLUMNS]
+    return f'CREATE TABLE api_calls ({", ".join(cols)}, event_class TINYINT)'
+
+
+def api_calls_view_sql(catalog: str) -> str:
+    """The canonical `api_calls` view over the stored table: names from api_names, the class from eventClass
+    (or from the name when the export does not record it)."""
+    exprs = {"name": "n.name",
+             "api_class": "CASE WHEN a.event_class = 0 THEN 'runtime' WHEN a.event_class = 1 THEN 'driver' "
+                          "WHEN n.value LIKE 'cuda%' THEN 'runtime' ELSE 'driver' END"}
+    cols = ", ".join(f'{exprs.get(c.name, "a." + chr(34) + c.name + chr(34))} AS "{c.name}"'
+                     for c in VIEWS["api_calls"].columns)
+    return f"SELECT {cols} FROM {catalog}.api_calls a LEFT JOIN {catalog}.api_names n ON n.id = a.name_id"
+
+
 def _case(expr: str, mapping: dict[int, str], default: str) -> str:
     whens = " ".join(f"WHEN {k} THEN {sql_literal(v)}" for k, v in mapping.items())
     return f"(CASE {expr} {whens} ELSE {sql_literal(default)} END)"
@@ -311,6 +432,20 @@ class _Builder:
         self.info = ProfileInfo(path=str(path), source_tables=sorted(tables))
 
     # -- helpers -------------------------------------------------------------------------------
+    def _announce(self, table: str) -> None:
+        """Progress: which table is being read and how many rows it holds (SQLite's largest rowid, which
+        costs one B-tree descent instead of a count)."""
+        rows = None
+        try:
+            lite = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True)
+            try:
+                rows = lite.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0]
+            finally:
+                lite.close()
+        except sqlite3.Error:
+            pass
+        self.progress(f"reading {table}" + (f" ({rows:,} rows)" if rows else ""))
+
     def has(self, table: str) -> bool:
         return table in self.tables
 
@@ -323,12 +458,14 @@ class _Builder:
         try:
             self.con.execute(make_sql(f'src."{source_table}"'))
         except duckdb.Error as exc:
+            reraise_interrupt(exc)
             if "unicode" not in str(exc).lower() and "utf" not in str(exc).lower():
                 raise _unreadable(self.path, exc, source_table) from None
             native = self._copy_lossy(source_table)
             try:
                 self.con.execute(make_sql(native))
             except duckdb.Error as exc2:
+                reraise_interrupt(exc2)
                 raise _unreadable(self.path, exc2, source_table) from None
 
     def _copy_lossy(self, table: str) -> str:
@@ -351,12 +488,13 @@ class _Builder:
             lite.close()
         return native
 
-    def _create_view(self, view: str, source_table: str | None, make_select: Callable[[str], str] | None) -> None:
-        self.con.execute(VIEWS[view].ddl())
+    def _create_view(self, view: str, source_table: str | None, make_select: Callable[[str], str] | None,
+                     ddl: str | None = None) -> None:
+        self.con.execute(ddl or VIEWS[view].ddl())
         if source_table is None or not self.has(source_table) or make_select is None:
             self.views[view] = ViewStatus(0, _MISSING_REASON.get(view, f"the export has no data for {view}"))
             return
-        self.progress(f"reading {source_table}")
+        self._announce(source_table)
         self._run_with_fallback(source_table, lambda t: f'INSERT INTO "{view}" {make_select(t)}')
         rows = self.con.execute(f'SELECT count(*) FROM "{view}"').fetchone()[0]
         reason = None if rows else f"the {source_table} table of the export is empty"
@@ -378,7 +516,8 @@ class _Builder:
         self._processes()
         self._window_and_graph_mode()
         self._profile_info()
-        return Export(self.con, self.info, self.views)
+        self.con.execute("DROP TABLE _strings")
+        return self.info, self.views
 
     def _metadata(self) -> None:
         meta: dict[str, str] = {}
@@ -400,9 +539,11 @@ class _Builder:
                     self.info.command = str(value)
 
     def _strings(self) -> None:
-        self.con.execute("CREATE TABLE _strings (id BIGINT, value VARCHAR)")
+        # api_name: the string without an API version suffix, computed once per string rather than once per call.
+        self.con.execute("CREATE TABLE _strings (id BIGINT, value VARCHAR, api_name VARCHAR)")
         if self.has("StringIds"):
-            self._run_with_fallback("StringIds", lambda t: f"INSERT INTO _strings SELECT id, value FROM {t}")
+            self._run_with_fallback("StringIds", lambda t: f"INSERT INTO _strings SELECT id, value, "
+                                                           f"regexp_replace(value, '_v[0-9]+$', '') FROM {t}")
 
     def _kernels(self) -> None:
         T = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -413,20 +554,25 @@ class _Builder:
             SELECT k.start, k."end", k."end" - k.start,
                    {c('deviceId')}, {c('streamId')}, {_pid(c('globalPid'))}, {c('correlationId')},
                    {c('contextId')},
-                   COALESCE(dn.value, sn.value), COALESCE(sn.value, dn.value),
+                   COALESCE({c('demangledName')}, {c('shortName')}),
                    NULLIF({c('graphNodeId')}, 0), NULLIF({c('graphId')}, 0),
                    {c('gridX', '1')} * {c('gridY', '1')} * {c('gridZ', '1')},
                    {c('blockX', '1')} * {c('blockY', '1')} * {c('blockZ', '1')},
-                   {c('registersPerThread')}
-            FROM {src} k
-            LEFT JOIN _strings dn ON dn.id = {c('demangledName')}
-            LEFT JOIN _strings sn ON sn.id = {c('shortName')}"""
+                   {c('registersPerThread')}, {c('shortName')}
+            FROM {src} k"""
 
-        self._create_view("kernels", T, select)
+        # Millions of kernels share a few hundred names: the rows keep the string ids and the names are kept
+        # once in kernel_names (the `kernels` view joins them back, see kernels_view_sql).
+        self._create_view("kernels", T, select, ddl=_stored_kernels_ddl())
+        self.con.execute("""CREATE TABLE kernel_names AS SELECT id, any_value(value) AS value FROM _strings
+                            WHERE id IN (SELECT name_id FROM kernels UNION SELECT short_name_id FROM kernels)
+                            GROUP BY id""")
 
     def _api_calls(self) -> None:
         sources = [t for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER") if self.has(t)]
-        self.con.execute(VIEWS["api_calls"].ddl())
+        # As for kernels: the rows keep the name's string id, the names live once in api_names.
+        self.con.execute(_stored_api_calls_ddl())
+        self.con.execute("CREATE TABLE api_names (id BIGINT, name VARCHAR, value VARCHAR)")
         if not sources:
             self.views["api_calls"] = ViewStatus(0, _MISSING_REASON["api_calls"])
             return
@@ -437,16 +583,13 @@ class _Builder:
                 return f"""
                 SELECT r.start, r."end", r."end" - r.start,
                        {_pid('r.globalTid')}, {_tid('r.globalTid')}, r.globalTid, {c('correlationId')},
-                       regexp_replace(s.value, '_v[0-9]+$', ''),
-                       CASE WHEN {event_class} = 0 THEN 'runtime'
-                            WHEN {event_class} = 1 THEN 'driver'
-                            WHEN s.value LIKE 'cuda%' THEN 'runtime'
-                            ELSE 'driver' END,
-                       {c('returnValue')}
-                FROM {src} r LEFT JOIN _strings s ON s.id = {c('nameId')}"""
+                       {c('nameId')}, {c('returnValue')}, CAST({event_class} AS TINYINT)
+                FROM {src} r"""
 
-            self.progress(f"reading {T}")
+            self._announce(T)
             self._run_with_fallback(T, lambda t, select=select: f"INSERT INTO api_calls {select(t)}")
+        self.con.execute("""INSERT INTO api_names SELECT id, any_value(api_name), any_value(value) FROM _strings
+                            WHERE id IN (SELECT DISTINCT name_id FROM api_calls) GROUP BY id""")
         rows = self.con.execute("SELECT count(*) FROM api_calls").fetchone()[0]
         self.views["api_calls"] = ViewStatus(rows, None if rows else "the CUDA API tables of the export are empty")
 
@@ -491,8 +634,9 @@ class _Builder:
                    {c('deviceId')}, {c('streamId')}, {_pid(c('globalPid'))}, {c('correlationId')},
                    {_case(c('syncType', '0'), SYNC_TYPES, 'unknown')}, a.name
             FROM {src} s
-            LEFT JOIN (SELECT pid, correlation_id, any_value(name) AS name FROM api_calls
-                       WHERE correlation_id IS NOT NULL GROUP BY ALL) a
+            LEFT JOIN (SELECT a.pid, a.correlation_id, any_value(n.name) AS name
+                       FROM api_calls a LEFT JOIN api_names n ON n.id = a.name_id
+                       WHERE a.correlation_id IN (SELECT correlationId FROM {src}) GROUP BY ALL) a
               ON a.correlation_id = {c('correlationId')} AND a.pid = {_pid(c('globalPid'))}"""
 
         self._create_view("syncs", T, select)
@@ -645,8 +789,9 @@ class _Builder:
             self.info.graph_trace_mode = "node"
         else:
             # No graph work visible: the setting only matters if graphs were launched at all.
-            launches = self.con.execute("SELECT count(*) FROM api_calls WHERE name LIKE 'cudaGraphLaunch%' "
-                                        "OR name LIKE 'cuGraphLaunch%'").fetchone()[0]
+            launches = self.con.execute("SELECT count(*) FROM api_calls WHERE name_id IN (SELECT id FROM api_names "
+                                        "WHERE name LIKE 'cudaGraphLaunch%' OR name LIKE 'cuGraphLaunch%')"
+                                        ).fetchone()[0]
             self.info.graph_trace_mode = self.info.graph_trace_setting if launches else None
 
     def _profile_info(self) -> None:

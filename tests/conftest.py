@@ -1,9 +1,15 @@
 from __future__ import annotations
 
+import os
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# diagnose() saves its cache of canonical tables beside the profile by default; the suite must never write
+# next to the shared real exports, so every cache of this session (subprocesses too) goes to a scratch dir.
+os.environ.setdefault("NSYS_DIAGNOSE_CACHE_DIR", tempfile.mkdtemp(prefix="nsys-diagnose-test-cache-"))
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_DIR = REPO.parent / "shared" / "real-profiles"

@@ -357,7 +357,7 @@ def test_temporary_removed_when_diagnosis_fails_or_is_interrupted(tmp_path, caps
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(source, "_open_sqlite", interrupted)
+    monkeypatch.setattr(source, "_build", interrupted)
     assert cli.main([str(rep), "-q"]) == 130
     capsys.readouterr()
     (output,) = _converted_outputs(log)

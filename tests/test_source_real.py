@@ -181,3 +181,15 @@ def test_text_with_invalid_utf8_does_not_stop_the_reader():
     for fragment in ("MohanadOdema", "YoonKyonghwan", "amir-ghz", "Rodinia"):
         with open_export(real(fragment)) as export:
             assert export.count("devices") >= 1
+
+
+@requires_real
+@pytest.mark.parametrize("path", REAL_EXPORTS, ids=lambda p: p.name[:40])
+def test_correlation_ids_are_unique_per_process(path):
+    """Facts join GPU work to its API call on (pid, correlation_id) without deduplicating (_issuing_calls):
+    that relies on CUPTI numbering every call of a process with its own id, which every real export obeys."""
+    with open_export(path) as export:
+        rows, distinct = export.query(
+            "SELECT count(*), count(DISTINCT (pid, correlation_id)) FROM api_calls "
+            "WHERE correlation_id IS NOT NULL AND correlation_id <> 0")[0]
+    assert rows == distinct

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import duckdb
 
+from ..duck import reraise_interrupt
 from ..errors import DiagnoseError
 
 _HEADER = re.compile(r"^--\s*@(\w+)\s*(.*)$")
@@ -110,6 +111,7 @@ def _check_team_sql(fact: Fact) -> None:
     try:
         statements = duckdb.extract_statements(render_sql(fact))
     except duckdb.Error as exc:
+        reraise_interrupt(exc)
         raise FactError(f"{fact.path}: fact {fact.name!r} is not valid SQL: {str(exc).splitlines()[0]}",
                         fact.name) from None
     if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
@@ -189,6 +191,7 @@ def materialize(con: duckdb.DuckDBPyConnection, fact: Fact, overrides: dict[str,
     try:
         con.execute(f'CREATE OR REPLACE {kind} "{fact.name}" AS {render_sql(fact, overrides)}')
     except duckdb.Error as exc:
+        reraise_interrupt(exc)
         detail = str(exc).splitlines()[0]
         if fact.team and isinstance(exc, (duckdb.PermissionException, duckdb.InvalidInputException)) \
                 and ("disabled" in detail or "configuration" in detail):

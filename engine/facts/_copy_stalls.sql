@@ -2,7 +2,7 @@
 -- @materialize
 -- @doc Every copy and memset with the part of it during which no kernel or graph replay ran on its device
 -- @doc (the GPU's compute engines were stalled waiting for the transfer).
--- @needs _busy_intervals
+-- @needs _timeline
 -- @column device_id CUDA device index.
 -- @column op memcpy or memset.
 -- @column copy_kind Direction (memcpys.copy_kind; 'memset' for memsets).
@@ -20,13 +20,32 @@ WITH ops AS (
         SELECT device_id, 'memset', 'memset', mem_kind, mem_kind, false, bytes, start_ns, end_ns
         FROM memsets WHERE end_ns >= start_ns)
 ),
-compute AS (SELECT device_id, start_ns, end_ns FROM _busy_intervals WHERE scope = 'compute'),
+-- The disjoint pieces of compute busy time (see _timeline), on devices that have copies.
+pieces AS (
+    SELECT device_id, greatest(start_ns, coalesce(prev_compute_end_ns, start_ns)) AS s, end_ns AS e
+    FROM _timeline
+    WHERE is_compute AND end_ns > greatest(start_ns, coalesce(prev_compute_end_ns, start_ns))
+      AND device_id IN (SELECT device_id FROM ops)
+),
+-- One sweep over pieces and copy edges in time order instead of an interval join (which degenerates to a
+-- comparison of every copy with every kernel of its device): compute time up to t is the length of the
+-- pieces begun by t minus the part of the last one after t.
+events AS (
+    SELECT device_id, s AS t, 0 AS edge, e - s AS len, e, NULL::BIGINT AS op_id FROM pieces
+    UNION ALL SELECT device_id, start_ns, 1, 0, NULL, op_id FROM ops
+    UNION ALL SELECT device_id, end_ns, 2, 0, NULL, op_id FROM ops
+),
+swept AS (
+    SELECT op_id, edge,
+           coalesce(sum(len) OVER w, 0) - greatest(coalesce(max(e) OVER w, t) - t, 0) AS busy_before_ns
+    FROM events
+    WINDOW w AS (PARTITION BY device_id ORDER BY t, edge ROWS UNBOUNDED PRECEDING)
+),
 overlap AS (
-    SELECT o.op_id, sum(least(o.end_ns, c.end_ns) - greatest(o.start_ns, c.start_ns)) AS overlap_ns
-    FROM ops o JOIN compute c
-      ON c.device_id = o.device_id AND c.start_ns < o.end_ns AND c.end_ns > o.start_ns
-    GROUP BY o.op_id
+    SELECT op_id, max(busy_before_ns) FILTER (WHERE edge = 2) - max(busy_before_ns) FILTER (WHERE edge = 1)
+               AS overlap_ns
+    FROM swept WHERE op_id IS NOT NULL GROUP BY op_id
 )
 SELECT o.device_id, o.op, o.copy_kind, o.src_mem, o.dst_mem, o.is_uvm, o.bytes, o.end_ns - o.start_ns AS dur_ns,
-       greatest(o.end_ns - o.start_ns - coalesce(v.overlap_ns, 0), 0) AS stall_ns
+       CAST(greatest(o.end_ns - o.start_ns - coalesce(v.overlap_ns, 0), 0) AS BIGINT) AS stall_ns
 FROM ops o LEFT JOIN overlap v USING (op_id)

@@ -8,14 +8,23 @@
 -- @column correlation_id Correlation id of the issuing API call.
 -- @column stream_id CUDA stream.
 -- @column is_uvm True for unified-memory page migrations.
-SELECT device_id, start_ns, end_ns, 'kernel' AS kind, pid, correlation_id, stream_id, false AS is_uvm
+-- @column is_comm True for collective-communication kernels (NCCL and friends).
+-- Each distinct kernel name is matched once, and kernels are matched on its integer id, not its text. The
+-- name is an aggregate (not a DISTINCT column) so that DuckDB cannot push the regular expression below the
+-- grouping, where it would run once per kernel.
+WITH comm_names AS (
+    SELECT name_id FROM (SELECT name_id, any_value(name) AS name FROM kernels GROUP BY name_id)
+    WHERE regexp_matches(name, '(?i)nccl|all_?reduce|all_?gather|reduce_?scatter|cross_device_reduce|alltoall')
+)
+SELECT device_id, start_ns, end_ns, 'kernel' AS kind, pid, correlation_id, stream_id, false AS is_uvm,
+       coalesce(name_id IN (SELECT name_id FROM comm_names), false) AS is_comm
 FROM kernels WHERE end_ns >= start_ns AND device_id IS NOT NULL
 UNION ALL
-SELECT device_id, start_ns, end_ns, 'graph', pid, correlation_id, stream_id, false
+SELECT device_id, start_ns, end_ns, 'graph', pid, correlation_id, stream_id, false, false
 FROM graph_launches WHERE end_ns >= start_ns AND device_id IS NOT NULL
 UNION ALL
-SELECT device_id, start_ns, end_ns, 'memcpy', pid, correlation_id, stream_id, coalesce(is_uvm, false)
+SELECT device_id, start_ns, end_ns, 'memcpy', pid, correlation_id, stream_id, coalesce(is_uvm, false), false
 FROM memcpys WHERE end_ns >= start_ns AND device_id IS NOT NULL
 UNION ALL
-SELECT device_id, start_ns, end_ns, 'memset', pid, correlation_id, stream_id, false
+SELECT device_id, start_ns, end_ns, 'memset', pid, correlation_id, stream_id, false, false
 FROM memsets WHERE end_ns >= start_ns AND device_id IS NOT NULL

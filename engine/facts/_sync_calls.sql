@@ -8,14 +8,19 @@
 -- @column end_ns Call end (ns).
 -- @column name API name.
 -- @column kind 'sync' for explicit synchronisation, 'wait' for stream waits, 'sync_copy' for synchronous copies.
-SELECT pid, global_tid, start_ns, end_ns, name,
-       CASE WHEN name IN ('cudaStreamWaitEvent', 'cuStreamWaitEvent') THEN 'wait'
-            WHEN name LIKE '%Memcpy%' OR name LIKE '%Memset%' THEN 'sync_copy'
+-- The API names are tested once per distinct name id (an aggregate, so DuckDB cannot push the test down to
+-- every call), then the calls are matched on the integer id.
+WITH blocking_names AS (
+    SELECT name_id, name FROM (SELECT name_id, any_value(name) AS name FROM api_calls GROUP BY name_id)
+    WHERE name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize',
+                   'cudaThreadSynchronize', 'cudaStreamWaitEvent', 'cuCtxSynchronize', 'cuStreamSynchronize',
+                   'cuEventSynchronize', 'cuStreamWaitEvent',
+                   'cudaMemcpy', 'cudaMemcpy2D', 'cudaMemcpy3D', 'cudaMemcpyToSymbol', 'cudaMemcpyFromSymbol',
+                   'cudaMemcpyPeer', 'cudaMemset', 'cuMemcpy', 'cuMemcpyHtoD', 'cuMemcpyDtoH', 'cuMemcpyDtoD',
+                   'cuMemcpyPeer', 'cuMemsetD8', 'cuMemsetD16', 'cuMemsetD32')
+)
+SELECT a.pid, a.global_tid, a.start_ns, a.end_ns, n.name,
+       CASE WHEN n.name IN ('cudaStreamWaitEvent', 'cuStreamWaitEvent') THEN 'wait'
+            WHEN n.name LIKE '%Memcpy%' OR n.name LIKE '%Memset%' THEN 'sync_copy'
             ELSE 'sync' END AS kind
-FROM api_calls
-WHERE name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize',
-               'cudaThreadSynchronize', 'cudaStreamWaitEvent', 'cuCtxSynchronize', 'cuStreamSynchronize',
-               'cuEventSynchronize', 'cuStreamWaitEvent')
-   OR (name IN ('cudaMemcpy', 'cudaMemcpy2D', 'cudaMemcpy3D', 'cudaMemcpyToSymbol', 'cudaMemcpyFromSymbol',
-                'cudaMemcpyPeer', 'cudaMemset', 'cuMemcpy', 'cuMemcpyHtoD', 'cuMemcpyDtoH', 'cuMemcpyDtoD',
-                'cuMemcpyPeer', 'cuMemsetD8', 'cuMemsetD16', 'cuMemsetD32'))
+FROM api_calls a JOIN blocking_names n ON n.name_id = a.name_id

@@ -2,7 +2,7 @@
 -- @doc One row describing what the capture holds, so capture problems are reported instead of being
 -- @doc mistaken for performance problems: empty, CPU-only or NVTX-only captures, graph-mode CUDA graphs,
 -- @doc profiles too short to judge.
--- @needs _gpu_ops
+-- @needs _timeline gpu_utilization
 -- @column nsys_version nsys version that wrote the export (NULL for very old exports).
 -- @column kernel_count Kernels in the kernel table.
 -- @column graph_replays CUDA-graph replays traced in graph mode.
@@ -20,12 +20,12 @@ SELECT (SELECT value FROM profile_info WHERE key = 'nsys_version') AS nsys_versi
        (SELECT count(*) FROM kernels) AS kernel_count,
        (SELECT count(*) FROM graph_launches) AS graph_replays,
        (SELECT count(*) FROM kernels) + (SELECT count(*) FROM graph_launches) AS kernel_and_replay_count,
-       (SELECT count(*) FROM _gpu_ops) AS gpu_op_count,
+       (SELECT count(*) FROM _timeline) AS gpu_op_count,
        (SELECT count(*) FROM api_calls) AS api_call_count,
        (SELECT count(*) FROM memcpys) AS memcpy_count,
        (SELECT count(*) FROM nvtx_ranges) AS nvtx_range_count,
        (SELECT count(*) FROM gpu_metrics) AS gpu_metric_samples,
        (SELECT count(*) FROM devices WHERE used) AS used_device_count,
-       coalesce((SELECT max(end_ns) - min(start_ns) FROM _gpu_ops), 0) AS gpu_window_ns,
+       coalesce((SELECT max(window_end_ns) - min(window_start_ns) FROM gpu_utilization), 0) AS gpu_window_ns,
        coalesce((SELECT CAST(value AS BIGINT) FROM profile_info WHERE key = 'duration_ns'), 0) AS duration_ns,
        (SELECT value FROM profile_info WHERE key = 'graph_trace_mode') AS graph_trace_mode

@@ -5,7 +5,7 @@
 -- @doc back-to-back or overlapping kernels leave no gap and are not counted. Many gaps in the few-µs
 -- @doc buckets holding most of the idle time is the signature of launch overhead; a few gaps over 1 ms
 -- @doc point at the host (Python, scheduling, I/O) or at synchronisation.
--- @needs _ordered_ops
+-- @needs _timeline
 -- @requires kernels
 -- @column device_id CUDA device index.
 -- @column bucket Bucket index, 0-based, shortest gaps first.
@@ -23,17 +23,22 @@ WITH buckets(bucket, label, lower_ns, upper_ns) AS (
            (8, '1-10 ms', 1000000, 10000000), (9, '> 10 ms', 10000000, NULL)
 ),
 gaps AS (
-    SELECT device_id, start_ns - prev_end_ns AS gap_ns
-    FROM _ordered_ops
-    WHERE scope = 'compute' AND prev_end_ns IS NOT NULL AND start_ns > prev_end_ns
+    SELECT device_id, start_ns - prev_compute_end_ns AS gap_ns
+    FROM _timeline
+    WHERE is_compute AND start_ns > prev_compute_end_ns
 ),
 devices AS (
-    SELECT DISTINCT device_id FROM _ordered_ops WHERE scope = 'compute'
+    SELECT DISTINCT device_id FROM _timeline WHERE is_compute
 ),
+-- The bucket of each gap is computed, not joined: a range join of millions of gaps against the buckets is slow.
 binned AS (
-    SELECT g.device_id, b.bucket, count(*) AS gap_count, sum(g.gap_ns) AS total_gap_ns
-    FROM gaps g JOIN buckets b ON g.gap_ns >= b.lower_ns AND (b.upper_ns IS NULL OR g.gap_ns < b.upper_ns)
-    GROUP BY g.device_id, b.bucket
+    SELECT device_id,
+           CASE WHEN gap_ns < 1000 THEN 0 WHEN gap_ns < 2000 THEN 1 WHEN gap_ns < 5000 THEN 2
+                WHEN gap_ns < 10000 THEN 3 WHEN gap_ns < 20000 THEN 4 WHEN gap_ns < 50000 THEN 5
+                WHEN gap_ns < 100000 THEN 6 WHEN gap_ns < 1000000 THEN 7 WHEN gap_ns < 10000000 THEN 8
+                ELSE 9 END AS bucket,
+           count(*) AS gap_count, sum(gap_ns) AS total_gap_ns
+    FROM gaps GROUP BY ALL
 ),
 totals AS (
     SELECT device_id, count(*) AS n, sum(gap_ns) AS ns FROM gaps GROUP BY device_id

@@ -2,7 +2,7 @@
 -- @doc One row per GPU with GPU-metrics samples (nsys --gpu-metrics-devices): mean DRAM and SM
 -- @doc throughput while the GPU was working. Metric names differ by nsys version and GPU family, so they
 -- @doc are matched by pattern; a metric the capture lacks is NULL.
--- @needs _gpu_ops gpu_utilization
+-- @needs gpu_utilization
 -- @requires gpu_metrics
 -- @column device_id GPU (low byte of GPU_METRICS.typeId).
 -- @column samples Samples taken inside the GPU's window of work.
@@ -15,7 +15,7 @@
 -- @column pcie_rx_pct Mean PCIe receive throughput (%).
 -- @column pcie_tx_pct Mean PCIe transmit throughput (%).
 -- @column compute_utilization Share of the GPU's window with kernels running (0-1): the time the metrics describe.
-WITH win AS (SELECT device_id, min(start_ns) AS s, max(end_ns) AS e FROM _gpu_ops GROUP BY device_id),
+WITH win AS (SELECT device_id, window_start_ns AS s, window_end_ns AS e FROM gpu_utilization),
 classified AS (
     SELECT m.device_id, m.ts_ns, m.value,
            CASE WHEN regexp_matches(m.metric, '(?i)dram\s*read') THEN 'dram_read'

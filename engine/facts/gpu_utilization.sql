@@ -2,7 +2,7 @@
 -- @doc One row per GPU that did work: how busy it was over its own window (first GPU operation to the
 -- @doc last). Busy time is the union of kernels, graph replays, copies and memsets, so overlapping
 -- @doc streams count once.
--- @needs _busy_intervals _gpu_ops _idle_gaps
+-- @needs _timeline _idle_gaps
 -- @requires kernels
 -- @column device_id CUDA device index.
 -- @column window_start_ns First GPU operation on the device (ns).
@@ -25,17 +25,15 @@
 -- @column idle_other_ns Remaining idle time between operations (ns).
 WITH win AS (
     SELECT device_id, min(start_ns) AS s, max(end_ns) AS e, count(*) AS op_count,
-           count(*) FILTER (WHERE kind = 'kernel') AS kernel_count,
-           count(*) FILTER (WHERE kind = 'graph') AS graph_replay_count,
-           coalesce(sum(end_ns - start_ns) FILTER (WHERE kind = 'kernel'), 0) AS kernel_time_ns,
-           avg(end_ns - start_ns) FILTER (WHERE kind = 'kernel') AS mean_kernel_ns
-    FROM _gpu_ops GROUP BY device_id
-),
-busy AS (
-    SELECT device_id,
-           coalesce(sum(end_ns - start_ns) FILTER (WHERE scope = 'all'), 0) AS busy_ns,
-           coalesce(sum(end_ns - start_ns) FILTER (WHERE scope = 'compute'), 0) AS compute_busy_ns
-    FROM _busy_intervals GROUP BY device_id
+           count(*) FILTER (WHERE is_compute AND NOT is_graph) AS kernel_count,
+           count(*) FILTER (WHERE is_graph) AS graph_replay_count,
+           coalesce(sum(end_ns - start_ns) FILTER (WHERE is_compute AND NOT is_graph), 0) AS kernel_time_ns,
+           avg(end_ns - start_ns) FILTER (WHERE is_compute AND NOT is_graph) AS mean_kernel_ns,
+           -- each operation adds what sticks out past the earlier ones: the union of busy intervals
+           sum(greatest(end_ns - greatest(start_ns, coalesce(prev_end_ns, start_ns)), 0)) AS busy_ns,
+           coalesce(sum(greatest(end_ns - greatest(start_ns, coalesce(prev_compute_end_ns, start_ns)), 0))
+                        FILTER (WHERE is_compute), 0) AS compute_busy_ns
+    FROM _timeline GROUP BY device_id
 ),
 idle AS (
     SELECT device_id,
@@ -46,12 +44,13 @@ idle AS (
     FROM _idle_gaps GROUP BY device_id
 )
 SELECT w.device_id, w.s AS window_start_ns, w.e AS window_end_ns, w.e - w.s AS window_ns,
-       b.busy_ns, b.compute_busy_ns, (w.e - w.s) - b.busy_ns AS idle_ns,
-       CASE WHEN w.e > w.s THEN b.busy_ns / (w.e - w.s) END AS utilization,
-       CASE WHEN w.e > w.s THEN b.compute_busy_ns / (w.e - w.s) END AS compute_utilization,
-       CASE WHEN w.e > w.s THEN 1 - b.busy_ns / (w.e - w.s) END AS idle_fraction,
+       CAST(w.busy_ns AS BIGINT) AS busy_ns, CAST(w.compute_busy_ns AS BIGINT) AS compute_busy_ns,
+       CAST((w.e - w.s) - w.busy_ns AS BIGINT) AS idle_ns,
+       CASE WHEN w.e > w.s THEN w.busy_ns / (w.e - w.s) END AS utilization,
+       CASE WHEN w.e > w.s THEN w.compute_busy_ns / (w.e - w.s) END AS compute_utilization,
+       CASE WHEN w.e > w.s THEN 1 - w.busy_ns / (w.e - w.s) END AS idle_fraction,
        w.op_count, w.kernel_count, w.graph_replay_count, w.kernel_time_ns, w.mean_kernel_ns,
        coalesce(i.idle_host_ns, 0) AS idle_host_ns, coalesce(i.idle_sync_ns, 0) AS idle_sync_ns,
        coalesce(i.idle_uvm_ns, 0) AS idle_uvm_ns, coalesce(i.idle_other_ns, 0) AS idle_other_ns
-FROM win w JOIN busy b USING (device_id) LEFT JOIN idle i USING (device_id)
+FROM win w LEFT JOIN idle i USING (device_id)
 ORDER BY w.device_id

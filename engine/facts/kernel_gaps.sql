@@ -3,7 +3,7 @@
 -- @doc stream_id NULL for the device as a whole (kernels and graph replays of all streams merged). A gap
 -- @doc is host-wait (as in HTA) when the call that launched the next kernel was still running when the
 -- @doc previous kernel ended: the GPU waited for the CPU.
--- @needs _ordered_ops _issuing_calls
+-- @needs _timeline
 -- @requires kernels
 -- @param gap_threshold_ns 10000
 -- @column device_id CUDA device index.
@@ -19,39 +19,40 @@
 -- @column host_wait_gap_ns Gap time where the next launch call had not returned when the GPU went idle (ns).
 -- @column other_gap_ns Remaining gap time (ns).
 WITH compute AS (
-    SELECT device_id, stream_id, start_ns, end_ns, pid, correlation_id, prev_end_ns AS device_prev_end_ns
-    FROM _ordered_ops WHERE scope = 'compute'
+    SELECT device_id, stream_id, start_ns, end_ns, api_end_ns, prev_compute_end_ns
+    FROM _timeline WHERE is_compute
 ),
-per_stream AS (
-    SELECT device_id, stream_id, start_ns, pid, correlation_id,
-           start_ns - max(end_ns) OVER (PARTITION BY device_id, stream_id ORDER BY start_ns, end_ns
-                                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS gap_ns,
+-- A device whose compute runs on one stream has the same gaps per stream as for the whole device: only
+-- devices with several streams need a second sort.
+multi_stream AS (
+    SELECT device_id FROM compute GROUP BY device_id HAVING count(DISTINCT stream_id) > 1
+),
+gaps AS (
+    SELECT device_id, stream_id, start_ns, api_end_ns,
            max(end_ns) OVER (PARTITION BY device_id, stream_id ORDER BY start_ns, end_ns
                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end_ns
-    FROM compute
+    FROM compute WHERE device_id IN (SELECT device_id FROM multi_stream)
+    UNION ALL
+    SELECT device_id, stream_id, start_ns, api_end_ns, prev_compute_end_ns FROM compute
+    WHERE device_id NOT IN (SELECT device_id FROM multi_stream)
+    UNION ALL
+    SELECT device_id, NULL::BIGINT, start_ns, api_end_ns, prev_compute_end_ns FROM compute
 ),
-per_device AS (
-    SELECT device_id, NULL::BIGINT AS stream_id, start_ns, pid, correlation_id,
-           start_ns - device_prev_end_ns AS gap_ns, device_prev_end_ns AS prev_end_ns
-    FROM compute
-),
-all_gaps AS (
-    SELECT g.device_id, g.stream_id, greatest(g.gap_ns, 0) AS gap_ns, g.gap_ns IS NOT NULL AS has_prev,
-           l.api_end_ns >= g.prev_end_ns AS host_wait
-    FROM (SELECT * FROM per_stream UNION ALL SELECT * FROM per_device) g
-    LEFT JOIN _issuing_calls l ON l.pid = g.pid AND l.correlation_id = g.correlation_id
+stats AS (
+    SELECT device_id, stream_id,
+           count(*) AS kernel_count,
+           count(prev_end_ns) AS gap_count,
+           coalesce(sum(greatest(start_ns - prev_end_ns, 0)), 0) AS total_gap_ns,
+           avg(greatest(start_ns - prev_end_ns, 0)) AS mean_gap_ns,
+           -- one sorted state for the three percentiles
+           quantile_cont(greatest(start_ns - prev_end_ns, 0), [0.5, 0.9, 0.99]) AS q,
+           count(*) FILTER (WHERE start_ns - prev_end_ns > ${gap_threshold_ns}) AS gaps_over_threshold,
+           coalesce(sum(start_ns - prev_end_ns) FILTER (WHERE start_ns > prev_end_ns AND api_end_ns >= prev_end_ns), 0)
+               AS host_wait_gap_ns
+    FROM gaps GROUP BY device_id, stream_id
 )
-SELECT device_id, stream_id,
-       count(*) AS kernel_count,
-       count(*) FILTER (WHERE has_prev) AS gap_count,
-       coalesce(sum(gap_ns), 0) AS total_gap_ns,
-       avg(gap_ns) AS mean_gap_ns,
-       quantile_cont(gap_ns, 0.5) AS p50_gap_ns,
-       quantile_cont(gap_ns, 0.9) AS p90_gap_ns,
-       quantile_cont(gap_ns, 0.99) AS p99_gap_ns,
-       count(*) FILTER (WHERE gap_ns > ${gap_threshold_ns}) AS gaps_over_threshold,
-       coalesce(sum(gap_ns) FILTER (WHERE host_wait), 0) AS host_wait_gap_ns,
-       coalesce(sum(gap_ns) FILTER (WHERE NOT coalesce(host_wait, false)), 0) AS other_gap_ns
-FROM all_gaps
-GROUP BY device_id, stream_id
+SELECT device_id, stream_id, kernel_count, gap_count, total_gap_ns, mean_gap_ns,
+       q[1] AS p50_gap_ns, q[2] AS p90_gap_ns, q[3] AS p99_gap_ns, gaps_over_threshold,
+       host_wait_gap_ns, total_gap_ns - host_wait_gap_ns AS other_gap_ns
+FROM stats
 ORDER BY device_id, stream_id NULLS FIRST

@@ -3,6 +3,7 @@
 -- @doc call count and CPU latency, and the queue delay from the call's start to the start of the GPU work
 -- @doc it launched (matched on pid and correlation id). The seed article's typical cudaLaunchKernel cost
 -- @doc is 5-20 µs.
+-- @needs _timeline
 -- @requires api_calls
 -- @column name Launch API name.
 -- @column call_count Calls.
@@ -14,27 +15,42 @@
 -- @column mean_queue_ns Mean delay from call start to GPU start (ns).
 -- @column p50_queue_ns Median delay from call start to GPU start (ns).
 -- @column p99_queue_ns 99th percentile delay from call start to GPU start (ns).
-WITH launches AS (
-    SELECT pid, correlation_id, name, start_ns, dur_ns FROM api_calls
+-- Launch APIs are recognised once per distinct API name and then matched on the integer name id (the name is
+-- an aggregate so that DuckDB cannot push the name test down to every call).
+WITH launch_ids AS (
+    SELECT name_id, name, name LIKE '%GraphLaunch%' OR name LIKE '%MultiDevice%' AS multi_op
+    FROM (SELECT name_id, any_value(name) AS name FROM api_calls GROUP BY name_id)
     WHERE name IN ('cudaLaunchKernel', 'cudaLaunchKernelExC', 'cudaLaunchCooperativeKernel',
                    'cudaLaunchCooperativeKernelMultiDevice', 'cuLaunchKernel', 'cuLaunchKernelEx',
                    'cuLaunchCooperativeKernel', 'cudaGraphLaunch', 'cuGraphLaunch', 'cudaLaunchHostFunc')
        OR name LIKE 'cudaLaunchKernel%' OR name LIKE 'cuLaunchKernel%' OR name LIKE 'cudaGraphLaunch%'
        OR name LIKE 'cuGraphLaunch%'
 ),
-first_op AS (
-    SELECT pid, correlation_id, min(start_ns) AS gpu_start_ns, count(*) AS ops
-    FROM (SELECT pid, correlation_id, start_ns FROM kernels
-          UNION ALL SELECT pid, correlation_id, start_ns FROM graph_launches)
-    GROUP BY pid, correlation_id
+calls AS (
+    SELECT i.name, count(*) AS call_count, sum(a.dur_ns) AS total_ns, avg(a.dur_ns) AS mean_ns,
+           quantile_cont(a.dur_ns, [0.5, 0.99]) AS q
+    FROM api_calls a JOIN launch_ids i ON i.name_id = a.name_id
+    GROUP BY i.name
 ),
-joined AS (
-    SELECT l.name, l.dur_ns, f.ops, f.gpu_start_ns - l.start_ns AS queue_ns
-    FROM launches l LEFT JOIN first_op f ON f.pid = l.pid AND f.correlation_id = l.correlation_id
+-- The GPU work of each call (_timeline carries the issuing call): its first operation starts the queue delay.
+-- A kernel launch issues exactly one kernel, so only graph launches and multi-device launches (which issue
+-- several operations) are grouped per call; the millions of plain launches are taken as they are.
+per_op AS (
+    SELECT api_name_id, pid, correlation_id, start_ns - api_start_ns AS queue_ns
+    FROM _timeline WHERE is_compute AND api_name_id IN (SELECT name_id FROM launch_ids)
+),
+per_call AS (
+    SELECT i.name, o.queue_ns, 1 AS ops FROM per_op o JOIN launch_ids i ON i.name_id = o.api_name_id
+    WHERE NOT i.multi_op
+    UNION ALL
+    SELECT i.name, min(o.queue_ns), count(*) FROM per_op o JOIN launch_ids i ON i.name_id = o.api_name_id
+    WHERE i.multi_op GROUP BY i.name, o.pid, o.correlation_id
+),
+queues AS (
+    SELECT name, sum(ops) AS ops, avg(queue_ns) AS mean_queue_ns, quantile_cont(queue_ns, [0.5, 0.99]) AS q
+    FROM per_call GROUP BY name
 )
-SELECT name, count(*) AS call_count, sum(dur_ns) AS total_ns, avg(dur_ns) AS mean_ns,
-       quantile_cont(dur_ns, 0.5) AS p50_ns, quantile_cont(dur_ns, 0.99) AS p99_ns,
-       coalesce(sum(ops), 0) AS launched_ops,
-       avg(queue_ns) AS mean_queue_ns, quantile_cont(queue_ns, 0.5) AS p50_queue_ns,
-       quantile_cont(queue_ns, 0.99) AS p99_queue_ns
-FROM joined GROUP BY name ORDER BY call_count DESC, name
+SELECT c.name, c.call_count, c.total_ns, c.mean_ns, c.q[1] AS p50_ns, c.q[2] AS p99_ns,
+       coalesce(u.ops, 0) AS launched_ops, u.mean_queue_ns, u.q[1] AS p50_queue_ns, u.q[2] AS p99_queue_ns
+FROM calls c LEFT JOIN queues u USING (name)
+ORDER BY c.call_count DESC, c.name

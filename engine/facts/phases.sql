@@ -11,18 +11,13 @@
 -- @column kernel_count Kernels attributed to the phase.
 -- @column kernel_time_ns Sum of their durations (ns).
 -- @column mean_kernel_ns Mean kernel duration (ns).
--- @column gap_count Gaps between consecutive kernels of the phase on the same device.
+-- @column gap_count Idle gaps on the device that end in a kernel of the phase (a gap belongs to the phase of the kernel that ends it).
 -- @column mean_gap_ns Mean of those gaps (ns).
 -- @column median_gap_ns Median of those gaps (ns).
 -- @column overhead_ratio gap time / (kernel time + gap time) within the phase.
 -- @column busy_fraction kernel_time_ns / range_ns: how busy the GPU was during the phase's ranges (0-1).
 -- @column kernel_time_share kernel_time_ns / all kernel time (0-1).
-WITH gaps AS (
-    SELECT phase, start_ns - max(end_ns) OVER (PARTITION BY phase, device_id ORDER BY start_ns, end_ns
-                                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS gap_ns,
-           end_ns - start_ns AS dur_ns
-    FROM _phase_kernels
-),
+WITH gaps AS (SELECT phase, gap_ns, end_ns - start_ns AS dur_ns FROM _phase_kernels),
 kstats AS (
     SELECT phase, count(*) AS kernel_count, sum(dur_ns) AS kernel_time_ns, avg(dur_ns) AS mean_kernel_ns,
            count(gap_ns) FILTER (WHERE gap_ns > 0) AS gap_count,

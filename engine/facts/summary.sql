@@ -2,7 +2,7 @@
 -- @doc One row with the seed article's headline numbers for the whole profile: GPU utilisation, mean
 -- @doc kernel duration, mean and median gap between kernels, launch overhead ratio, launch-call count and
 -- @doc latency, GPU active time (sum of kernel durations), CPU time in CUDA API calls, memcpy time.
--- @needs gpu_utilization kernel_gaps launch_api _ordered_ops
+-- @needs gpu_utilization kernel_gaps launch_api _timeline
 -- @column used_devices GPUs that did work.
 -- @column duration_ns Span of all traced activity (ns).
 -- @column gpu_utilization Busy share of the used GPUs' windows, union of all GPU work (0-1).
@@ -19,8 +19,8 @@
 -- @column memcpy_ns Sum of memcpy durations (ns).
 -- @column memcpy_bytes Bytes copied.
 WITH dev_gaps AS (
-    SELECT start_ns - prev_end_ns AS gap_ns FROM _ordered_ops
-    WHERE scope = 'compute' AND prev_end_ns IS NOT NULL
+    SELECT start_ns - prev_compute_end_ns AS gap_ns FROM _timeline
+    WHERE is_compute AND prev_compute_end_ns IS NOT NULL
 ),
 u AS (
     SELECT count(*) AS n, sum(busy_ns) AS busy, sum(window_ns) AS win, sum(compute_busy_ns) AS cbusy,
@@ -32,9 +32,13 @@ l AS (
     SELECT sum(call_count) AS calls, sum(total_ns) / nullif(sum(call_count), 0) AS mean_ns
     FROM launch_api WHERE name NOT LIKE '%HostFunc%'
 ),
+kernel_launch_ids AS (
+    SELECT name_id FROM (SELECT name_id, any_value(name) AS name FROM api_calls GROUP BY name_id)
+    WHERE name IN ('cudaLaunchKernel', 'cuLaunchKernel', 'cuLaunchKernelEx', 'cudaLaunchKernelExC')
+),
 lp AS (
     SELECT quantile_cont(dur_ns, 0.5) AS p50 FROM api_calls
-    WHERE name IN ('cudaLaunchKernel', 'cuLaunchKernel', 'cuLaunchKernelEx', 'cudaLaunchKernelExC')
+    WHERE name_id IN (SELECT name_id FROM kernel_launch_ids)
 )
 SELECT coalesce(u.n, 0) AS used_devices,
        coalesce((SELECT CAST(value AS BIGINT) FROM profile_info WHERE key = 'duration_ns'), 0) AS duration_ns,

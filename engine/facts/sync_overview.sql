@@ -3,7 +3,7 @@
 -- @doc copies; stream waits do not block the CPU) and the GPU idle time that directly follows them. A
 -- @doc GPU that is busy while the host waits loses only the turn-around after each call; that cost is
 -- @doc idle_after_fraction.
--- @needs _sync_calls _idle_gaps _gpu_ops _busy_intervals
+-- @needs _sync_calls _idle_gaps gpu_utilization
 -- @requires api_calls
 -- @column sync_calls Blocking calls.
 -- @column most_frequent_api The most frequent blocking API.
@@ -18,8 +18,8 @@
 -- @column mean_gpu_utilization Busy share of the used GPUs' windows (0-1).
 WITH blocking AS (SELECT * FROM _sync_calls WHERE kind IN ('sync', 'sync_copy')),
 top AS (SELECT name, count(*) AS n FROM blocking GROUP BY name ORDER BY n DESC, name LIMIT 1),
-win AS (SELECT device_id, max(end_ns) - min(start_ns) AS w FROM _gpu_ops GROUP BY device_id),
-busy AS (SELECT coalesce(sum(end_ns - start_ns), 0) AS b FROM _busy_intervals WHERE scope = 'all'),
+win AS (SELECT device_id, window_ns AS w FROM gpu_utilization),
+busy AS (SELECT coalesce(sum(busy_ns), 0) AS b FROM gpu_utilization),
 totals AS (
     SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM graph_launches) AS kernels,
            (SELECT greatest(max(end_ns) - min(start_ns), 1) FROM api_calls) AS span_ns,

@@ -1,0 +1,67 @@
+-- @fact _timeline
+-- @materialize
+-- @doc Every GPU operation of each device in start order, with the latest end among the earlier operations
+-- @doc of the device, kept four times: over all work, over compute (kernels and graph replays), over
+-- @doc communication kernels and over the other compute. One sort of the operations feeds utilisation, gaps,
+-- @doc communication overlap and the timeline: start_ns - prev_end_ns > 0 is an idle gap before the operation,
+-- @doc and greatest(end_ns - greatest(start_ns, prev_end_ns), 0) is the time the operation adds to the union
+-- @doc of busy intervals (those pieces are disjoint, so their sum is the busy time). The same sort carries
+-- @doc the latest blocking call (synchronisation or synchronous copy) that returned before each operation,
+-- @doc from any process that used the device, and each operation carries the CPU call that issued it
+-- @doc (joined after the sort, so the sort stays narrow).
+-- @needs _gpu_ops _issuing_calls _sync_calls
+-- @param sync_min_wait_ns 5000
+-- @column device_id CUDA device index.
+-- @column start_ns Start (ns).
+-- @column end_ns End (ns).
+-- @column is_compute True for kernels and graph replays.
+-- @column is_graph True for CUDA-graph replays (graph trace mode).
+-- @column is_memset True for memsets (copies: not compute and not memset).
+-- @column is_uvm True for unified-memory page migrations.
+-- @column is_comm True for collective-communication kernels.
+-- @column pid Issuing process.
+-- @column correlation_id Correlation id of the issuing call.
+-- @column stream_id CUDA stream.
+-- @column prev_end_ns Latest end of any earlier operation on the device (NULL for the first).
+-- @column prev_compute_end_ns Latest end of an earlier kernel or graph replay.
+-- @column prev_comm_end_ns Latest end of an earlier communication kernel.
+-- @column prev_noncomm_end_ns Latest end of an earlier kernel or graph replay that is not communication.
+-- @column follows_sync The idle gap before this operation follows a blocking call: the host had waited sync_min_wait_ns in it when the GPU went idle, and it returned before the operation started.
+-- @column global_tid Thread of the issuing call (NULL when no call matched).
+-- @column api_name_id StringIds id of the issuing call's API name (see api_calls.name_id).
+-- @column api_start_ns When the issuing call started (ns).
+-- @column api_end_ns When the issuing call returned (ns).
+WITH blocking AS (SELECT pid, start_ns, end_ns FROM _sync_calls WHERE kind IN ('sync', 'sync_copy')),
+-- When several blocking calls return at the same nanosecond, the one that started first (the longest wait).
+returns AS (SELECT end_ns, min(start_ns) AS start_ns FROM blocking GROUP BY end_ns),
+ops AS (
+    SELECT device_id, start_ns, end_ns, kind, pid, correlation_id, stream_id, is_uvm, is_comm
+    FROM _gpu_ops
+    UNION ALL
+    -- Blocking calls ride along as marker rows at the moment they returned (end_ns NULL keeps them out of
+    -- every running maximum), on each device their process used; they are dropped after the sort.
+    SELECT u.device_id, b.end_ns, NULL, 'sync', b.pid, NULL, NULL, false, false
+    FROM blocking b JOIN (SELECT DISTINCT pid, device_id FROM _gpu_ops) u ON u.pid = b.pid
+),
+ordered AS (
+    SELECT device_id, start_ns, end_ns, kind, pid, correlation_id, stream_id, is_uvm, is_comm,
+           max(end_ns) OVER w AS prev_end_ns,
+           max(end_ns) FILTER (WHERE kind IN ('kernel', 'graph')) OVER w AS prev_compute_end_ns,
+           max(end_ns) FILTER (WHERE is_comm) OVER w AS prev_comm_end_ns,
+           max(end_ns) FILTER (WHERE kind IN ('kernel', 'graph') AND NOT is_comm) OVER w AS prev_noncomm_end_ns,
+           max(start_ns) FILTER (WHERE kind = 'sync') OVER w AS last_sync_end_ns
+    FROM ops
+    -- NULLS FIRST: a call that returned at the very nanosecond an operation started counts as before it.
+    WINDOW w AS (PARTITION BY device_id ORDER BY start_ns, end_ns NULLS FIRST
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+)
+SELECT o.device_id, o.start_ns, o.end_ns, o.kind IN ('kernel', 'graph') AS is_compute, o.kind = 'graph' AS is_graph,
+       o.kind = 'memset' AS is_memset, o.is_uvm, o.is_comm, o.pid, o.correlation_id, o.stream_id,
+       o.prev_end_ns, o.prev_compute_end_ns, o.prev_comm_end_ns, o.prev_noncomm_end_ns,
+       coalesce(o.last_sync_end_ns >= o.prev_end_ns AND o.prev_end_ns - r.start_ns >= ${sync_min_wait_ns}, false)
+           AS follows_sync,
+       l.global_tid, l.name_id AS api_name_id, l.api_start_ns, l.api_end_ns
+FROM ordered o
+LEFT JOIN _issuing_calls l ON l.pid = o.pid AND l.correlation_id = o.correlation_id
+LEFT JOIN returns r ON r.end_ns = o.last_sync_end_ns
+WHERE o.kind <> 'sync'

@@ -1,0 +1,162 @@
+"""The cache of canonical tables beside the profile: reused while the profile is unchanged, rebuilt when it
+changed or the cache is damaged, skipped with --no-cache, never half-written, and Ctrl-C stops promptly
+without leaving temporary files behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nsys_diagnose import store
+from nsys_diagnose.api import diagnose
+from nsys_diagnose.fixtures.generator import generate, generate_large
+from nsys_diagnose.source import open_export
+
+REPO = Path(__file__).resolve().parents[1]
+DIAGNOSE = Path(sys.executable).parent / "diagnose"
+
+
+@pytest.fixture
+def profile(tmp_path: Path) -> Path:
+    p = tmp_path / "profiles" / "run.sqlite"
+    p.parent.mkdir()
+    generate("eager_decode", p)
+    return p
+
+
+@pytest.fixture
+def beside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default location (beside the profile) instead of the suite-wide cache directory."""
+    monkeypatch.delenv(store.CACHE_DIR_ENV, raising=False)
+
+
+def _cache_of(p: Path) -> Path:
+    return p.with_name(p.name + store.CACHE_SUFFIX)
+
+
+def _listing(d: Path) -> list[str]:
+    return sorted(str(x.relative_to(d)) for x in d.rglob("*"))
+
+
+def test_second_run_reuses_the_cache_and_gives_the_same_report(profile, beside):
+    first = diagnose(profile)
+    assert _cache_of(profile).is_file()
+    with open_export(profile, cache=True) as export:
+        assert export.cache_hit and export.cache_file == _cache_of(profile)
+        assert export.count("kernels") > 1000
+    second = diagnose(profile)
+    assert second.model_dump(exclude={"profile"}) == first.model_dump(exclude={"profile"})
+    assert second.profile.path == str(profile)
+    # only the profile and its cache: no WAL, no partial files, no spill directories
+    assert _listing(profile.parent) == ["run.sqlite", "run.sqlite" + store.CACHE_SUFFIX]
+
+
+def test_changed_profile_rebuilds_the_cache(profile, beside, tmp_path):
+    diagnose(profile)
+    other = tmp_path / "other.sqlite"
+    generate("sync_storm", other)
+    shutil.copyfile(other, profile)  # same path, different content
+    with open_export(profile, cache=True) as export:
+        assert not export.cache_hit
+    report = diagnose(profile)
+    assert report.verdict.primary == "api-latency"  # the sync storm, not the cached eager decode
+    with open_export(profile, cache=True) as export:
+        assert export.cache_hit
+
+
+def test_touching_the_profile_invalidates_the_cache(profile, beside):
+    diagnose(profile)
+    st = profile.stat()
+    os.utime(profile, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    with open_export(profile, cache=True) as export:
+        assert not export.cache_hit
+
+
+def test_damaged_cache_is_rebuilt_not_trusted(profile, beside):
+    _cache_of(profile).write_bytes(b"not a database at all" * 100)
+    report = diagnose(profile)
+    assert report.verdict.primary == "launch-bound"
+    with open_export(profile, cache=True) as export:
+        assert export.cache_hit
+
+
+def test_a_cache_of_another_profile_is_not_used(profile, beside, tmp_path):
+    other = tmp_path / "other.sqlite"
+    generate("sync_storm", other)
+    diagnose(other)
+    shutil.copyfile(_cache_of(other), _cache_of(profile))  # a stranger's cache under our name
+    assert diagnose(profile).verdict.primary == "launch-bound"
+
+
+def test_no_cache_writes_nothing_beside_the_profile(profile, beside):
+    diagnose(profile, cache=False)
+    assert _listing(profile.parent) == ["run.sqlite"]
+    done = subprocess.run([str(DIAGNOSE), str(profile), "--no-cache", "-q"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert _listing(profile.parent) == ["run.sqlite"]
+
+
+def test_unwritable_directory_falls_back_to_the_user_cache(profile, beside, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    writable = store._writable_dir
+    # chmod does not stop root (CI), so the directory is made unwritable in the eyes of the check itself
+    monkeypatch.setattr(store, "_writable_dir", lambda d: d != profile.parent and writable(d))
+    diagnose(profile)
+    assert _listing(profile.parent) == ["run.sqlite"]
+    cached = list((tmp_path / "xdg" / "nsys-diagnose").glob("*" + store.CACHE_SUFFIX))
+    assert len(cached) == 1
+    with open_export(profile, cache=True) as export:
+        assert export.cache_hit and export.cache_file == cached[0]
+
+
+def test_cache_dir_env_keeps_caches_out_of_the_profile_directory(profile, tmp_path, monkeypatch):
+    monkeypatch.setenv(store.CACHE_DIR_ENV, str(tmp_path / "caches"))
+    diagnose(profile)
+    assert _listing(profile.parent) == ["run.sqlite"]
+    assert len(list((tmp_path / "caches").glob("*" + store.CACHE_SUFFIX))) == 1
+
+
+def test_opening_leaves_no_temporary_files(profile, tmp_path, monkeypatch):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    with open_export(profile) as export:
+        assert export.workspace is not None and Path(export.workspace.root).parent == scratch
+        assert export.count("kernels") > 0
+    assert _listing(scratch) == []
+
+
+@pytest.mark.parametrize("delay", [0.5, 2.0])
+def test_ctrl_c_stops_promptly_and_leaves_no_temporary_files(tmp_path, delay):
+    big = tmp_path / "big.sqlite"
+    generate_large(big, kernels=400_000)
+    scratch, caches = tmp_path / "tmp", tmp_path / "caches"
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch), **{store.CACHE_DIR_ENV: str(caches)})
+    proc = subprocess.Popen([str(DIAGNOSE), str(big), "-q"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    if proc.poll() is not None:
+        pytest.skip("the run finished before it could be interrupted")
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    stopped_after = time.monotonic() - sent
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "diagnose: interrupted"
+    assert "Traceback" not in err
+    assert stopped_after < 5, f"took {stopped_after:.1f} s to stop"
+    assert _listing(scratch) == []
+    # a cache is either complete (published before the interrupt) or absent: never a partial file
+    leftovers = _listing(caches) if caches.exists() else []
+    assert all(name.endswith(store.CACHE_SUFFIX) for name in leftovers), leftovers

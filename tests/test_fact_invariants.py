@@ -1,0 +1,115 @@
+"""The single-sort facts checked against a plain Python oracle on every scenario and real export.
+
+_timeline computes busy time, gaps and communication overlap from running maxima in one sort instead of
+merging intervals; these tests merge the intervals the obvious way in Python and demand the same numbers."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from nsys_diagnose.factrun import compute_facts
+from nsys_diagnose.fixtures.generator import SCENARIOS, generate
+from nsys_diagnose.source import open_export
+
+from conftest import REAL_EXPORTS
+
+COMM = ("nccl", "allreduce", "all_reduce", "allgather", "all_gather", "reducescatter", "reduce_scatter",
+        "cross_device_reduce", "alltoall")
+
+
+def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[list[int]] = []
+    for s, e in sorted(intervals):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    return [(s, e) for s, e in merged]
+
+
+def _length(intervals: list[tuple[int, int]]) -> int:
+    return sum(e - s for s, e in intervals)
+
+
+def _overlap(s: int, e: int, union: list[tuple[int, int]]) -> int:
+    return sum(max(0, min(e, ue) - max(s, us)) for us, ue in union)
+
+
+def _oracle(export) -> dict:
+    ops = export.query("""
+        SELECT device_id, start_ns, end_ns, 'kernel', lower(coalesce(name, '')) FROM kernels
+        WHERE end_ns >= start_ns AND device_id IS NOT NULL
+        UNION ALL SELECT device_id, start_ns, end_ns, 'graph', '' FROM graph_launches
+        WHERE end_ns >= start_ns AND device_id IS NOT NULL
+        UNION ALL SELECT device_id, start_ns, end_ns, 'copy', '' FROM memcpys WHERE end_ns >= start_ns AND device_id IS NOT NULL
+        UNION ALL SELECT device_id, start_ns, end_ns, 'copy', '' FROM memsets WHERE end_ns >= start_ns AND device_id IS NOT NULL""")
+    by_device: dict[int, dict[str, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
+    for device, s, e, kind, name in ops:
+        d = by_device[device]
+        d["all"].append((s, e))
+        if kind in ("kernel", "graph"):
+            d["compute"].append((s, e))
+            is_comm = kind == "kernel" and any(w in name for w in COMM)
+            d["comm" if is_comm else "noncomm"].append((s, e))
+        else:
+            d["copies"].append((s, e))
+    out = {}
+    for device, d in by_device.items():
+        all_u, compute_u = _union(d["all"]), _union(d["compute"])
+        gaps = [b[0] - a[1] for a, b in zip(compute_u, compute_u[1:])]
+        out[device] = {
+            "busy_ns": _length(all_u),
+            "compute_busy_ns": _length(compute_u),
+            "idle_gaps": len(all_u) - 1,
+            "idle_ns": _length([(a[1], b[0]) for a, b in zip(all_u, all_u[1:])]),
+            "compute_gap_ns": sum(gaps),
+            "comm_ns": _length(_union(d["comm"])),
+            "noncomm_ns": _length(_union(d["noncomm"])),
+            "stall_ns": sum(max(0, (e - s) - _overlap(s, e, compute_u)) for s, e in d["copies"]),
+        }
+    return out
+
+
+def _check(path: Path) -> None:
+    with open_export(path) as export:
+        facts = compute_facts(export)
+        oracle = _oracle(export)
+    util = {r["device_id"]: r for r in facts.rows("gpu_utilization")}
+    assert set(util) == set(oracle)
+    for device, want in oracle.items():
+        u = util[device]
+        assert u["busy_ns"] == want["busy_ns"], device
+        assert u["compute_busy_ns"] == want["compute_busy_ns"], device
+        assert u["window_ns"] - u["busy_ns"] == want["idle_ns"], device
+        idle = [r for r in facts.rows("gpu_starvation") if r["device_id"] == device]
+        assert idle, device
+        bins = [r for r in facts.rows("utilization_timeline") if r["device_id"] == device]
+        busy_in_bins = sum(r["busy_fraction"] * (r["bin_end_ns"] - r["bin_start_ns"]) for r in bins)
+        assert busy_in_bins == pytest.approx(want["busy_ns"], rel=1e-9, abs=len(bins))
+        if want["compute_busy_ns"]:
+            gaps = next(r for r in facts.rows("kernel_gaps") if r["device_id"] == device and r["stream_id"] is None)
+            assert gaps["total_gap_ns"] == want["compute_gap_ns"], device
+            comm = next(r for r in facts.rows("communication") if r["device_id"] == device)
+            assert comm["comm_ns"] == want["comm_ns"], device
+            assert comm["compute_ns"] == want["noncomm_ns"], device
+            assert comm["exposed_comm_ns"] == want["compute_busy_ns"] - want["noncomm_ns"], device
+    stalls = defaultdict(int)
+    for r in facts.rows("transfer_overview"):
+        stalls[r["device_id"]] += r["stall_ns"] or 0
+    for device, want in oracle.items():
+        assert stalls.get(device, 0) == want["stall_ns"], device
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_single_sort_facts_match_interval_merging_on_scenarios(tmp_path, name):
+    path = tmp_path / f"{name}.sqlite"
+    generate(name, path)
+    _check(path)
+
+
+@pytest.mark.parametrize("path", REAL_EXPORTS, ids=lambda p: p.name.split("__")[0])
+def test_single_sort_facts_match_interval_merging_on_real_exports(path):
+    _check(path)
