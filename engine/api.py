@@ -7,7 +7,7 @@ import importlib.metadata
 from pathlib import Path
 from typing import Callable
 
-from .config import Config, ConfigError
+from .config import Config, ConfigError, split_config
 from .duck import reraise_interrupt
 from .evaluate import evaluate, verdict
 from .factrun import FactSet, compute_facts
@@ -131,7 +131,10 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
     `threads`, `share`: DuckDB threads, and how many diagnoses run side by side sharing the memory limit."""
     config = config or Config()
     fact_defs, rules = load_rule_set(config)
-    validate_config(config, rules, fact_defs)
+    # A configuration shared with multi-rank runs may tune cross-rank rules: one profile ignores those settings.
+    run_rules = load_rules(fact_defs, config.rule_dirs, scope="run")
+    validate_config(config, {**rules, **run_rules}, fact_defs)
+    config = split_config(config, set(run_rules))[0]
     try:
         with open_export(path, progress=progress, cache=cache, threads=threads, share=share) as export:
             try:

@@ -176,6 +176,41 @@ def charts(report: Report) -> dict[str, Any]:
                 timeline=timeline(report), histogram=gap_histogram(report), categories=BREAKDOWN)
 
 
+# Segments of a rank's bar in the multi-rank report: (key, label, CSS colour).
+RANK_SEGMENTS = (
+    ("compute", "Compute kernels", "#2563eb"),
+    ("exposed_comm", "NCCL with no compute beside it", "#f59e0b"),
+    ("other", "Idle, copies only or other", "#d1d5db"),
+)
+
+
+def rank_bars(run: Any) -> dict[str, Any] | None:
+    """Multi-rank run (engine/runmodel.RunReport): one bar per rank over its GPU window, on a shared scale:
+    compute kernels, NCCL with no compute beside it, the rest; a line marks the straggler's compute time."""
+    ranks = [r for r in run.ranks if r.window_ns]
+    if not ranks:
+        return None
+    span = max(r.window_ns for r in ranks)
+    scale = WIDTH / span
+    bars = []
+    for r in ranks:
+        compute, exposed = r.compute_ns or 0, r.exposed_comm_ns or 0
+        values = {"compute": compute, "exposed_comm": exposed, "other": max(r.window_ns - compute - exposed, 0)}
+        x, segments = 0.0, []
+        for key, label, colour in RANK_SEGMENTS:
+            w = values[key] * scale
+            share = values[key] / r.window_ns
+            segments.append(dict(key=key, label=label, colour=colour, x=_r(x), w=_r(w),
+                                 tip=f"{label}: {fmt_duration(values[key])} ({fmt_ratio(share, 0)})",
+                                 text=fmt_ratio(share, 0) if w >= 44 else ""))
+            x += w
+        bars.append(dict(rank=r.rank, straggler=r.is_straggler, segments=segments, window_ns=r.window_ns))
+    top = run.balance.max_compute_ns
+    marker = dict(x=_r(top * scale), label=f"compute of the busiest rank, {fmt_duration(top)}") if top else None
+    ticks = [dict(x=_r(t * scale), label=fmt_duration(t)) for t in nice_ticks(span, 5)]
+    return dict(width=WIDTH, left=LEFT, right=RIGHT, bars=bars, ticks=ticks, segments=RANK_SEGMENTS, marker=marker)
+
+
 def compare_timeline(timelines: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
     """Before and after GPU utilisation over time on one chart: a polyline each, time since each profile's
     first GPU operation on a shared axis, 0-100 % busy on the y axis."""

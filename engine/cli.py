@@ -1,17 +1,21 @@
-"""Command line: `diagnose PROFILE`. Parses arguments and calls the library; nothing else."""
+"""Command line: `diagnose PROFILE` (one export) or `diagnose RANK0 RANK1 ...` / `diagnose DIR` (a multi-rank
+run). Parses arguments and calls the library; nothing else."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .api import diagnose
 from .config import Config, resolve_config
-from .errors import DiagnoseError
+from .errors import DiagnoseError, InputError
 from .evaluate import SEVERITY_RANK
+from .multirank import diagnose_run, profile_config
 from .report import FORMATS, emit, render, wants_colour
+from .runreport import render_run
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -26,17 +30,25 @@ def _parser() -> argparse.ArgumentParser:
     p = _ArgumentParser(
         prog="diagnose",
         description="Diagnose an Nsight Systems SQLite export of an LLM-inference run: names the bottleneck, "
-                    "proves it with numbers and says what to do.",
+                    "proves it with numbers and says what to do. Two or more exports (or a directory of them) "
+                    "are the ranks of one distributed run: each rank is diagnosed, in parallel, and the ranks are "
+                    "compared (straggler, imbalance, NCCL time per rank).",
         epilog="Rule tooling: `diagnose rules list|explain ID|check [PATHS]|test [PATHS]`. "
                "Before/after: `diagnose compare BEFORE AFTER [--fail-on-regression METRIC:N]`. "
+               "Multi-rank: `diagnose rank0.sqlite rank1.sqlite ...` or `diagnose RUN_DIR`; --fail-on then "
+               "counts every rank's findings and the cross-rank ones. "
                "Exit codes: 0 success, 1 a finding at or above --fail-on, 2 usage, input or rule error.")
-    p.add_argument("profile", help="SQLite export written by `nsys export --type sqlite` (read-only)")
+    p.add_argument("profiles", nargs="+", metavar="PROFILE",
+                   help="SQLite export written by `nsys export --type sqlite` (read-only); two or more, or a "
+                        "directory of *.sqlite / *.nsys-rep exports, diagnose one multi-rank run (rank numbers from "
+                        "names such as rank0, rank_3, -r2, .3.sqlite, else sorted order)")
     p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
                    help="terminal summary (default), GitHub Markdown, self-contained HTML with charts, or JSON")
     p.add_argument("-o", "--output", type=Path, help="write the report to this file instead of standard output")
     p.add_argument("--fail-on", choices=tuple(SEVERITY_RANK), help="exit 1 when a finding has this severity or worse")
     p.add_argument("--tokens", type=_positive_int, metavar="N",
-                   help="output tokens the profiled run generated: adds tokens/s and time per output token")
+                   help="output tokens the profiled run generated: adds tokens/s and time per output token "
+                        "(one profile only)")
     p.add_argument("--config", type=Path,
                    help="configuration file (default: ./diagnose.yaml when present)")
     p.add_argument("--rule-dir", dest="rule_dirs", action="append", type=Path, default=[],
@@ -46,14 +58,25 @@ def _parser() -> argparse.ArgumentParser:
                         "(also RULE.severity=, RULE.enabled=false, facts.PARAM=); repeatable")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="colour in the terminal summary (default: auto, when writing to a terminal)")
+    p.add_argument("--no-cache", dest="cache", action="store_false",
+                   help="read the export afresh instead of reusing the cached canonical tables saved beside it")
+    p.add_argument("-j", "--jobs", type=_positive_int_of("ranks"), metavar="N",
+                   help="multi-rank runs: ranks read at once (default: one per CPU); the ranks read side by side "
+                        "share the CPUs and DuckDB's memory limit")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     return p
 
 
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of tokens")
-    return int(text)
+def _positive_int_of(what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of {what}")
+        return int(text)
+
+    return parse
+
+
+_positive_int = _positive_int_of("tokens")
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -84,13 +107,25 @@ def main(argv: list[str] | None = None) -> int:
         return compare_main(argv[1:])
     args = _parser().parse_args(argv)
     progress = _progress(not args.quiet and sys.stderr.isatty())
+    multi_rank = len(args.profiles) > 1 or Path(args.profiles[0]).is_dir()
     try:
         config = _config(args)
-        report = diagnose(args.profile, config, tokens=args.tokens, progress=progress)
+        colour = wants_colour(args.color, args.output) and args.format == "terminal"
+        if multi_rank:
+            if args.tokens:
+                raise InputError("--tokens applies to one profile; the ranks of a run need not generate the same "
+                                 "tokens, so diagnose a rank alone to get its tokens/s.")
+            run = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs)
+            findings = [f for _, f in run.all_findings()]
+            text = render_run(run, args.format, colour=colour)
+        else:
+            report = diagnose(args.profiles[0], profile_config(config), tokens=args.tokens, progress=progress,
+                              cache=args.cache)
+            findings = report.findings
+            text = render(report, args.format, colour=colour)
         if progress:
             sys.stderr.write("\r\x1b[2K")
-        colour = wants_colour(args.color, args.output) and args.format == "terminal"
-        emit(render(report, args.format, colour=colour), args.output)
+        emit(text, args.output)
     except DiagnoseError as exc:
         if progress:
             sys.stderr.write("\r\x1b[2K")
@@ -104,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     if args.fail_on:
         limit = SEVERITY_RANK[args.fail_on]
-        if any(SEVERITY_RANK[f.severity] >= limit for f in report.findings):
+        if any(SEVERITY_RANK[f.severity] >= limit for f in findings):
             return EXIT_FINDINGS
     return EXIT_OK
 

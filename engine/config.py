@@ -5,7 +5,7 @@ Precedence: command line (--set) > config file (diagnose.yaml) > rule defaults.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +126,17 @@ def resolve_config(path: Path | None, rule_dirs: list[Path], assignments: list[s
     for assignment in assignments:
         apply_set(config, assignment)
     return config
+
+
+def split_config(config: Config, rule_ids: set[str]) -> tuple[Config, Config]:
+    """(the settings of every rule not in `rule_ids`, plus facts, phases and rule dirs; the settings of the
+    rules in `rule_ids`). One configuration serves both a multi-rank run's cross-rank rules and the
+    diagnosis of each rank (and a single profile ignores the cross-rank part)."""
+    def part(mapping: dict, inside: bool) -> dict:
+        return {rule: v for rule, v in mapping.items() if (rule in rule_ids) == inside}
+
+    rest = replace(config, rule_params=part(config.rule_params, False), severities=part(config.severities, False),
+                   disabled=part(config.disabled, False))
+    mine = Config(rule_params=part(config.rule_params, True), severities=part(config.severities, True),
+                  disabled=part(config.disabled, True), rule_dirs=list(config.rule_dirs))
+    return rest, mine

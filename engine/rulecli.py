@@ -25,7 +25,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--rule-dir", dest="rule_dirs", action="append", type=Path, default=[],
                    help="extra directory of team rules and fact .sql files (repeatable)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
-    sub.add_parser("list", help="every rule: id, category, severity, source")
+    sub.add_parser("list", help="every rule: id, category, severity, scope (profile or multi-rank run), source")
     explain = sub.add_parser("explain", help="what a rule detects, why, its params, remediation and an example")
     explain.add_argument("rule_id")
     check = sub.add_parser("check", help="validate rule files; errors as file:line:col")
@@ -53,12 +53,12 @@ def _team_dirs(paths: list[Path]) -> list[Path]:
 
 def cmd_list(config: Config) -> int:
     facts = load_facts(config.rule_dirs)
-    rules = load_rules(facts, config.rule_dirs)
-    rows = [(r.id, r.spec.category, r.spec.severity, "bundled" if r.source == "bundled" else r.source)
+    rules = load_rules(facts, config.rule_dirs, scope=None)
+    rows = [(r.id, r.spec.category, r.spec.severity, r.spec.scope, "bundled" if r.source == "bundled" else r.source)
             for r in sorted(rules.values(), key=lambda r: (r.source != "bundled", r.spec.category, r.id))]
-    widths = [max(len(str(row[i])) for row in rows + [("id", "category", "severity", "source")]) for i in range(4)]
-    out = [f"{'id':<{widths[0]}}  {'category':<{widths[1]}}  {'severity':<{widths[2]}}  source"]
-    out += [f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:<{widths[2]}}  {d}" for a, b, c, d in rows]
+    head = ("id", "category", "severity", "scope", "source")
+    widths = [max(len(str(row[i])) for row in rows + [head]) for i in range(4)]
+    out = ["  ".join(f"{text:<{widths[i]}}" if i < 4 else text for i, text in enumerate(row)) for row in [head] + rows]
     print("\n".join(out))
     return EXIT_OK
 
@@ -67,7 +67,7 @@ def cmd_explain(config: Config, rule_id: str) -> int:
     import difflib
 
     facts = load_facts(config.rule_dirs)
-    rules = load_rules(facts, config.rule_dirs)
+    rules = load_rules(facts, config.rule_dirs, scope=None)
     if rule_id not in rules:
         close = difflib.get_close_matches(rule_id, list(rules), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else "; `diagnose rules list` shows them all"
@@ -78,6 +78,8 @@ def cmd_explain(config: Config, rule_id: str) -> int:
                                                   subsequent_indent=indent)
     lines = [f"{spec.id}: {spec.title}",
              f"  category {spec.category} · {spec.kind} · severity {spec.severity} · fact {spec.fact} · {rule.path}",
+             *(["  scope run: judged across the ranks of a multi-rank run (`diagnose RANK0 RANK1 ...` or "
+                "`diagnose RUN_DIR`)"] if spec.scope == "run" else []),
              "", "What it detects (all must hold, per row of the fact):"]
     lines += [f"  - {c}" for c in spec.when]
     if spec.when_any:
@@ -116,7 +118,7 @@ def _example_message(rule, rules, facts) -> str | None:
         return None
     cache = _FactCache(facts)
     try:
-        fact_set = cache.get(firing[0], test_file)
+        fact_set = cache.get(firing[0], test_file, rule)
     finally:
         cache.close()
     params = {k: float(v) for k, v in (firing[0].get("params") or {}).items()}
@@ -148,7 +150,7 @@ def cmd_check(config: Config, paths: list[Path]) -> int:
                 errors.append(str(exc))
     if not errors:  # namespacing, duplicate ids, and the test files against the whole set
         try:
-            rules = load_rules(facts, team)
+            rules = load_rules(facts, team, scope=None)
             for t in find_test_files([p for p in targets if p.is_dir() or p.name.endswith(".test.yaml")]):
                 try:
                     load_test_file(t, rules, facts)
@@ -166,7 +168,7 @@ def cmd_check(config: Config, paths: list[Path]) -> int:
 def cmd_test(config: Config, paths: list[Path]) -> int:
     extra = list(dict.fromkeys(config.rule_dirs + _team_dirs(paths)))
     facts = load_facts(extra)
-    rules = load_rules(facts, extra)
+    rules = load_rules(facts, extra, scope=None)
     files = find_test_files(paths or [bundled_rules_dir(), *config.rule_dirs])
     if not files:
         raise DiagnoseError(f"no *.test.yaml files in {', '.join(map(str, paths)) or 'the loaded rule directories'}")

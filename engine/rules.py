@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import DiagnoseError
 from .facts import Fact
+from .run_facts import load_run_facts
 from .units import PARAM_UNITS, column_unit
 
 SEVERITIES = ("info", "warning", "error")
@@ -54,6 +55,9 @@ class RuleSpec(BaseModel):
     title: str
     category: str
     kind: Literal["cause", "symptom", "capture"] = "cause"
+    # profile: judges one export (the facts of engine/facts); run: judges the ranks of a multi-rank run
+    # together (`diagnose RANK0 RANK1 ...`, the cross-rank facts of engine/run_facts).
+    scope: Literal["profile", "run"] = "profile"
     blocking: bool = False  # capture problems that make the rest of the diagnosis meaningless
     severity: Literal["info", "warning", "error"]
     fact: str
@@ -225,9 +229,15 @@ def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled") 
         raise err(key, msg) from None
     if spec.id.split("/")[-1] != path.stem and spec.id != path.stem:
         raise err("id", f"id {spec.id!r} must equal the file name stem {path.stem!r}")
+    if spec.scope == "run":  # cross-rank rules read the facts of engine/run_facts
+        facts, other = load_run_facts(), facts
+        hint = "; a rule with `scope: run` reads a cross-rank fact of engine/run_facts, such as 'rank_balance'"
+    else:
+        other, hint = load_run_facts(), "; it is a cross-rank fact: add `scope: run` to judge multi-rank runs"
     if spec.fact not in facts or facts[spec.fact].is_helper:
         public = [n for n, f in facts.items() if not f.is_helper]
-        raise err("fact", f"unknown fact {spec.fact!r}{_did_you_mean(spec.fact, public)}")
+        extra = hint if spec.fact in other else _did_you_mean(spec.fact, public)
+        raise err("fact", f"unknown fact {spec.fact!r}{extra}")
     fact = facts[spec.fact]
     columns = fact.column_names
     rule = Rule(spec, where, source, lines={k: v[0] for k, v in lines.items()})
@@ -263,7 +273,8 @@ def rule_files(directory: Path) -> list[Path]:
 
 
 def load_rules(facts: dict[str, Fact], extra_dirs: list[Path] | None = None,
-               include_bundled: bool = True) -> dict[str, Rule]:
+               include_bundled: bool = True, scope: Literal["profile", "run"] | None = "profile") -> dict[str, Rule]:
+    """Every rule file is loaded and checked; the result holds the rules of `scope` (None: all of them)."""
     rules: dict[str, Rule] = {}
     sources: list[tuple[Path, str]] = []
     if include_bundled:
@@ -285,4 +296,4 @@ def load_rules(facts: dict[str, Fact], extra_dirs: list[Path] | None = None,
             if rule.id in rules:
                 raise RuleError(f"{path}:1:1: rule id {rule.id!r} is already defined in {rules[rule.id].path}")
             rules[rule.id] = rule
-    return rules
+    return {rid: r for rid, r in rules.items() if scope is None or r.spec.scope == scope}

@@ -12,10 +12,15 @@
       - name: healthy prefill stays quiet
         scenario: healthy_prefill
         expect: []                    # must not fire
+
+A cross-rank rule (`scope: run`) is tested on a multi-rank run: a generated run scenario
+(`multi_rank_straggler`, `multi_rank_balanced`) or `profile:` naming a directory of rank exports; `facts`
+params then apply to the diagnosis of each rank.
 """
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,13 +111,22 @@ class _FactCache:
         self.dir = Path(tempfile.mkdtemp(prefix="nsys-diagnose-ruletest-"))
         self.cache: dict[str, FactSet] = {}
 
-    def get(self, case: dict[str, Any], base: Path) -> FactSet:
+    def get(self, case: dict[str, Any], base: Path, rule: Rule | None = None) -> FactSet:
+        """The facts a case's rule reads: of one export, or cross-rank facts of a run (`scope: run`)."""
+        rule_id = rule.id if rule else None
         fact_params = {k: float(v) for k, v in (case.get("facts") or {}).items()}
         suffix = "" if not fact_params else "|" + ",".join(f"{k}={v}" for k, v in sorted(fact_params.items()))
+        if rule is not None and rule.spec.scope == "run":
+            return self._get_run(case, base, rule_id, fact_params, suffix)
         if "scenario" in case:
             from .fixtures.generator import SCENARIOS, generate  # fixtures ship inside the package
 
+            from .fixtures.runs import RUN_SCENARIOS
+
             name = case["scenario"]
+            if name in RUN_SCENARIOS:
+                raise RuleTestError(f"{base}: scenario {name!r} is a multi-rank run, but rule {rule_id!r} "
+                                    f"judges one profile; cross-rank rules carry `scope: run`")
             if name not in SCENARIOS:
                 raise RuleTestError(f"{base}: unknown scenario {name!r}; known: {', '.join(sorted(SCENARIOS))}")
             key = f"scenario:{name}{suffix}"
@@ -132,14 +146,42 @@ class _FactCache:
                 self.cache[key] = self._compute(path, fact_params)
         return self.cache[key]
 
+    def _get_run(self, case: dict[str, Any], base: Path, rule_id: str | None, fact_params: dict[str, float],
+                 suffix: str) -> FactSet:
+        """The cross-rank facts of a generated run scenario or of a directory of rank exports."""
+        from .fixtures.runs import RUN_SCENARIOS, generate_run
+
+        if "scenario" in case:
+            name = case["scenario"]
+            if name not in RUN_SCENARIOS:
+                raise RuleTestError(f"{base}: {name!r} is not a multi-rank run scenario; rule "
+                                    f"{rule_id!r} (scope: run) is tested on one of "
+                                    f"{', '.join(sorted(RUN_SCENARIOS))}, or on a directory of rank exports")
+            key, target = f"run:{name}{suffix}", self.dir / name
+            if not target.is_dir():
+                generate_run(name, target)
+        else:
+            target = (base.parent / case["profile"]).resolve()
+            if not target.is_dir():
+                raise RuleTestError(f"{base}: {case['profile']!r} is not a directory of rank exports")
+            key = f"run:{target}{suffix}"
+        if key not in self.cache:
+            from .config import Config, Setting
+            from .multirank import diagnose_ranks, run_facts_of
+            from .ranks import resolve_run
+
+            config = Config(fact_params={k: Setting(v, str(base)) for k, v in fact_params.items()})
+            inputs, _ = resolve_run([target])
+            reports = diagnose_ranks(inputs, config, cache=False)
+            self.cache[key] = run_facts_of(inputs, reports)
+        return self.cache[key]
+
     def _compute(self, path: Path, fact_params: dict[str, float]) -> FactSet:
         with open_export(path) as export:
             return compute_facts(export, facts=self.facts, params=fact_params)
 
     def close(self) -> None:
-        for p in self.dir.glob("*"):
-            p.unlink()
-        self.dir.rmdir()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def run_rule_tests(files: list[Path], rules: dict[str, Rule], facts: dict[str, Fact],
@@ -151,7 +193,7 @@ def run_rule_tests(files: list[Path], rules: dict[str, Rule], facts: dict[str, F
         for path in files:
             rule_id, cases = load_test_file(path, rules, facts)
             for i, case in enumerate(cases):
-                fact_set = cache.get(case, path)
+                fact_set = cache.get(case, path, rules[rule_id])
                 params = {k: float(v) for k, v in (case.get("params") or {}).items()}
                 evaluation = evaluate({rule_id: rules[rule_id]}, fact_set, rule_params={rule_id: params})
                 got = [{"subject": f.subject, "severity": f.severity} for f in evaluation.findings]

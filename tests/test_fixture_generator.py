@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from nsys_diagnose.fixtures import generator as gen
+from nsys_diagnose.fixtures import runs
+from nsys_diagnose.fixtures.runs import RUN_SCENARIOS, RunScenario
 from nsys_diagnose.fixtures.generator import SCENARIOS, Scenario, generate, generate_large, main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -751,7 +753,8 @@ def test_other_seed_and_scale_keep_truth(tmp_path: Path) -> None:
 def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["--list"]) == 0
     listed = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
-    assert [x[0] for x in listed] == NAMES and all(len(x) == 3 for x in listed)
+    # the single-export scenarios, then the multi-rank runs (fixtures/runs.py, tests/test_multirank.py)
+    assert [x[0] for x in listed] == NAMES + list(RUN_SCENARIOS) and all(len(x) == 3 for x in listed)
     out = tmp_path / "one.sqlite"
     assert main(["sync_storm", "-o", str(out), "--seed", "3"]) == 0
     assert one(out, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == SCENARIOS["sync_storm"].truth["kernel_count"]
@@ -774,11 +777,18 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: py
         Path(path).write_bytes(b"")
         return SCENARIOS[name]
 
+    def fake_generate_run(name: str, directory: Path, *, seed: int = 0, scale: int = 1) -> RunScenario:
+        calls.append((name, Path(directory), seed, scale))
+        Path(directory).mkdir(parents=True)
+        return RUN_SCENARIOS[name]
+
     monkeypatch.setattr(gen, "generate", fake_generate)
+    monkeypatch.setattr(runs, "generate_run", fake_generate_run)
     alld = tmp_path / "all"
     assert main(["--all", str(alld), "--seed", "5"]) == 0
-    assert [c[0] for c in calls] == NAMES
-    assert all(p == alld / f"{n}.sqlite" and seed == 5 and scale == 1 for n, p, seed, scale in calls)
+    assert [c[0] for c in calls] == NAMES + list(RUN_SCENARIOS)  # multi-rank runs as DIR/<name>/rank<N>.sqlite
+    assert all(p == alld / (f"{n}.sqlite" if n in SCENARIOS else n) and seed == 5 and scale == 1
+               for n, p, seed, scale in calls)
     assert sorted(p.stem for p in alld.glob("*.sqlite")) == sorted(NAMES)
 
 

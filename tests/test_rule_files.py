@@ -1,4 +1,5 @@
-"""Every bundled rule loads, is documented, and passes the tests that sit beside it (<id>.test.yaml)."""
+"""Every bundled rule loads, is documented, and passes the tests that sit beside it (<id>.test.yaml); the
+cross-rank rules (`scope: run`) are tested on generated multi-rank runs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from nsys_diagnose.ruletest import find_test_files, run_rule_tests
 from conftest import scenario_analysis
 
 FACTS = load_facts()
-RULES = load_rules(FACTS)
+RULES = load_rules(FACTS, scope=None)  # single-profile and cross-rank rules
 TEST_FILES = find_test_files([bundled_rules_dir()])
 
 

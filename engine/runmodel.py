@@ -1,0 +1,98 @@
+"""The multi-rank run report model: what the run renderers (terminal, Markdown, HTML, JSON) read.
+
+Per-rank numbers and the run-wide balance come from the `rank_balance` cross-rank fact
+(engine/run_facts/rank_balance.sql documents every column); each rank also carries its own verdict and
+findings from its single-profile diagnosis.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .model import Finding, ParamOverride, RuleOutcome, Verdict
+
+RUN_SCHEMA_VERSION = "1.0"
+Number = int | float  # integer nanoseconds stay integers in the JSON; means and medians may be fractional
+
+
+class RankRow(BaseModel):
+    """One rank: its row of the `rank_balance` fact, its own verdict and findings."""
+
+    rank: int
+    path: str
+    file: str
+    pid: int | None = None
+    device_id: int | None = None
+    gpu_name: str | None = None
+    gpus_used: int | None = None
+    nsys_version: str | None = Field(None, description="nsys version that wrote the rank's export.")
+    window_ns: Number | None = None
+    utilization: float | None = None
+    kernel_time_ns: Number | None = None
+    compute_ns: Number | None = None
+    comm_ns: Number | None = None
+    exposed_comm_ns: Number | None = None
+    comm_kernel_count: int | None = None
+    comm_fraction: float | None = None
+    exposed_comm_fraction: float | None = None
+    step_time_ns: Number | None = None
+    is_straggler: bool = False
+    excess_fraction: float | None = None
+    behind_ns: Number | None = None
+    wait_fraction: float | None = None
+    verdict: Verdict = Field(description="The rank's own verdict, as `diagnose` of its export alone gives it.")
+    findings: list[Finding] = Field(description="The rank's own findings.")
+
+
+class RunBalance(BaseModel):
+    """The run-wide columns of the `rank_balance` fact (the same on every row)."""
+
+    rank_count: int = 0
+    comm_rank_count: int = 0
+    max_compute_ns: Number | None = None
+    min_compute_ns: Number | None = None
+    median_compute_ns: Number | None = None
+    straggler_rank: int | None = None
+    fastest_rank: int | None = None
+    imbalance: float | None = None
+    max_wait_fraction: float | None = None
+    others_comm_ns: Number | None = None
+    others_behind_ns: Number | None = None
+
+
+class RunReport(BaseModel):
+    schema_version: str = RUN_SCHEMA_VERSION
+    tool: str = "nsys-diagnose"
+    tool_version: str
+    kind: Literal["run"] = Field("run", description="A multi-rank run (single-profile reports have no `kind`).")
+    source: str = Field(description="The directory given, or the export files joined by ', '.")
+    rank_numbering: Literal["file names", "sorted order"] = Field(
+        description="Where the rank numbers come from: patterns in the file names, or their natural sort order.")
+    workers: int = Field(description="Ranks diagnosed in parallel (threads).")
+    verdict: Verdict = Field(description="The run's verdict: a cross-rank finding when one fires, else the most "
+                                         "common rank verdict.")
+    balance: RunBalance
+    ranks: list[RankRow]
+    findings: list[Finding] = Field(description="Cross-rank findings (rules with `scope: run`).")
+    passed: list[RuleOutcome]
+    skipped: list[RuleOutcome]
+    overrides: list[ParamOverride]
+
+    def all_findings(self) -> list[tuple[int | None, Finding]]:
+        """Cross-rank findings (rank None) and every rank's own, for --fail-on."""
+        out: list[tuple[int | None, Finding]] = [(None, f) for f in self.findings]
+        out += [(r.rank, f) for r in self.ranks for f in r.findings]
+        return out
+
+
+def rank_row_fields() -> set[str]:
+    return set(RankRow.model_fields) - {"verdict", "findings", "nsys_version"}
+
+
+def split_balance_row(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A `rank_balance` row -> (its per-rank columns, its run-wide columns)."""
+    per_rank = {k: v for k, v in row.items() if k in rank_row_fields()}
+    run_wide = {k: v for k, v in row.items() if k in RunBalance.model_fields}
+    return per_rank, run_wide

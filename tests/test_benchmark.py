@@ -1,0 +1,85 @@
+"""Smoke test of tools/benchmark.py on a tiny export (no nsys needed): every command gets a row, the diagnose
+rows succeed with a positive wall time and peak RSS, the JSON and the Markdown table agree, and a second run
+with the same work directory reuses the export."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "tools" / "benchmark.py"
+HEADER = ("| kernels | file MB | command | wall s | peak RSS MB | x floor (copy) "
+          "| x faster than nsys stats | x faster than nsys analyze |")
+
+
+def _bench(workdir: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--kernels", "3000", "--no-nsys", "--repeat", "1", "--workdir", str(workdir),
+         "--json", str(out)],
+        check=False, capture_output=True, text=True, timeout=120, cwd=workdir)
+
+
+def test_benchmark_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    done = _bench(tmp_path, out)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    rows = {r["command"]: r for r in data["rows"]}
+
+    assert {"floor (copy)", "floor (scan)", "nsys stats", "nsys analyze"} <= rows.keys()
+    diagnose = [c for c in rows if c.startswith("diagnose")]
+    assert diagnose, rows.keys()
+    if data["tools"]["has_no_cache"]:
+        assert {"diagnose (cold)", "diagnose (first run, builds cache)", "diagnose (cache reused)"} <= set(diagnose)
+    else:
+        assert diagnose == ["diagnose"]
+    for command in ("floor (copy)", "floor (scan)", *diagnose):
+        row = rows[command]
+        assert row["status"] == "ok", row
+        assert row["kernels"] == 3000
+        assert row["wall_s"] > 0 and row["peak_rss_mb"] > 0
+        assert all(run["returncode"] == 0 and run["wall_s"] > 0 and run["rss_kib"] > 0 for run in row["runs"])
+        assert row["x_floor"] > 0
+    assert rows["nsys stats"]["status"] == rows["nsys analyze"]["status"] == "skipped"
+    assert data["sizes"][0]["kernels"] == 3000 and data["sizes"][0]["generated_s"] is not None
+    assert data["machine"]["cpus"] >= 1 and data["machine"]["duckdb"]
+
+    lines = done.stdout.splitlines()
+    assert HEADER in lines
+    assert any(line.startswith("| 3 k |") and "| floor (copy) |" in line for line in lines)
+    assert (tmp_path / "large-3000.sqlite").is_file()
+
+    # same work directory: the export is reused, not generated again
+    again = _bench(tmp_path, out)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(out.read_text())["sizes"][0]["generated_s"] is None
+
+
+def _module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("benchmark_under_test", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_failing_and_hanging_commands_are_not_timed(tmp_path: Path) -> None:
+    bench = _module()
+    failing = bench.measure([sys.executable, "-c", "import sys; sys.stderr.write('boom\\n'); sys.exit(3)"],
+                            cwd=tmp_path, timeout_s=60, stdout_path=tmp_path / "fail.out")
+    assert failing.returncode == 3 and not failing.ok and failing.stderr_tail == "boom"
+    hanging = bench.measure([sys.executable, "-c", "import time; time.sleep(60)"],
+                            cwd=tmp_path, timeout_s=0.5, stdout_path=tmp_path / "hang.out")
+    assert hanging.timed_out and not hanging.ok and hanging.wall_s < 30
+
+    row = bench.summarise(bench.Row(kernels=1, file_mb=0.1, command="x", status=""), [failing])
+    assert row.status == "failed" and row.wall_s is None and "exit status 3" in row.note and "boom" in row.note
+    row = bench.summarise(bench.Row(kernels=1, file_mb=0.1, command="x", status=""), [hanging])
+    assert row.status == "timeout"
+    assert "timeout" in bench.markdown_table([row])

@@ -1,0 +1,529 @@
+"""Multi-rank runs: `diagnose rank0.sqlite rank1.sqlite ...` or `diagnose RUN_DIR` diagnoses one distributed run.
+
+Checked against the ground truth of the generated runs (fixtures/runs.py, recomputed here from the raw SQLite
+files with plain sqlite3), the CLI's input handling, the JSON Schema, parallel reading, and two real exports.
+Nothing is ever written beside a profile: every diagnosis runs with cache=False / --no-cache and
+NSYS_DIAGNOSE_CACHE_DIR points into a temporary directory.
+"""
+
+from __future__ import annotations
+
+import html.parser
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from nsys_diagnose import api
+from nsys_diagnose.errors import DiagnoseError, InputError
+from nsys_diagnose.fixtures.generator import main as fixture_main
+from nsys_diagnose.fixtures.runs import RUN_SCENARIOS, generate_run
+from nsys_diagnose.multirank import diagnose_run
+from nsys_diagnose.ranks import number_ranks, resolve_run
+from nsys_diagnose.run_facts import RANK_COLUMNS, load_run_facts
+from nsys_diagnose.runmodel import RankRow, RunBalance, RunReport
+from nsys_diagnose.runreport import render_run
+from nsys_diagnose.runschema import schema_text, shipped_schema
+
+from conftest import REAL_DIR, REAL_EXPORTS, sqlite_ro
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
+NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+
+
+@pytest.fixture(autouse=True)
+def _cache_elsewhere(tmp_path, monkeypatch):
+    monkeypatch.setenv("NSYS_DIAGNOSE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("runs")
+    for name in RUN_SCENARIOS:
+        generate_run(name, base / name)
+    return {name: base / name for name in RUN_SCENARIOS}
+
+
+@pytest.fixture(scope="module")
+def straggler(runs) -> RunReport:
+    return diagnose_run([runs["multi_rank_straggler"]], cache=False)
+
+
+@pytest.fixture(scope="module")
+def balanced(runs) -> RunReport:
+    return diagnose_run([runs["multi_rank_balanced"]], cache=False)
+
+
+def raw_kernel_totals(path: Path) -> dict[str, int]:
+    """Independent of the engine: kernel time per kind straight from the export (kernels of one kind never
+    overlap in the generated runs, so the sum is the union)."""
+    with sqlite_ro(path) as con:
+        rows = con.execute("SELECT s.value, k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                           "JOIN StringIds s ON s.id = k.shortName").fetchall()
+        pid = con.execute("SELECT DISTINCT (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+    comm = [d for name, d in rows if name.startswith("nccl")]
+    return {"compute_ns": sum(d for name, d in rows if not name.startswith("nccl")), "comm_ns": sum(comm),
+            "comm_count": len(comm), "kernels": len(rows), "pid": pid[0][0] if len(pid) == 1 else None}
+
+
+def within(value: float, bounds: tuple[float, float]) -> bool:
+    return bounds[0] <= value <= bounds[1]
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
+
+
+def one_sentence_error(p: subprocess.CompletedProcess) -> str:
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("diagnose: error: "), p.stderr
+    return lines[0]
+
+
+# --- the straggler run: rank 2 computes 30 % more; ranks 0, 1, 3 wait in their all-reduces ----------------------
+def test_straggler_run_names_rank_2_with_the_generators_numbers(runs, straggler):
+    truth = RUN_SCENARIOS["multi_rank_straggler"].truth
+    assert straggler.verdict.primary == "multi-gpu-imbalance"
+    assert straggler.verdict.rule == "rank-straggler" and straggler.verdict.subject == "rank 2"
+    assert [r.rank for r in straggler.ranks] == [0, 1, 2, 3] and straggler.rank_numbering == "file names"
+    assert [r.is_straggler for r in straggler.ranks] == [False, False, True, False]
+    raw = {r: raw_kernel_totals(runs["multi_rank_straggler"] / f"rank{r}.sqlite") for r in range(4)}
+    for row in straggler.ranks:
+        t = raw[row.rank]
+        assert row.file == f"rank{row.rank}.sqlite" and row.pid == t["pid"] == truth["pids"][row.rank]
+        assert row.device_id == truth["device_id"] and row.gpus_used == 1
+        assert row.compute_ns == t["compute_ns"] and row.comm_ns == t["comm_ns"]
+        assert row.comm_kernel_count == t["comm_count"] == truth["allreduce_per_rank"]
+        assert t["kernels"] == truth["kernel_count_per_rank"]
+        assert row.behind_ns == raw[2]["compute_ns"] - t["compute_ns"]
+        assert row.wait_fraction == pytest.approx(row.behind_ns / row.window_ns)
+        nccl_mean = t["comm_ns"] / t["comm_count"]
+        if row.rank == truth["straggler_rank"]:
+            assert within(row.compute_ns, truth["compute_ns_straggler"])
+            assert within(nccl_mean, truth["nccl_mean_ns_straggler"]) and row.behind_ns == 0
+            assert within(row.excess_fraction, truth["excess_fraction_straggler"])
+        else:
+            assert within(row.compute_ns, truth["compute_ns_others"])
+            assert within(nccl_mean, truth["nccl_mean_ns_others"])
+            assert within(row.wait_fraction, truth["wait_fraction_others"])
+    computes = [t["compute_ns"] for t in raw.values()]
+    b = straggler.balance
+    assert b.straggler_rank == 2 and b.rank_count == 4 and b.comm_rank_count == 4
+    assert b.max_compute_ns == max(computes) and b.min_compute_ns == min(computes)
+    assert b.fastest_rank == computes.index(min(computes))
+    assert b.imbalance == pytest.approx((max(computes) - min(computes)) / max(computes))
+    assert within(b.imbalance, truth["imbalance"])
+    others = [raw[r]["comm_ns"] for r in (0, 1, 3)]
+    assert b.others_comm_ns == pytest.approx(sum(others) / 3)
+    assert b.max_wait_fraction == max(r.wait_fraction for r in straggler.ranks)
+
+
+def test_the_straggler_finding_says_who_how_much_and_what_to_do(straggler):
+    [f] = straggler.findings
+    assert (f.rule, f.subject, f.severity, f.category) == ("rank-straggler", "rank 2", "warning", "multi-gpu-imbalance")
+    assert f.impact == pytest.approx(straggler.balance.max_wait_fraction)
+    assert f.message.startswith("Rank 2 (rank2.sqlite) is the straggler")
+    assert "median" in f.message and "fastest, rank" in f.message and "NCCL" in f.message
+    assert {e.param for e in f.evidence if e.param} == {"min_ranks", "min_imbalance", "min_wait_fraction"}
+    text = " ".join(f.remediation)
+    for topic in ("partitioning", "pipeline stage", "throttled", "NUMA", "noisy neighbour"):
+        assert topic in text
+    assert straggler.verdict.headline.startswith("Straggler rank in a multi-rank run (costs ≈")
+
+
+def test_each_rank_keeps_its_own_verdict(straggler):
+    # the waiting ranks look communication-bound on their own; the run verdict explains why
+    verdicts = {r.rank: r.verdict.primary for r in straggler.ranks}
+    assert verdicts[0] == verdicts[1] == verdicts[3] == "communication-bound"
+    assert verdicts[2] is None
+    assert all(r.verdict.headline for r in straggler.ranks)
+
+
+def test_balanced_run_does_not_fire(balanced):
+    truth = RUN_SCENARIOS["multi_rank_balanced"].truth
+    assert balanced.findings == []
+    assert [p.rule for p in balanced.passed] == ["rank-straggler"]
+    assert within(balanced.balance.imbalance, truth["imbalance"])
+    assert balanced.verdict.primary != "multi-gpu-imbalance"
+    assert balanced.verdict.headline.startswith("No cross-rank finding")
+    for row in balanced.ranks:
+        assert within(row.compute_ns, truth["compute_ns_others"])
+        assert within(row.comm_ns / row.comm_kernel_count, truth["nccl_mean_ns_others"])
+
+
+def test_truth_bounds_hold_for_other_seeds(tmp_path):
+    truth = RUN_SCENARIOS["multi_rank_straggler"].truth
+    for seed in (1, 2):
+        d = tmp_path / f"seed{seed}"
+        generate_run("multi_rank_straggler", d, seed=seed)
+        raw = [raw_kernel_totals(d / f"rank{r}.sqlite") for r in range(4)]
+        computes = [t["compute_ns"] for t in raw]
+        assert computes.index(max(computes)) == truth["straggler_rank"]
+        assert within((max(computes) - min(computes)) / max(computes), truth["imbalance"])
+        for r, t in enumerate(raw):
+            key = "nccl_mean_ns_straggler" if r == truth["straggler_rank"] else "nccl_mean_ns_others"
+            assert within(t["comm_ns"] / t["comm_count"], truth[key])
+
+
+def test_rank_clocks_disagree_but_durations_are_compared(runs):
+    starts = []
+    for r in range(4):
+        with sqlite_ro(runs["multi_rank_straggler"] / f"rank{r}.sqlite") as con:
+            starts.append(con.execute("SELECT min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0])
+    assert max(starts) - min(starts) > 1_000_000  # more than 1 ms apart: absolute timestamps would mislead
+
+
+# --- input handling ------------------------------------------------------------------------------------------
+def test_directory_input_equals_the_explicit_file_list(runs, straggler):
+    d = runs["multi_rank_straggler"]
+    files = [str(d / f"rank{r}.sqlite") for r in (3, 1, 0, 2)]  # any order: ranks come from the names
+    explicit = diagnose_run(files, cache=False)
+    assert explicit.source == ", ".join(files) and straggler.source == str(d)
+    assert explicit.model_dump(exclude={"source"}) == straggler.model_dump(exclude={"source"})
+
+
+@pytest.mark.parametrize("names, ranks, numbering", [
+    (["rank0.sqlite", "rank1.sqlite", "rank10.sqlite", "rank2.sqlite"], [0, 1, 2, 10], "file names"),
+    (["job_rank_3.sqlite", "job_rank_1.sqlite"], [1, 3], "file names"),
+    (["vllm-tp2-Rank-1.nsys-rep", "vllm-tp2-Rank-0.nsys-rep"], [0, 1], "file names"),
+    (["run1_rank3.sqlite", "run1_rank0.sqlite"], [0, 3], "file names"),      # the last rank<N> counts
+    (["trace-r2.sqlite", "trace-r0.sqlite", "trace-r1.sqlite"], [0, 1, 2], "file names"),
+    (["profile.3.sqlite", "profile.1.sqlite"], [1, 3], "file names"),
+    (["node_7.sqlite", "node_5.sqlite"], [5, 7], "file names"),
+    (["frank1.sqlite", "frank2.sqlite"], [0, 1], "sorted order"),            # no rank pattern: 'frank'
+    (["rank1.sqlite", "worker_rank1.sqlite"], [0, 1], "sorted order"),       # not distinct
+    (["b.sqlite", "a10.sqlite", "a9.sqlite"], [0, 1, 2], "sorted order"),    # natural order: a9, a10, b
+])
+def test_rank_numbers_come_from_file_names_when_distinct(names, ranks, numbering):
+    ranked, how = number_ranks([Path("/runs") / n for n in names])
+    assert [r.rank for r in ranked] == ranks and how == numbering
+    if names[0] == "b.sqlite":
+        assert [r.path.name for r in ranked] == ["a9.sqlite", "a10.sqlite", "b.sqlite"]
+
+
+def test_directory_listing_skips_hidden_files_caches_subdirectories_and_reports_beside_their_export(tmp_path, runs):
+    d = tmp_path / "run"
+    d.mkdir()
+    for r in (0, 1):
+        shutil.copy(runs["multi_rank_balanced"] / f"rank{r}.sqlite", d / f"rank{r}.sqlite")
+    (d / "rank0.nsys-rep").write_bytes(b"report")  # exported beside its report: the .sqlite is read
+    (d / ".rank5.sqlite").write_bytes(b"hidden")
+    (d / "rank1.sqlite.nsys-diagnose.duckdb").write_bytes(b"a cache of canonical tables saved beside an export")
+    (d / "notes.txt").write_text("not an export")
+    (d / "sub").mkdir()
+    shutil.copy(d / "rank0.sqlite", d / "sub" / "rank9.sqlite")
+    ranked, how = resolve_run([d])
+    assert [(r.rank, r.path.name) for r in ranked] == [(0, "rank0.sqlite"), (1, "rank1.sqlite")]
+    assert how == "file names"
+
+
+def test_ranks_renamed_in_the_files_are_renumbered(tmp_path, runs):
+    d = tmp_path / "renamed"
+    d.mkdir()
+    for r, name in enumerate(("node-a.r5.sqlite", "node-b.r6.sqlite", "node-c.r7.sqlite", "node-d.r8.sqlite")):
+        shutil.copy(runs["multi_rank_straggler"] / f"rank{r}.sqlite", d / name)
+    run = diagnose_run([d], cache=False, workers=2)
+    assert [r.rank for r in run.ranks] == [5, 6, 7, 8]
+    assert run.verdict.subject == "rank 7" and run.balance.straggler_rank == 7
+
+
+@pytest.mark.parametrize("setup, expected", [
+    ("one_file_dir", "holds only one export (rank0.sqlite); a multi-rank run needs at least two"),
+    ("empty_dir", "holds no export; a multi-rank run needs at least two"),
+    ("missing_file", "missing.sqlite: no such file"),
+    ("duplicate", "is given twice"),
+    ("dir_and_file", "give either one directory of rank exports or two or more export files, not both"),
+    ("text_file", "not-an-export.sqlite is not a SQLite database"),
+])
+def test_bad_run_inputs_exit_2_with_one_sentence(tmp_path, runs, setup, expected):
+    src = runs["multi_rank_balanced"]
+    d = tmp_path / "in"
+    d.mkdir()
+    rank0 = shutil.copy(src / "rank0.sqlite", d / "rank0.sqlite")
+    args = {
+        "one_file_dir": [str(d)],
+        "empty_dir": [str(tmp_path / "empty")],
+        "missing_file": [str(rank0), str(d / "missing.sqlite")],
+        "duplicate": [str(rank0), str(d / ".." / "in" / "rank0.sqlite")],
+        "dir_and_file": [str(d), str(rank0)],
+        "text_file": [str(rank0), str(tmp_path / "not-an-export.sqlite")],
+    }[setup]
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "not-an-export.sqlite").write_text("hello")
+    line = one_sentence_error(cli(*args, "--no-cache"))
+    assert expected in line
+
+
+def test_a_rank_that_is_no_nsys_export_is_named_with_its_rank(tmp_path, runs):
+    d = tmp_path / "in"
+    d.mkdir()
+    for r in (0, 1, 2):
+        shutil.copy(runs["multi_rank_balanced"] / f"rank{r}.sqlite", d / f"rank{r}.sqlite")
+    con = sqlite3.connect(d / "rank3.sqlite")
+    con.execute("CREATE TABLE users (id INTEGER)")
+    con.commit()
+    con.close()
+    line = one_sentence_error(cli(str(d), "--no-cache", "-q"))
+    assert line.startswith(f"diagnose: error: rank 3: {d / 'rank3.sqlite'} is a SQLite database but not an "
+                           f"Nsight Systems export")
+    with pytest.raises(InputError, match=r"^rank 3: .*rank3\.sqlite is a SQLite database but not"):
+        diagnose_run([d], cache=False)
+
+
+def test_tokens_apply_to_one_profile_only(runs):
+    line = one_sentence_error(cli(str(runs["multi_rank_balanced"]), "--tokens", "100"))
+    assert "--tokens applies to one profile" in line
+
+
+def test_one_file_keeps_the_single_profile_report():
+    p = cli(str(EXAMPLE), "--no-cache")
+    assert p.returncode == 0, p.stderr
+    assert "VERDICT  launch-bound" in p.stdout and "run of" not in p.stdout
+    # a configuration may tune cross-rank rules too; a single profile ignores that part
+    p = cli(str(EXAMPLE), "--no-cache", "--set", "rank-straggler.min_imbalance=0.5", "-f", "json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["overrides"] == []
+
+
+# --- outputs ------------------------------------------------------------------------------------------------
+def test_cli_terminal_summary_of_the_straggler_run(runs):
+    p = cli(str(runs["multi_rank_straggler"]), "--no-cache")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "run of 4 ranks" in out and "VERDICT  multi-gpu-imbalance" in out
+    assert "rank-straggler · rank 2" in out and "RANK VERDICTS" in out
+    straggler_line = next(line for line in out.splitlines() if line.startswith("  2 *"))
+    assert "rank2.sqlite" in straggler_line and "H100" in straggler_line
+    assert all(len(line) <= 100 for line in out.splitlines())
+    assert "\x1b[" not in out
+
+
+def test_cli_fail_on_counts_cross_rank_and_rank_findings(runs):
+    assert cli(str(runs["multi_rank_straggler"]), "--no-cache", "-q", "--fail-on", "warning").returncode == 1
+    assert cli(str(runs["multi_rank_straggler"]), "--no-cache", "-q", "--fail-on", "error").returncode == 0
+
+
+def test_set_tunes_the_cross_rank_rule_and_is_reported(runs):
+    run = diagnose_run([runs["multi_rank_straggler"]], _config("rank-straggler.min_imbalance=0.4"), cache=False)
+    assert run.findings == [] and run.verdict.primary == "communication-bound"
+    assert [(o.target, o.value, o.default) for o in run.overrides] == [("rank-straggler.min_imbalance", 0.4, 0.1)]
+    with pytest.raises(DiagnoseError, match="did you mean 'rank-straggler'"):
+        diagnose_run([runs["multi_rank_straggler"]], _config("rank-stragler.min_imbalance=0.4"), cache=False)
+
+
+TEAM_RUN_RULE = """\
+id: acme/rank-wait-budget
+title: A rank waits longer than our budget
+category: multi-gpu-imbalance
+scope: run
+severity: warning
+fact: rank_balance
+label: "rank {{ row.rank }}"
+params:
+  max_wait: {default: 0.1, unit: ratio, doc: "Share of a rank's window it may wait for the others."}
+when:
+  - wait_fraction > $max_wait
+message: "Rank {{ row.rank }} waits {{ row.wait_fraction | pct }} of its window."
+why: Our budget.
+remediation: [See rank-straggler.]
+"""
+
+
+def test_team_rules_can_judge_runs_and_misplaced_facts_get_a_hint(tmp_path, runs):
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "rank-wait-budget.yaml").write_text(TEAM_RUN_RULE)
+    (pack / "rank-wait-budget.test.yaml").write_text(
+        "rule: acme/rank-wait-budget\ncases:\n"
+        "  - {name: three ranks wait, scenario: multi_rank_straggler, expect: [{subject: rank 0}, {subject: rank 1}, "
+        "{subject: rank 3}]}\n"
+        "  - {name: nobody waits, scenario: multi_rank_balanced, expect: []}\n")
+    tested = cli("rules", "test", str(pack))
+    assert tested.returncode == 0 and tested.stdout.strip().endswith("2 passed, 0 failed"), tested.stdout
+    run = diagnose_run([runs["multi_rank_straggler"]], _config_dirs(pack), cache=False)
+    waiting = sorted(f.subject for f in run.findings if f.rule == "acme/rank-wait-budget")
+    assert waiting == ["rank 0", "rank 1", "rank 3"]
+    (pack / "rank-wait-budget.yaml").write_text(TEAM_RUN_RULE.replace("scope: run\n", ""))
+    checked = cli("rules", "check", str(pack))
+    assert checked.returncode == 2
+    assert "unknown fact 'rank_balance'; it is a cross-rank fact: add `scope: run`" in checked.stdout
+
+
+def _config_dirs(*dirs: Path):
+    from nsys_diagnose.config import resolve_config
+
+    return resolve_config(None, list(dirs), [])
+
+
+def _config(*sets: str):
+    from nsys_diagnose.config import resolve_config
+
+    return resolve_config(None, [], list(sets))
+
+
+def test_json_output_validates_against_the_shipped_schema(tmp_path, runs):
+    import jsonschema
+
+    assert (REPO / "reports" / "templates" / "run.schema.json").read_text(encoding="utf-8") == schema_text(), \
+        "regenerate: python -m nsys_diagnose.runschema > reports/templates/run.schema.json"
+    schema = shipped_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    target = tmp_path / "run.json"
+    p = cli(str(runs["multi_rank_straggler"]), "--no-cache", "-f", "json", "-o", str(target))
+    assert p.returncode == 0 and p.stdout == "", p.stderr
+    data = json.loads(target.read_text())
+    jsonschema.Draft202012Validator(schema).validate(data)
+    assert data["kind"] == "run" and data["verdict"]["rule"] == "rank-straggler"
+    assert data["ranks"][2]["is_straggler"] and data["ranks"][0]["verdict"]["primary"] == "communication-bound"
+    assert isinstance(data["ranks"][0]["compute_ns"], int)  # integer nanoseconds stay integers
+    bad = dict(data, ranks=[dict(data["ranks"][0], rank="zero")])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+def test_every_rank_balance_column_is_documented_and_reported():
+    fact = load_run_facts()["rank_balance"]
+    assert len(fact.doc) > 40 and all(c.doc for c in fact.columns)
+    reported = set(RankRow.model_fields) | set(RunBalance.model_fields)
+    assert set(fact.column_names) <= reported  # `verdict`: the rank's whole verdict, not only its category
+    assert {n for n, _, _ in RANK_COLUMNS} <= set(fact.column_names)
+
+
+def test_markdown_and_html_show_the_table_the_finding_and_each_rank(straggler):
+    md = render_run(straggler, "md")
+    assert md.startswith("## nsys-diagnose run: multi-gpu-imbalance")
+    assert ("| Rank | File | GPU | Busy | Compute | NCCL | Exposed NCCL | NCCL kernels | Behind straggler | Verdict |"
+            in md)
+    assert "| 2 (most compute) | rank2.sqlite |" in md and "`rank-straggler`" in md
+    assert md.count("- **Rank ") == 4 and len(md) < 65_536
+    page = render_run(straggler, "html")
+    assert "default-src 'none'" in page and "<script" not in page.lower()
+    assert page.count('<tr class="straggler">') == 1 and 'class="rank-bars"' in page
+
+    class Tags(html.parser.HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stack: list[str] = []
+            self.rects = 0
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "rect":
+                self.rects += 1
+            if tag not in ("meta", "link", "br", "rect", "line", "polyline"):
+                self.stack.append(tag)
+
+        def handle_endtag(self, tag):
+            if tag in ("rect", "line", "polyline"):
+                return
+            assert self.stack and self.stack.pop() == tag, f"unbalanced </{tag}>"
+
+    tags = Tags()
+    tags.feed(page)
+    assert tags.stack == [] and tags.rects >= 3 * 4 - 1
+
+
+def test_hostile_file_names_are_inert_in_every_format(tmp_path, runs):
+    d = tmp_path / "hostile"
+    d.mkdir()
+    names = ["rank0 <b>x|`y`.sqlite", "rank1 \x1b[31mred\u202e.sqlite"]
+    for r, name in enumerate(names):
+        shutil.copy(runs["multi_rank_balanced"] / f"rank{r}.sqlite", d / name)
+    run = diagnose_run([d], cache=False)
+    assert "<b>" not in render_run(run, "html") and "&lt;b&gt;" in render_run(run, "html")
+    assert "<b>" not in render_run(run, "md") and "&lt;b&gt;" in render_run(run, "md")
+    for fmt in ("terminal", "md", "html"):
+        text = render_run(run, fmt)
+        assert "\x1b[31m" not in text and "\u202e" not in text
+
+
+# --- parallel reading ------------------------------------------------------------------------------------------
+def test_ranks_are_diagnosed_side_by_side(runs, monkeypatch):
+    real_diagnose = api.diagnose
+    both_inside = threading.Barrier(2, timeout=60)  # breaks (and fails the run) unless two ranks overlap
+    threads: set[str] = set()
+
+    def diagnose(path, config=None, **kwargs):
+        threads.add(threading.current_thread().name)
+        both_inside.wait()
+        return real_diagnose(path, config, **kwargs)
+
+    monkeypatch.setattr(api, "diagnose", diagnose)
+    messages: list[str] = []
+    run = diagnose_run([runs["multi_rank_balanced"]], cache=False, workers=2, progress=messages.append)
+    assert run.workers == 2 and len(threads) == 2
+    assert all(name.startswith("nsys-diagnose-rank") for name in threads)
+    assert {m.split(":")[0] for m in messages if m.startswith("rank ")} == {"rank 0", "rank 1", "rank 2", "rank 3"}
+    assert messages[-1] == "4/4 ranks done"
+
+
+def test_workers_never_exceed_the_ranks_or_the_cpus(runs, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert diagnose_run([runs["multi_rank_balanced"]], cache=False).workers == 4
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert diagnose_run([runs["multi_rank_balanced"]], cache=False).workers == 1
+
+
+def test_a_failing_rank_abandons_the_others(runs, monkeypatch):
+    real_diagnose = api.diagnose
+    completed: list[str] = []
+
+    def diagnose(path, config=None, **kwargs):
+        if Path(path).name == "rank0.sqlite":
+            raise InputError(f"{path} is damaged or truncated (test); export the profile again.")
+        report = real_diagnose(path, config, **kwargs)
+        completed.append(Path(path).name)
+        return report
+
+    monkeypatch.setattr(api, "diagnose", diagnose)
+    with pytest.raises(InputError, match=r"^rank 0: .*rank0\.sqlite is damaged"):
+        diagnose_run([runs["multi_rank_balanced"]], cache=False, workers=1)
+    # the queued ranks are cancelled, and one already started stops at its next step
+    assert len(completed) <= 1
+
+
+# --- fixtures CLI -----------------------------------------------------------------------------------------------
+def test_fixture_cli_writes_a_run_directory(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert fixture_main(["multi_rank_straggler", "-o", str(out), "--seed", "3"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == list(RUN_SCENARIOS["multi_rank_straggler"].truth["files"])
+    assert fixture_main(["--list"]) == 0
+    listed = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed[-2:] == ["multi_rank_straggler", "multi_rank_balanced"]
+
+
+# --- real exports -------------------------------------------------------------------------------------------------
+@pytest.mark.skipif(not REAL_EXPORTS, reason=f"real exports not found in {REAL_DIR}")
+def test_two_real_exports_as_a_run(tmp_path):
+    paths = sorted(p for p in REAL_EXPORTS if p.name.startswith("GindaChen") and "DERIVED-window" in p.name)
+    if len(paths) != 2:
+        pytest.skip("the two GindaChen DERIVED-window exports are not available")
+    before = {p.name for p in REAL_DIR.iterdir()}
+    run = diagnose_run(paths, cache=False)
+    assert {p.name for p in REAL_DIR.iterdir()} == before  # nothing written beside the profiles
+    assert run.rank_numbering == "sorted order" and [r.rank for r in run.ranks] == [0, 1]
+    assert [r.path for r in run.ranks] == [str(p) for p in paths]
+    for row, path in zip(run.ranks, paths):
+        single = api.diagnose(path, cache=False)
+        gpus = single.facts["gpu_utilization"]
+        busiest = max(gpus, key=lambda g: g["kernel_time_ns"])
+        comm = next(c for c in single.facts["communication"] if c["device_id"] == busiest["device_id"])
+        assert row.device_id == busiest["device_id"] and row.gpus_used == 2
+        assert row.compute_ns == comm["compute_ns"] > 0 and row.comm_ns == comm["comm_ns"]
+        assert 0 < row.utilization <= 1 and row.window_ns > row.compute_ns
+        assert row.verdict == single.verdict
+    # one window has NCCL kernels, the other none: nobody waits in collectives, so no straggler is claimed
+    assert sorted(r.comm_kernel_count > 0 for r in run.ranks) == [False, True]
+    assert run.findings == [] and run.verdict.headline.startswith("No cross-rank finding")
+    for fmt in ("terminal", "md", "html", "json"):
+        assert render_run(run, fmt)
