@@ -111,7 +111,6 @@ class Rule:
     source: str  # 'bundled' or the directory it came from
     conditions: list[Condition] = field(default_factory=list)
     any_conditions: list[Condition] = field(default_factory=list)
-    lines: dict[str, int] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -136,6 +135,10 @@ def parse_condition(text: str) -> Condition:
         raise ValueError(f"cannot parse condition {text!r}; write 'COLUMN OP VALUE' with OP one of "
                          f"{' '.join(_OPS)}, e.g. 'overhead_ratio > $max_overhead_ratio'")
     return Condition(_operand(m.group(1)), m.group(2), _operand(m.group(3)), text)
+
+
+# libyaml's safe loader when PyYAML was built with it (ten times faster); both build plain data only.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _did_you_mean(name: str, options: list[str]) -> str:
@@ -196,17 +199,22 @@ def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled") 
     except OSError as exc:
         raise RuleError(f"{where}:1:1: cannot read rule file ({exc.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_SAFE_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise RuleError(f"{where}:{line}:{col}: invalid YAML: {problem}") from None
-    lines = _key_lines(text)
     rule_id = data.get("id") if isinstance(data, dict) else None
+    key_lines: dict[str, tuple[int, int]] = {}
+
+    def lines() -> dict[str, tuple[int, int]]:  # composed again only when a message needs a position
+        if not key_lines:
+            key_lines.update(_key_lines(text) or {"": (1, 1)})
+        return key_lines
 
     def err(key: str, message: str) -> RuleError:
-        line, col = lines.get(key, lines.get(key.split(".")[0], (1, 1)))
+        line, col = lines().get(key, lines().get(key.split(".")[0], (1, 1)))
         prefix = f'rule "{rule_id}": ' if rule_id else ""
         return RuleError(f"{where}:{line}:{col}: {prefix}{message}")
 
@@ -240,7 +248,7 @@ def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled") 
         raise err("fact", f"unknown fact {spec.fact!r}{extra}")
     fact = facts[spec.fact]
     columns = fact.column_names
-    rule = Rule(spec, where, source, lines={k: v[0] for k, v in lines.items()})
+    rule = Rule(spec, where, source)
 
     def check_column(name: str, key: str) -> None:
         if name not in columns:
@@ -288,7 +296,7 @@ def load_rules(facts: dict[str, Fact], extra_dirs: list[Path] | None = None,
             rule = load_rule_file(path, facts, source)
             namespaced = "/" in rule.id
             if source != "bundled" and not namespaced:
-                line = rule.lines.get("id", 1)
+                line = _key_lines(path.read_text(encoding="utf-8")).get("id", (1, 1))[0]
                 raise RuleError(f"{path}:{line}:1: rule \"{rule.id}\": team rule ids carry a namespace, "
                                 f"e.g. \"acme/{rule.id}\", so they never collide with bundled rules")
             if source == "bundled" and namespaced:
