@@ -35,33 +35,36 @@ WITH blocking AS (SELECT pid, start_ns, end_ns FROM _sync_calls WHERE kind IN ('
 -- When several blocking calls return at the same nanosecond, the one that started first (the longest wait).
 returns AS (SELECT end_ns, min(start_ns) AS start_ns FROM blocking GROUP BY end_ns),
 ops AS (
-    SELECT device_id, start_ns, end_ns, kind, pid, correlation_id, stream_id, is_uvm, is_comm
+    -- Flags, not the kind text, travel through the sort: cheaper to move and to test in every FILTER.
+    SELECT device_id, start_ns, end_ns, kind IN ('kernel', 'graph') AS is_compute, kind = 'graph' AS is_graph,
+           kind = 'memset' AS is_memset, false AS is_sync, pid, correlation_id, stream_id, is_uvm, is_comm
     FROM _gpu_ops
     UNION ALL
     -- Blocking calls ride along as marker rows at the moment they returned (end_ns NULL keeps them out of
     -- every running maximum), on each device their process used; they are dropped after the sort.
-    SELECT u.device_id, b.end_ns, NULL, 'sync', b.pid, NULL, NULL, false, false
+    SELECT u.device_id, b.end_ns, NULL, false, false, false, true, b.pid, NULL, NULL, false, false
     FROM blocking b JOIN (SELECT DISTINCT pid, device_id FROM _gpu_ops) u ON u.pid = b.pid
 ),
 ordered AS (
-    SELECT device_id, start_ns, end_ns, kind, pid, correlation_id, stream_id, is_uvm, is_comm,
+    SELECT device_id, start_ns, end_ns, is_compute, is_graph, is_memset, is_sync, pid, correlation_id, stream_id,
+           is_uvm, is_comm,
            max(end_ns) OVER w AS prev_end_ns,
-           max(end_ns) FILTER (WHERE kind IN ('kernel', 'graph')) OVER w AS prev_compute_end_ns,
+           max(end_ns) FILTER (WHERE is_compute) OVER w AS prev_compute_end_ns,
            max(end_ns) FILTER (WHERE is_comm) OVER w AS prev_comm_end_ns,
-           max(end_ns) FILTER (WHERE kind IN ('kernel', 'graph') AND NOT is_comm) OVER w AS prev_noncomm_end_ns,
-           max(start_ns) FILTER (WHERE kind = 'sync') OVER w AS last_sync_end_ns
+           max(end_ns) FILTER (WHERE is_compute AND NOT is_comm) OVER w AS prev_noncomm_end_ns,
+           max(start_ns) FILTER (WHERE is_sync) OVER w AS last_sync_end_ns
     FROM ops
     -- NULLS FIRST: a call that returned at the very nanosecond an operation started counts as before it.
     WINDOW w AS (PARTITION BY device_id ORDER BY start_ns, end_ns NULLS FIRST
                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 )
-SELECT o.device_id, o.start_ns, o.end_ns, o.kind IN ('kernel', 'graph') AS is_compute, o.kind = 'graph' AS is_graph,
-       o.kind = 'memset' AS is_memset, o.is_uvm, o.is_comm, o.pid, o.correlation_id, o.stream_id,
-       o.prev_end_ns, o.prev_compute_end_ns, o.prev_comm_end_ns, o.prev_noncomm_end_ns,
+SELECT o.device_id, o.start_ns, o.end_ns, o.is_compute, o.is_graph, o.is_memset, o.is_uvm, o.is_comm, o.pid,
+       o.correlation_id, o.stream_id, o.prev_end_ns, o.prev_compute_end_ns, o.prev_comm_end_ns,
+       o.prev_noncomm_end_ns,
        coalesce(o.last_sync_end_ns >= o.prev_end_ns AND o.prev_end_ns - r.start_ns >= ${sync_min_wait_ns}, false)
            AS follows_sync,
        l.global_tid, l.name_id AS api_name_id, l.api_start_ns, l.api_end_ns
 FROM ordered o
 LEFT JOIN _issuing_calls l ON l.pid = o.pid AND l.correlation_id = o.correlation_id
 LEFT JOIN returns r ON r.end_ns = o.last_sync_end_ns
-WHERE o.kind <> 'sync'
+WHERE NOT o.is_sync
