@@ -22,19 +22,16 @@ WITH compute AS (
     SELECT device_id, stream_id, start_ns, end_ns, api_end_ns, prev_compute_end_ns
     FROM _timeline WHERE is_compute
 ),
--- A device whose compute runs on one stream has the same gaps per stream as for the whole device: only
--- devices with several streams need a second sort.
-multi_stream AS (
-    SELECT device_id FROM compute GROUP BY device_id HAVING count(DISTINCT stream_id) > 1
+-- A device whose compute runs on one stream has the same gaps per stream as for the whole device: its stream
+-- row is a copy of its device row, and only devices with several streams need a second sort.
+streams AS (
+    SELECT device_id, count(DISTINCT stream_id) AS n, any_value(stream_id) AS only_stream FROM compute GROUP BY device_id
 ),
 gaps AS (
     SELECT device_id, stream_id, start_ns, api_end_ns,
            max(end_ns) OVER (PARTITION BY device_id, stream_id ORDER BY start_ns, end_ns
                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end_ns
-    FROM compute WHERE device_id IN (SELECT device_id FROM multi_stream)
-    UNION ALL
-    SELECT device_id, stream_id, start_ns, api_end_ns, prev_compute_end_ns FROM compute
-    WHERE device_id NOT IN (SELECT device_id FROM multi_stream)
+    FROM compute WHERE device_id IN (SELECT device_id FROM streams WHERE n > 1)
     UNION ALL
     SELECT device_id, NULL::BIGINT, start_ns, api_end_ns, prev_compute_end_ns FROM compute
 ),
@@ -50,9 +47,17 @@ stats AS (
            coalesce(sum(start_ns - prev_end_ns) FILTER (WHERE start_ns > prev_end_ns AND api_end_ns >= prev_end_ns), 0)
                AS host_wait_gap_ns
     FROM gaps GROUP BY device_id, stream_id
+),
+rows AS (
+    SELECT * FROM stats
+    UNION ALL
+    SELECT s.device_id, d.only_stream, s.kernel_count, s.gap_count, s.total_gap_ns, s.mean_gap_ns, s.q,
+           s.gaps_over_threshold, s.host_wait_gap_ns
+    FROM stats s JOIN streams d ON d.device_id = s.device_id AND d.n = 1
+    WHERE s.stream_id IS NULL
 )
 SELECT device_id, stream_id, kernel_count, gap_count, total_gap_ns, mean_gap_ns,
        q[1] AS p50_gap_ns, q[2] AS p90_gap_ns, q[3] AS p99_gap_ns, gaps_over_threshold,
        host_wait_gap_ns, total_gap_ns - host_wait_gap_ns AS other_gap_ns
-FROM stats
+FROM rows
 ORDER BY device_id, stream_id NULLS FIRST
