@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="extra directory of team rules and fact .sql files (repeatable)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="RULE.PARAM=VALUE",
                    help="override a rule param for both runs (as for diagnose); repeatable")
+    p.add_argument("--no-cache", dest="cache", action="store_false",
+                   help="read both exports afresh instead of reusing the cached canonical tables saved beside them")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="colour in the terminal output (default: auto)")
     return p
@@ -57,8 +59,8 @@ def main(argv: list[str]) -> int:
         for spec in args.gates:  # fail fast, before the (slower) diagnosis
             parse_gate(spec, known_metrics())
         config = profile_config(resolve_config(args.config, args.rule_dirs, args.sets))  # cross-rank rules aside
-        before = diagnose(args.before, config)
-        after = diagnose(args.after, config)
+        before = diagnose(args.before, config, cache=args.cache)
+        after = diagnose(args.after, config, cache=args.cache)
         comparison = compare(before, after, tokens=args.tokens, gates=args.gates)
         colour = wants_colour(args.color, args.output) and args.format == "terminal"
         emit(render_compare(comparison, args.format, colour=colour), args.output)

@@ -15,6 +15,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import tempfile
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ import duckdb
 from .canonical import VIEWS
 from .duck import load_sqlite_scanner, reraise_interrupt, sql_literal
 from .errors import InputError
-from .store import Workspace, cache_path, fingerprint, partial_path, read_state, remove_database_files, write_state
+from .store import CACHE_DIR_ENV, Workspace, cache_path, fingerprint, partial_path, read_state, remove_database_files, write_state
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 PID_MASK = 0xFFFFFF
@@ -214,6 +215,21 @@ def open_export(path: str | os.PathLike, *, threads: int | None = None,
     at close. `share`: diagnoses running side by side, which split the memory limit. An .nsys-rep is converted with `nsys export` (when nsys is on PATH) into that scratch directory.
     Every temporary file goes when the export is closed, on failure or on Ctrl-C."""
     p = check_profile_path(path)
+    try:
+        return _open(p, threads, progress, cache, share)
+    except DiskFullError:
+        if not cache:
+            raise
+        if progress:
+            progress("no space for the cache beside the profile; reading it without one")
+        return _open(p, threads, progress, False, share)
+
+
+class DiskFullError(InputError):
+    """The cache or the scratch directory ran out of disk space."""
+
+
+def _open(p: Path, threads: int | None, progress: Callable[[str], None] | None, cache: bool, share: int) -> Export:
     workspace = Workspace.create(threads, share)
     partial: Path | None = None
     try:
@@ -337,6 +353,11 @@ def _check_required_columns(p: Path, tables: dict[str, list[str]]) -> None:
 
 
 def _unreadable(p: Path, exc: Exception, table: str | None = None) -> InputError:
+    text = str(exc).lower()
+    if "no space left" in text or "could not write" in text or "disk full" in text:
+        return DiskFullError(f"{p}: the disk ran out of space while its tables were being written (the cache beside "
+                          f"the profile, or the temporary directory {tempfile.gettempdir()}); free some space, or point "
+                          f"TMPDIR or {CACHE_DIR_ENV} at a larger disk.")
     if any(word in str(exc).lower() for word in ("locked", "busy", "permission", "unable to open")):
         return InputError(_describe_sqlite_failure(p, exc))
     detail = " ".join(str(exc).split("\n")[0].split())

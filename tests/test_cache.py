@@ -160,3 +160,33 @@ def test_ctrl_c_stops_promptly_and_leaves_no_temporary_files(tmp_path, delay):
     # a cache is either complete (published before the interrupt) or absent: never a partial file
     leftovers = _listing(caches) if caches.exists() else []
     assert all(name.endswith(store.CACHE_SUFFIX) for name in leftovers), leftovers
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 1 MB file system: too small for the tables of a 100 000-kernel export."""
+    d = tmp_path / "tiny"
+    d.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(d)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here")
+    yield d
+    subprocess.run(["umount", str(d)], capture_output=True)
+
+
+def test_full_cache_disk_falls_back_to_no_cache(tmp_path, tiny_disk, monkeypatch):
+    big = tmp_path / "big.sqlite"
+    generate_large(big, kernels=100_000)
+    monkeypatch.setenv(store.CACHE_DIR_ENV, str(tiny_disk))
+    report = diagnose(big)
+    assert report.verdict.primary == "launch-bound"
+    assert _listing(tiny_disk) == []  # the partial cache was removed
+
+
+def test_full_temporary_disk_is_one_sentence(tmp_path, tiny_disk):
+    big = tmp_path / "big.sqlite"
+    generate_large(big, kernels=100_000)
+    env = dict(os.environ, TMPDIR=str(tiny_disk))
+    done = subprocess.run([str(DIAGNOSE), str(big), "-q", "--no-cache"], env=env, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "ran out of space" in done.stderr and "Traceback" not in done.stderr
+    assert _listing(tiny_disk) == []
