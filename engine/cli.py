@@ -4,18 +4,24 @@ run). Parses arguments and calls the library; nothing else."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .api import diagnose
-from .config import Config, resolve_config
-from .errors import DiagnoseError, InputError
-from .evaluate import SEVERITY_RANK
-from .multirank import diagnose_run, profile_config
-from .report import FORMATS, emit, render, wants_colour
-from .runreport import render_run
+try:  # importing DuckDB, pydantic and Jinja takes a moment: Ctrl-C then is an interruption, not a traceback
+    from .api import diagnose
+    from .config import Config, resolve_config
+    from .errors import DiagnoseError, InputError
+    from .evaluate import SEVERITY_RANK
+    from .multirank import diagnose_run, profile_config
+    from .report import FORMATS, emit, render, wants_colour
+    from .runreport import render_run
+except KeyboardInterrupt:
+    sys.stderr.write("\ndiagnose: interrupted\n")
+    sys.exit(130)
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -83,14 +89,40 @@ def _config(args: argparse.Namespace) -> Config:
     return resolve_config(args.config, args.rule_dirs, args.sets)
 
 
-def _progress(enabled: bool):
-    if not enabled:
-        return None
+class _StopRequest:
+    """Ctrl-C that lands just as a DuckDB query finishes can be consumed by DuckDB and lost; this handler
+    also remembers it, and every progress step (and the end of the run) checks, so the run always stops."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: object = None
+
+    def __enter__(self) -> "_StopRequest":
+        def handler(signum: int, frame: object) -> None:
+            self.requested = True
+            raise KeyboardInterrupt
+
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def check(self) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+
+
+def _progress(enabled: bool, stop: _StopRequest) -> Callable[[str], None]:
     start = time.monotonic()
 
     def show(stage: str) -> None:
-        sys.stderr.write(f"\r\x1b[2K[{time.monotonic() - start:5.1f}s] {stage}")
-        sys.stderr.flush()
+        stop.check()
+        if enabled:
+            sys.stderr.write(f"\r\x1b[2K[{time.monotonic() - start:5.1f}s] {stage}")
+            sys.stderr.flush()
 
     return show
 
@@ -106,7 +138,13 @@ def main(argv: list[str] | None = None) -> int:
 
         return compare_main(argv[1:])
     args = _parser().parse_args(argv)
-    progress = _progress(not args.quiet and sys.stderr.isatty())
+    with _StopRequest() as stop:
+        return _run(args, stop)
+
+
+def _run(args: argparse.Namespace, stop: _StopRequest) -> int:
+    shown = not args.quiet and sys.stderr.isatty()
+    progress = _progress(shown, stop)
     multi_rank = len(args.profiles) > 1 or Path(args.profiles[0]).is_dir()
     try:
         config = _config(args)
@@ -123,11 +161,12 @@ def main(argv: list[str] | None = None) -> int:
                               cache=args.cache)
             findings = report.findings
             text = render(report, args.format, colour=colour)
-        if progress:
+        stop.check()
+        if shown:
             sys.stderr.write("\r\x1b[2K")
         emit(text, args.output)
     except DiagnoseError as exc:
-        if progress:
+        if shown:
             sys.stderr.write("\r\x1b[2K")
         sys.stderr.write(f"diagnose: error: {exc}\n")
         return EXIT_ERROR
