@@ -102,7 +102,9 @@ class _StopRequest:
             self.requested = True
             raise KeyboardInterrupt
 
-        if threading.current_thread() is threading.main_thread():
+        # A run started with Ctrl-C ignored (nohup, a background job of a script) keeps ignoring it.
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             self._previous = signal.signal(signal.SIGINT, handler)
         return self
 

@@ -143,8 +143,11 @@ def test_ctrl_c_stops_promptly_and_leaves_no_temporary_files(tmp_path, delay):
     scratch, caches = tmp_path / "tmp", tmp_path / "caches"
     scratch.mkdir()
     env = dict(os.environ, TMPDIR=str(scratch), **{store.CACHE_DIR_ENV: str(caches)})
+    # As from a terminal: Ctrl-C handled by default even when this suite runs as a background job (which
+    # starts with SIGINT ignored, and children inherit that).
     proc = subprocess.Popen([str(DIAGNOSE), str(big), "-q"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(delay)
     if proc.poll() is not None:
         pytest.skip("the run finished before it could be interrupted")
