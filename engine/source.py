@@ -212,8 +212,10 @@ def open_export(path: str | os.PathLike, *, threads: int | None = None,
 
     With `cache`, the canonical tables are saved beside the profile (see engine/store.py) and reused on the
     next run while the profile is unchanged; without it they are built in a scratch directory that is removed
-    at close. `share`: diagnoses running side by side, which split the memory limit. An .nsys-rep is converted with `nsys export` (when nsys is on PATH) into that scratch directory.
-    Every temporary file goes when the export is closed, on failure or on Ctrl-C."""
+    at close; a cache that does not fit on its disk is given up and the export read without one. `share`:
+    diagnoses running side by side, which split the memory limit. An .nsys-rep is converted with `nsys export`
+    (when nsys is on PATH) into the scratch directory. Every temporary file goes when the export is closed, on
+    failure or on Ctrl-C."""
     p = check_profile_path(path)
     try:
         return _open(p, threads, progress, cache, share)

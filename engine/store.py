@@ -84,8 +84,11 @@ def cache_path(profile: Path) -> Path | None:
     override = os.environ.get(CACHE_DIR_ENV)
     if override:
         d = Path(override)
-        d.mkdir(parents=True, exist_ok=True)
-        return d / keyed
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None
+        return d / keyed if _writable_dir(d) else None
     if _writable_dir(profile.parent):
         return profile.parent / name
     user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nsys-diagnose"
