@@ -28,7 +28,8 @@ from pathlib import Path
 
 import duckdb
 
-from .duck import offline_connection, reraise_interrupt
+from .duck import offline_connection, reraise_interrupt, sql_literal
+from .errors import SetupError
 
 CACHE_FORMAT = 4          # bump whenever the canonical tables or their state change shape
 CACHE_SUFFIX = ".nsys-diagnose.duckdb"
@@ -111,8 +112,15 @@ class Workspace:
         root = Path(tempfile.mkdtemp(prefix="nsys-diagnose-"))
         try:
             con = offline_connection(str(root / "scratch.duckdb"), threads=threads)
-            con.execute(f"SET temp_directory = '{root / 'spill'}'")
-            con.execute(f"SET memory_limit = '{memory_limit(share)}'")
+            con.execute(f"SET temp_directory = {sql_literal(str(root / 'spill'))}")
+            limit = memory_limit(share)
+            try:
+                con.execute(f"SET memory_limit = {sql_literal(limit)}")
+            except duckdb.Error as exc:
+                reraise_interrupt(exc)
+                con.close()
+                raise SetupError(f"{MEMORY_LIMIT_ENV}={os.environ.get(MEMORY_LIMIT_ENV)!r} is not a memory size "
+                                 f"DuckDB accepts; use a size such as 4GB or 512MB.") from None
             # Row order of the canonical tables carries no meaning (facts order explicitly); letting DuckDB
             # insert in any order halves the time to copy a big table out of SQLite.
             con.execute("SET preserve_insertion_order = false")

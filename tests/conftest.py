@@ -9,7 +9,19 @@ import pytest
 
 # diagnose() saves its cache of canonical tables beside the profile by default; the suite must never write
 # next to the shared real exports, so every cache of this session (subprocesses too) goes to a scratch dir.
-os.environ.setdefault("NSYS_DIAGNOSE_CACHE_DIR", tempfile.mkdtemp(prefix="nsys-diagnose-test-cache-"))
+_OWN_CACHE_DIR = None if os.environ.get("NSYS_DIAGNOSE_CACHE_DIR") else tempfile.mkdtemp(
+    prefix="nsys-diagnose-test-cache-")
+if _OWN_CACHE_DIR:
+    os.environ["NSYS_DIAGNOSE_CACHE_DIR"] = _OWN_CACHE_DIR
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The suite's caches and generated scenarios are scratch: remove them (tens of MB per run)."""
+    import shutil
+
+    for d in [_OWN_CACHE_DIR, *_SCENARIO_DIR]:
+        if d:
+            shutil.rmtree(d, ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_DIR = REPO.parent / "shared" / "real-profiles"

@@ -193,3 +193,20 @@ def test_full_temporary_disk_is_one_sentence(tmp_path, tiny_disk):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "ran out of space" in done.stderr and "Traceback" not in done.stderr
     assert _listing(tiny_disk) == []
+
+
+def test_memory_limit_is_split_between_ranks_read_side_by_side(monkeypatch):
+    monkeypatch.delenv(store.MEMORY_LIMIT_ENV, raising=False)
+    assert store.memory_limit() == "1GB"
+    assert store.memory_limit(2) == "512MB"
+    assert store.memory_limit(16) == "256MB"  # never starved below 256 MB
+    monkeypatch.setenv(store.MEMORY_LIMIT_ENV, "6GB")
+    assert store.memory_limit(4) == "1536MB"
+
+
+def test_bad_memory_limit_is_one_sentence(profile, monkeypatch):
+    env = dict(os.environ, **{store.MEMORY_LIMIT_ENV: "lots'"})
+    done = subprocess.run([str(DIAGNOSE), str(profile), "-q", "--no-cache"], env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 2
+    assert done.stderr.startswith("diagnose: error: NSYS_DIAGNOSE_MEMORY_LIMIT=") and done.stderr.count("\n") == 1
