@@ -16,7 +16,7 @@ try:  # importing DuckDB, pydantic and Jinja takes a moment: Ctrl-C then is an i
     from .config import Config, resolve_config
     from .errors import DiagnoseError, InputError
     from .evaluate import SEVERITY_RANK
-    from .multirank import diagnose_run, profile_config
+    from .multirank import diagnose_run
     from .report import FORMATS, emit, render, wants_colour
     from .runreport import render_run
 except KeyboardInterrupt:
@@ -159,7 +159,7 @@ def _run(args: argparse.Namespace, stop: _StopRequest) -> int:
             findings = [f for _, f in run.all_findings()]
             text = render_run(run, args.format, colour=colour)
         else:
-            report = diagnose(args.profiles[0], profile_config(config), tokens=args.tokens, progress=progress,
+            report = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
                               cache=args.cache)
             findings = report.findings
             text = render(report, args.format, colour=colour)

@@ -13,7 +13,6 @@ from .api import diagnose
 from .compare import FORMATS, compare, known_metrics, parse_gate, render_compare
 from .config import resolve_config
 from .errors import DiagnoseError
-from .multirank import profile_config
 from .report import emit, wants_colour
 
 EXIT_OK, EXIT_GATE, EXIT_ERROR = 0, 1, 2
@@ -58,7 +57,7 @@ def main(argv: list[str]) -> int:
     try:
         for spec in args.gates:  # fail fast, before the (slower) diagnosis
             parse_gate(spec, known_metrics())
-        config = profile_config(resolve_config(args.config, args.rule_dirs, args.sets))  # cross-rank rules aside
+        config = resolve_config(args.config, args.rule_dirs, args.sets)  # diagnose() sets cross-rank rules aside
         before = diagnose(args.before, config, cache=args.cache)
         after = diagnose(args.after, config, cache=args.cache)
         comparison = compare(before, after, tokens=args.tokens, gates=args.gates)

@@ -24,7 +24,7 @@ from .config import Config, split_config
 from .errors import DiagnoseError
 from .evaluate import SEVERITY_RANK, evaluate
 from .factrun import FactSet
-from .facts import Fact, load_facts
+from .facts import Fact
 from .model import Finding, ParamOverride, Report, Verdict
 from .ranks import Numbering, RankInput, resolve_run
 from .rules import Rule, load_rules
@@ -64,16 +64,6 @@ class RunProgress:
             self.done += 1
             if self.sink:
                 self.sink(f"{self.done}/{self.total} ranks done")
-
-
-def run_rule_ids(config: Config) -> set[str]:
-    """Ids of the cross-rank rules (`scope: run`) loaded with `config`'s rule directories."""
-    return set(load_rules(load_facts(list(config.rule_dirs)), config.rule_dirs, scope="run"))
-
-
-def profile_config(config: Config) -> Config:
-    """`config` without the cross-rank rules' settings: what a single profile (or each rank) is diagnosed with."""
-    return split_config(config, run_rule_ids(config))[0]
 
 
 def _rank_error(rank: RankInput, exc: DiagnoseError) -> DiagnoseError:
