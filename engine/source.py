@@ -307,12 +307,8 @@ def _finish(workspace: Workspace, p: Path, info: ProfileInfo, views: dict[str, V
         if name == "profile_info":
             con.execute(f"CREATE OR REPLACE VIEW profile_info AS SELECT key, CASE WHEN key = 'path' THEN "
                         f"{sql_literal(str(p))} ELSE value END AS value FROM canon.profile_info")
-        elif name == "kernels":
-            con.execute(f"CREATE OR REPLACE VIEW kernels AS {kernels_view_sql('canon')}")
-        elif name == "api_calls":
-            con.execute(f"CREATE OR REPLACE VIEW api_calls AS {api_calls_view_sql('canon')}")
         else:
-            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM canon."{name}"')
+            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {view_sql(name, "canon")}')
     return Export(con, info, views, workspace, cache_file, cache_hit)
 
 
@@ -392,43 +388,48 @@ def _source_columns(path: Path) -> dict[str, list[str]]:
     return tables
 
 
-_KERNEL_NAME_COLUMNS = ("name", "short_name")
+@dataclass(frozen=True)
+class _Stored:
+    """How a canonical view is kept in the database when it differs from its columns: `derived` columns are
+    not stored but computed by the view (from `joins`, with the stored table as `t`); `extra` columns are
+    stored for them. Millions of kernels and API calls share a few hundred names, so the rows keep string
+    ids and the names live once in kernel_names / api_names."""
+
+    extra: str
+    derived: dict[str, str]
+    joins: str
 
 
-def _stored_kernels_ddl() -> str:
-    """The kernels table as stored: the canonical columns without the name strings, plus short_name_id."""
-    cols = [f'"{c.name}" {c.type}' for c in VIEWS["kernels"].columns if c.name not in _KERNEL_NAME_COLUMNS]
-    return f'CREATE TABLE kernels ({", ".join(cols)}, short_name_id BIGINT)'
+_STORED = {
+    "kernels": _Stored(
+        extra="short_name_id BIGINT",
+        derived={"name": "coalesce(dn.value, sn.value)", "short_name": "coalesce(sn.value, dn.value)"},
+        joins="LEFT JOIN {catalog}.kernel_names dn ON dn.id = t.name_id "
+              "LEFT JOIN {catalog}.kernel_names sn ON sn.id = t.short_name_id"),
+    "api_calls": _Stored(  # the class from eventClass, or from the name when the export does not record it
+        extra="event_class TINYINT",
+        derived={"name": "n.name",
+                 "api_class": "CASE WHEN t.event_class = 0 THEN 'runtime' WHEN t.event_class = 1 THEN 'driver' "
+                              "WHEN n.value LIKE 'cuda%' THEN 'runtime' ELSE 'driver' END"},
+        joins="LEFT JOIN {catalog}.api_names n ON n.id = t.name_id"),
+}
 
 
-def kernels_view_sql(catalog: str) -> str:
-    """The canonical `kernels` view over the stored table of `catalog`: names looked up in kernel_names."""
-    exprs = {"name": "coalesce(dn.value, sn.value)", "short_name": "coalesce(sn.value, dn.value)"}
-    cols = ", ".join(f'{exprs.get(c.name, "k." + chr(34) + c.name + chr(34))} AS "{c.name}"'
-                     for c in VIEWS["kernels"].columns)
-    return (f'SELECT {cols} FROM {catalog}.kernels k '
-            f'LEFT JOIN {catalog}.kernel_names dn ON dn.id = k.name_id '
-            f'LEFT JOIN {catalog}.kernel_names sn ON sn.id = k.short_name_id')
+def _stored_ddl(view: str) -> str:
+    """The table as stored: the canonical columns that are not derived, then the extra ones."""
+    stored = _STORED[view]
+    cols = [f'"{c.name}" {c.type}' for c in VIEWS[view].columns if c.name not in stored.derived]
+    return f'CREATE TABLE "{view}" ({", ".join(cols)}, {stored.extra})'
 
 
-_API_DERIVED_COLUMNS = ("name", "api_class")
-
-
-def _stored_api_calls_ddl() -> str:
-    """api_calls as stored: the canonical columns without name and api_class, plus the raw event class."""
-    cols = [f'"{c.name}" {c.type}' for c in VIEWS["api_calls"].columns if c.name not in _API_DERIVED_COLUMNS]
-    return f'CREATE TABLE api_calls ({", ".join(cols)}, event_class TINYINT)'
-
-
-def api_calls_view_sql(catalog: str) -> str:
-    """The canonical `api_calls` view over the stored table: names from api_names, the class from eventClass
-    (or from the name when the export does not record it)."""
-    exprs = {"name": "n.name",
-             "api_class": "CASE WHEN a.event_class = 0 THEN 'runtime' WHEN a.event_class = 1 THEN 'driver' "
-                          "WHEN n.value LIKE 'cuda%' THEN 'runtime' ELSE 'driver' END"}
-    cols = ", ".join(f'{exprs.get(c.name, "a." + chr(34) + c.name + chr(34))} AS "{c.name}"'
-                     for c in VIEWS["api_calls"].columns)
-    return f"SELECT {cols} FROM {catalog}.api_calls a LEFT JOIN {catalog}.api_names n ON n.id = a.name_id"
+def view_sql(view: str, catalog: str) -> str:
+    """The canonical view `view` over the tables of `catalog`."""
+    stored = _STORED.get(view)
+    if stored is None:
+        return f'SELECT * FROM {catalog}."{view}"'
+    cols = ", ".join(f'{stored.derived.get(c.name, "t." + chr(34) + c.name + chr(34))} AS "{c.name}"'
+                     for c in VIEWS[view].columns)
+    return f'SELECT {cols} FROM {catalog}."{view}" t {stored.joins.format(catalog=catalog)}'
 
 
 def _case(expr: str, mapping: dict[int, str], default: str) -> str:
@@ -585,8 +586,8 @@ class _Builder:
             FROM {src} k"""
 
         # Millions of kernels share a few hundred names: the rows keep the string ids and the names are kept
-        # once in kernel_names (the `kernels` view joins them back, see kernels_view_sql).
-        self._create_view("kernels", T, select, ddl=_stored_kernels_ddl())
+        # once in kernel_names (the `kernels` view joins them back, see _STORED).
+        self._create_view("kernels", T, select, ddl=_stored_ddl("kernels"))
         self.con.execute("""CREATE TABLE kernel_names AS SELECT id, any_value(value) AS value FROM _strings
                             WHERE id IN (SELECT name_id FROM kernels UNION SELECT short_name_id FROM kernels)
                             GROUP BY id""")
@@ -594,7 +595,7 @@ class _Builder:
     def _api_calls(self) -> None:
         sources = [t for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER") if self.has(t)]
         # As for kernels: the rows keep the name's string id, the names live once in api_names.
-        self.con.execute(_stored_api_calls_ddl())
+        self.con.execute(_stored_ddl("api_calls"))
         self.con.execute("CREATE TABLE api_names (id BIGINT, name VARCHAR, value VARCHAR)")
         if not sources:
             self.views["api_calls"] = ViewStatus(0, _MISSING_REASON["api_calls"])
