@@ -2,16 +2,16 @@
 -- @materialize
 -- @doc CPU calls that block until GPU work finishes: explicit synchronisations, stream waits and
 -- @doc synchronous copies/memsets (no Async suffix).
+-- @needs _api_names
 -- @column pid Process.
 -- @column global_tid Thread.
 -- @column start_ns Call start (ns).
 -- @column end_ns Call end (ns).
 -- @column name API name.
 -- @column kind 'sync' for explicit synchronisation, 'wait' for stream waits, 'sync_copy' for synchronous copies.
--- The API names are tested once per distinct name id (an aggregate, so DuckDB cannot push the test down to
--- every call), then the calls are matched on the integer id.
+-- The API names are tested once per name id (_api_names), then the calls are matched on the integer id.
 WITH blocking_names AS (
-    SELECT name_id, name FROM (SELECT name_id, any_value(name) AS name FROM api_calls GROUP BY name_id)
+    SELECT name_id, name FROM _api_names
     WHERE name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize',
                    'cudaThreadSynchronize', 'cudaStreamWaitEvent', 'cuCtxSynchronize', 'cuStreamSynchronize',
                    'cuEventSynchronize', 'cuStreamWaitEvent',

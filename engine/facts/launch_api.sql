@@ -3,7 +3,7 @@
 -- @doc call count and CPU latency, and the queue delay from the call's start to the start of the GPU work
 -- @doc it launched (matched on pid and correlation id). The seed article's typical cudaLaunchKernel cost
 -- @doc is 5-20 µs.
--- @needs _timeline
+-- @needs _timeline _api_names
 -- @requires api_calls
 -- @column name Launch API name.
 -- @column call_count Calls.
@@ -15,11 +15,10 @@
 -- @column mean_queue_ns Mean delay from call start to GPU start (ns).
 -- @column p50_queue_ns Median delay from call start to GPU start (ns).
 -- @column p99_queue_ns 99th percentile delay from call start to GPU start (ns).
--- Launch APIs are recognised once per distinct API name and then matched on the integer name id (the name is
--- an aggregate so that DuckDB cannot push the name test down to every call).
+-- Launch APIs are recognised once per name id (_api_names) and then matched on the integer id.
 WITH launch_ids AS (
     SELECT name_id, name, name LIKE '%GraphLaunch%' OR name LIKE '%MultiDevice%' AS multi_op
-    FROM (SELECT name_id, any_value(name) AS name FROM api_calls GROUP BY name_id)
+    FROM _api_names
     WHERE name IN ('cudaLaunchKernel', 'cudaLaunchKernelExC', 'cudaLaunchCooperativeKernel',
                    'cudaLaunchCooperativeKernelMultiDevice', 'cuLaunchKernel', 'cuLaunchKernelEx',
                    'cuLaunchCooperativeKernel', 'cudaGraphLaunch', 'cuGraphLaunch', 'cudaLaunchHostFunc')

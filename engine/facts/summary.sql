@@ -2,7 +2,7 @@
 -- @doc One row with the seed article's headline numbers for the whole profile: GPU utilisation, mean
 -- @doc kernel duration, mean and median gap between kernels, launch overhead ratio, launch-call count and
 -- @doc latency, GPU active time (sum of kernel durations), CPU time in CUDA API calls, memcpy time.
--- @needs gpu_utilization kernel_gaps launch_api _timeline
+-- @needs gpu_utilization kernel_gaps launch_api _timeline _api_names
 -- @column used_devices GPUs that did work.
 -- @column duration_ns Span of all traced activity (ns).
 -- @column gpu_utilization Busy share of the used GPUs' windows, union of all GPU work (0-1).
@@ -33,7 +33,7 @@ l AS (
     FROM launch_api WHERE name NOT LIKE '%HostFunc%'
 ),
 kernel_launch_ids AS (
-    SELECT name_id FROM (SELECT name_id, any_value(name) AS name FROM api_calls GROUP BY name_id)
+    SELECT name_id FROM _api_names
     WHERE name IN ('cudaLaunchKernel', 'cuLaunchKernel', 'cuLaunchKernelEx', 'cudaLaunchKernelExC')
 ),
 lp AS (
