@@ -4,9 +4,7 @@ run). Parses arguments and calls the library; nothing else."""
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +13,7 @@ try:  # importing DuckDB, pydantic and Jinja takes a moment: Ctrl-C then is an i
     from .api import diagnose
     from .config import Config, resolve_config
     from .errors import DiagnoseError, InputError
+    from .interrupt import StopRequest
     from .evaluate import SEVERITY_RANK
     from .multirank import diagnose_run
     from .report import FORMATS, emit, render, wants_colour
@@ -89,35 +88,7 @@ def _config(args: argparse.Namespace) -> Config:
     return resolve_config(args.config, args.rule_dirs, args.sets)
 
 
-class _StopRequest:
-    """Ctrl-C that lands just as a DuckDB query finishes can be consumed by DuckDB and lost; this handler
-    also remembers it, and every progress step (and the end of the run) checks, so the run always stops."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: object = None
-
-    def __enter__(self) -> "_StopRequest":
-        def handler(signum: int, frame: object) -> None:
-            self.requested = True
-            raise KeyboardInterrupt
-
-        # A run started with Ctrl-C ignored (nohup, a background job of a script) keeps ignoring it.
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-            self._previous = signal.signal(signal.SIGINT, handler)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-    def check(self) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-
-
-def _progress(enabled: bool, stop: _StopRequest) -> Callable[[str], None]:
+def _progress(enabled: bool, stop: StopRequest) -> Callable[[str], None]:
     start = time.monotonic()
 
     def show(stage: str) -> None:
@@ -140,11 +111,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return compare_main(argv[1:])
     args = _parser().parse_args(argv)
-    with _StopRequest() as stop:
+    with StopRequest() as stop:
         return _run(args, stop)
 
 
-def _run(args: argparse.Namespace, stop: _StopRequest) -> int:
+def _run(args: argparse.Namespace, stop: StopRequest) -> int:
     shown = not args.quiet and sys.stderr.isatty()
     progress = _progress(shown, stop)
     multi_rank = len(args.profiles) > 1 or Path(args.profiles[0]).is_dir()

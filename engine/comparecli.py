@@ -13,6 +13,7 @@ from .api import diagnose
 from .compare import FORMATS, compare, known_metrics, parse_gate, render_compare
 from .config import resolve_config
 from .errors import DiagnoseError
+from .interrupt import StopRequest
 from .report import emit, wants_colour
 
 EXIT_OK, EXIT_GATE, EXIT_ERROR = 0, 1, 2
@@ -54,12 +55,19 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    with StopRequest() as stop:
+        return _run(args, stop)
+
+
+def _run(args: argparse.Namespace, stop: StopRequest) -> int:
+    progress = lambda _stage: stop.check()  # noqa: E731 - no display, only the interrupt check
     try:
         for spec in args.gates:  # fail fast, before the (slower) diagnosis
             parse_gate(spec, known_metrics())
         config = resolve_config(args.config, args.rule_dirs, args.sets)  # diagnose() sets cross-rank rules aside
-        before = diagnose(args.before, config, cache=args.cache)
-        after = diagnose(args.after, config, cache=args.cache)
+        before = diagnose(args.before, config, cache=args.cache, progress=progress)
+        after = diagnose(args.after, config, cache=args.cache, progress=progress)
+        stop.check()
         comparison = compare(before, after, tokens=args.tokens, gates=args.gates)
         colour = wants_colour(args.color, args.output) and args.format == "terminal"
         emit(render_compare(comparison, args.format, colour=colour), args.output)
