@@ -11,3 +11,7 @@ class InputError(DiagnoseError):
 
 class SetupError(DiagnoseError):
     """The installation itself is broken (e.g. mismatched DuckDB extension)."""
+
+
+class OutputError(DiagnoseError):
+    """The report cannot go where -o says: it would overwrite an input, or the place cannot hold a file."""

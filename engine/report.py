@@ -7,7 +7,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import textwrap
 from itertools import groupby
 from pathlib import Path
@@ -17,6 +16,7 @@ import markupsafe
 
 from . import charts
 from .model import Report
+from .output import is_stdout
 from .text import md_inline, shorten, strip_controls, term
 from .units import column_unit, fmt_bytes, fmt_duration, fmt_number, fmt_ratio, fmt_value
 
@@ -141,28 +141,4 @@ def wants_colour(choice: str, output: Path | None) -> bool:
     """--color auto|always|never: auto means colour only on a terminal, and never when NO_COLOR is set."""
     if choice == "always":
         return True
-    return choice == "auto" and output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-
-
-def emit(text: str, output: Path | None) -> None:
-    """Write a rendered report to `output` (atomically) or to standard output."""
-    if output:
-        write_atomically(output, text)
-    else:
-        sys.stdout.write(text)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file in the same directory and rename: never a half-written report."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    return choice == "auto" and is_stdout(output) and sys.stdout.isatty() and "NO_COLOR" not in os.environ
