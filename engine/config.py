@@ -5,10 +5,13 @@ Precedence: command line (--set) > config file (diagnose.yaml) > rule defaults.
 
 from __future__ import annotations
 
+import math
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import yaml
 
 from .errors import DiagnoseError
@@ -37,13 +40,26 @@ class Config:
         return {k: s.value for k, s in self.rule_params.get(rule_id, {}).items()}
 
 
-def _number(text: Any, where: str) -> float:
+# What each top-level key of diagnose.yaml looks like, quoted in the error when one has the wrong shape.
+_EXAMPLES = {
+    "rules": "rules: {launch-bound: {max_overhead_ratio: 0.25, severity: error}}",
+    "facts": "facts: {gap_threshold_ns: 5000}",
+    "phases": 'phases: {decode: "(?i)decode"}',
+    "rule_dirs": "rule_dirs: [ci/nsys-rules]",
+}
+
+
+def _number(text: Any, where: str, hint: str = "") -> float:
+    """A finite number: NaN compares false with everything, so a NaN threshold would silently never fire."""
     if isinstance(text, bool):
         raise ConfigError(f"{where}: expected a number, got {text!r}")
     try:
-        return float(text)
+        value = float(text)
     except (TypeError, ValueError):
         raise ConfigError(f"{where}: expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{where}: expected a finite number, got {text!r}{'; ' + hint if hint else ''}")
+    return value
 
 
 def apply_set(config: Config, assignment: str) -> None:
@@ -68,49 +84,143 @@ def apply_set(config: Config, assignment: str) -> None:
         else:
             config.disabled.pop(rule_id, None)
     else:
-        config.rule_params.setdefault(rule_id, {})[key] = Setting(_number(value, where), "command line")
+        config.rule_params.setdefault(rule_id, {})[key] = Setting(
+            _number(value, where, f"to turn the rule off, write {rule_id}.enabled=false"), "command line")
 
 
-def load_config_file(path: Path) -> Config:
+def _read_text(path: Path) -> str:
+    """The file's text; never opens a FIFO or device (reading one would block or never end)."""
     where = str(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        mode = path.stat().st_mode
     except OSError as exc:
         raise ConfigError(f"{where}: cannot read config ({exc.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise ConfigError(f"{where} is a directory; give --config the path of a YAML file such as diagnose.yaml")
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"{where} is not a regular file; give --config the path of a YAML file such as "
+                          f"diagnose.yaml")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read config ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start + 1} is {exc.object[exc.start]:#04x}); save "
+                          f"the configuration as UTF-8") from None
+
+
+def _parse_yaml(path: Path) -> dict[str, Any]:
+    where = str(path)
+    try:
+        data = yaml.safe_load(_read_text(path))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         pos = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
         raise ConfigError(f"{where}{pos}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+    if data is None:
+        return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{where}: the config must be a mapping")
+        raise ConfigError(f"{where}: the config must be a mapping of rules, facts, phases and rule_dirs, not "
+                          f"{_kind(data)}; write e.g. `{_EXAMPLES['rules']}`")
     allowed = {"rules", "facts", "rule_dirs", "phases"}
-    unknown = sorted(set(data) - allowed)
+    unknown = sorted((str(k) for k in set(data) - allowed))
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed keys: {', '.join(sorted(allowed))}")
-    config = Config()
-    for rule_id, body in (data.get("rules") or {}).items():
-        if not isinstance(body, dict):
-            raise ConfigError(f"{where}: rules.{rule_id} must be a mapping of params, severity, enabled")
-        for key, value in body.items():
+    return data
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return f"the text {value!r}" if isinstance(value, str) else f"the value {value!r}"
+
+
+def _mapping(value: Any, where: str, key: str, example: str) -> dict[str, Any]:
+    """`value` as a mapping with string keys (None: empty), or one sentence naming `key` and an example."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {key} must be a mapping, not {_kind(value)}; write e.g. `{example}`")
+    for name in value:
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{where}: {key} has the key {name!r}, which is not a name; write e.g. `{example}`")
+    return value
+
+
+def _load_rules(config: Config, rules: Any, where: str) -> None:
+    for rule_id, body in _mapping(rules, where, "rules", _EXAMPLES["rules"]).items():
+        example = f"rules: {{{rule_id}: {{PARAM: NUMBER, severity: warning, enabled: true}}}}"
+        for key, value in _mapping(body, where, f"rules.{rule_id}", example).items():
+            at = f"{where}: rules.{rule_id}.{key}"
             if key == "severity":
                 if value not in ("info", "warning", "error"):
                     raise ConfigError(f"{where}: rules.{rule_id}.severity must be info, warning or error")
                 config.severities[rule_id] = Setting(value, where)
             elif key == "enabled":
+                if not isinstance(value, bool):
+                    raise ConfigError(f"{at} must be true or false, got {value!r}")
                 if value is False:
                     config.disabled[rule_id] = Setting(True, where)
             else:
-                config.rule_params.setdefault(rule_id, {})[key] = Setting(
-                    _number(value, f"{where}: rules.{rule_id}.{key}"), where)
-    for key, value in (data.get("facts") or {}).items():
-        config.fact_params[key] = Setting(_number(value, f"{where}: facts.{key}"), where)
-    for d in data.get("rule_dirs") or []:
+                hint = f"to turn the rule off, write `enabled: false` under rules.{rule_id}"
+                config.rule_params.setdefault(rule_id, {})[key] = Setting(_number(value, at, hint), where)
+
+
+def _load_rule_dirs(config: Config, dirs: Any, path: Path) -> None:
+    where = str(path)
+    if dirs is None:
+        return
+    if not isinstance(dirs, list):
+        raise ConfigError(f"{where}: rule_dirs must be a list of directories, not {_kind(dirs)}; write e.g. "
+                          f"`{_EXAMPLES['rule_dirs']}`")
+    for d in dirs:
+        if not isinstance(d, str) or not d:
+            raise ConfigError(f"{where}: rule_dirs holds {d!r}, which is not a directory path; write e.g. "
+                              f"`{_EXAMPLES['rule_dirs']}`")
         config.rule_dirs.append((path.parent / d).resolve())
-    phases = data.get("phases")
-    if phases is not None:
-        if not isinstance(phases, dict) or not all(isinstance(v, str) for v in phases.values()):
-            raise ConfigError(f"{where}: phases must map a phase name to a regular expression")
-        config.phase_patterns = dict(phases)
+
+
+def _load_phases(phases: Any, where: str) -> dict[str, str] | None:
+    """NVTX phase patterns, each checked by DuckDB, whose RE2 dialect differs from Python's `re`."""
+    if phases is None:
+        return None  # `phases:` left empty keeps the default patterns, as the key left out does
+    example = _EXAMPLES["phases"]
+    if isinstance(phases, dict) and not phases:
+        raise ConfigError(f"{where}: phases is empty, and phase detection cannot be turned off; list at least one "
+                          f"phase with its pattern, e.g. `{example}`, or remove the key to use the default patterns")
+    patterns = _mapping(phases, where, "phases", example)
+    with duckdb.connect() as con:  # in memory: only compiles each pattern
+        for name, pattern in patterns.items():
+            if not isinstance(pattern, str):
+                raise ConfigError(f"{where}: phases.{name} must be a regular expression in quotes, not "
+                                  f"{pattern!r}; write e.g. `{example}`")
+            problem = _regex_problem(con, pattern)
+            if problem:
+                raise ConfigError(f"{where}: phases.{name}: {pattern!r} is not a regular expression DuckDB accepts "
+                                  f"({problem}); patterns are RE2 syntax (no look-behind or back-references), "
+                                  f'e.g. "(?i)decode|generat"')
+    return dict(patterns)
+
+
+def _regex_problem(con: duckdb.DuckDBPyConnection, pattern: str) -> str | None:
+    try:
+        con.execute("SELECT regexp_matches('', ?)", [pattern])
+    except duckdb.Error as exc:
+        return str(exc).splitlines()[0].removeprefix("Invalid Input Error: ")
+    return None
+
+
+def load_config_file(path: Path) -> Config:
+    where = str(path)
+    data = _parse_yaml(path)
+    config = Config()
+    _load_rules(config, data.get("rules"), where)
+    for key, value in _mapping(data.get("facts"), where, "facts", _EXAMPLES["facts"]).items():
+        config.fact_params[key] = Setting(_number(value, f"{where}: facts.{key}"), where)
+    _load_rule_dirs(config, data.get("rule_dirs"), path)
+    config.phase_patterns = _load_phases(data.get("phases"), where)
     return config
 
 

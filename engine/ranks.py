@@ -14,8 +14,10 @@ otherwise the ranks are numbered 0, 1, ... in natural file-name order (``x2`` be
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -67,19 +69,86 @@ def number_ranks(paths: Sequence[Path]) -> tuple[list[RankInput], Numbering]:
 
 
 def exports_in(directory: Path) -> list[Path]:
-    """The exports directly in `directory` (not its subdirectories); .sqlite wins over a .nsys-rep beside it."""
+    """The exports directly in `directory` (not its subdirectories); .sqlite wins over a .nsys-rep beside it.
+
+    An entry named like an export that is not a regular file (a directory, a dangling link, a FIFO) is an
+    error: skipping it would diagnose the run without that rank and compare the rest as if they were all."""
     try:
         entries = sorted(directory.iterdir())
     except OSError as exc:
         raise InputError(f"{directory}: cannot list the directory ({exc.strerror or exc}).") from None
-    files = [p for p in entries if not p.name.startswith(".") and p.is_file()
-             and p.name.lower().endswith(EXPORT_SUFFIXES)]
+    named = [p for p in entries if not p.name.startswith(".") and p.name.lower().endswith(EXPORT_SUFFIXES)]
+    files = [p for p in named if p.is_file()]
     sqlite_stems = {_stem(p) for p in files if p.name.lower().endswith(".sqlite")}
+    for p in named:
+        if not p.is_file() and not (p.name.lower().endswith(".nsys-rep") and _stem(p) in sqlite_stems):
+            raise InputError(f"{p} is named like a rank export but is {_not_a_file(p)}; remove or rename it, or "
+                             f"give the rank exports as files (diagnose RANK0.sqlite RANK1.sqlite ...).")
     return [p for p in files if p.name.lower().endswith(".sqlite") or _stem(p) not in sqlite_stems]
+
+
+def _not_a_file(path: Path) -> str:
+    if path.is_symlink() and not path.exists():
+        return f"a symbolic link to a missing file ({os.readlink(path)})"
+    if path.is_dir():
+        return "a directory"
+    if path.is_fifo():
+        return "a FIFO (named pipe)"
+    if path.is_socket():
+        return "a socket"
+    if path.is_char_device() or path.is_block_device():
+        return "a device"
+    return "not a regular file"
+
+
+def _check_distinct_files(paths: Sequence[Path]) -> None:
+    """No export twice: not as two paths of one file (hard links, bind mounts), not as byte-identical copies."""
+    stats = {p: p.stat() for p in paths}
+    seen: dict[tuple[int, int], Path] = {}
+    for p, st in stats.items():
+        first = seen.setdefault((st.st_dev, st.st_ino), p)
+        if first is not p:
+            raise InputError(f"{first} and {p} are the same file (hard links, or two paths to one file); give "
+                             f"each rank's export once.")
+    by_size: dict[int, list[Path]] = {}
+    for p, st in stats.items():
+        by_size.setdefault(st.st_size, []).append(p)
+    for group in by_size.values():
+        same = _identical_pair(group) if len(group) > 1 else None
+        if same:
+            raise InputError(f"{same[0]} and {same[1]} have identical contents, so they cannot be two ranks of one "
+                             f"run; give each rank's own export (one rank's export was probably copied twice).")
+
+
+def _identical_pair(paths: list[Path], chunk: int = 1 << 20) -> tuple[Path, Path] | None:
+    """Two byte-identical files among `paths` (all of one size), if any. The files are read side by side, a chunk
+    at a time, and a group splits where contents differ, so different exports usually stop after one chunk."""
+    with ExitStack() as stack:
+        try:
+            handles = {p: stack.enter_context(open(p, "rb")) for p in paths}
+        except OSError as exc:
+            raise InputError(f"{exc.filename}: cannot be read ({exc.strerror}).") from None
+        groups = [paths]
+        while groups:
+            undecided = []
+            for group in groups:
+                by_chunk: dict[bytes, list[Path]] = {}
+                for p in group:
+                    by_chunk.setdefault(handles[p].read(chunk), []).append(p)
+                for data, same in by_chunk.items():
+                    if len(same) > 1 and not data:  # read to the end together without a difference
+                        return same[0], same[1]
+                    if len(same) > 1:
+                        undecided.append(same)
+            groups = undecided
+    return None
 
 
 def resolve_run(arguments: Sequence[str | Path]) -> tuple[list[RankInput], Numbering]:
     """The ranks of a run given as one directory or as two or more export files; one sentence on bad input."""
+    if any(os.fspath(a) == "" for a in arguments):  # Path("") would mean the working directory
+        raise InputError("a profile path is empty; give the path of an nsys SQLite export, e.g. run.sqlite (or of "
+                         "each rank's export, or of one directory of them).")
     args = [Path(a) for a in arguments]
     if len(args) == 1 and args[0].is_dir():
         directory = args[0]
@@ -104,4 +173,5 @@ def resolve_run(arguments: Sequence[str | Path]) -> tuple[list[RankInput], Numbe
         seen[key] = p
     for p in paths:
         check_profile_path(p)  # a missing or unreadable file fails now, before any rank is read
+    _check_distinct_files(paths)  # after the checks above: only regular files are opened
     return number_ranks(paths)

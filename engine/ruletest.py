@@ -92,6 +92,8 @@ def load_test_file(path: Path, rules: dict[str, Rule],
         for item in case["expect"]:
             if not isinstance(item, dict) or set(item) - _EXPECT_KEYS:
                 raise RuleTestError(f"{where}: each expected finding may name 'subject' and 'severity'")
+        _check_numbers(case, "params", where)
+        _check_numbers(case, "facts", where)
         unknown = set(case.get("params") or {}) - set(rules[rule_id].spec.params)
         if unknown:
             raise RuleTestError(f"{where}: rule {rule_id!r} has no param {sorted(unknown)[0]!r}")
@@ -100,6 +102,26 @@ def load_test_file(path: Path, rules: dict[str, Rule],
         if unknown:
             raise RuleTestError(f"{where}: no fact has a param {sorted(unknown)[0]!r}")
     return rule_id, cases
+
+
+def _check_numbers(case: dict[str, Any], key: str, where: str) -> None:
+    """A case's `params` / `facts`: a mapping of finite numbers (a NaN threshold silently never fires)."""
+    values = case.get(key) or {}
+    if not isinstance(values, dict):
+        raise RuleTestError(f"{where}: '{key}' must be a mapping of names to numbers, e.g. "
+                            f"{{max_overhead_ratio: 0.3}}")
+    for name, value in values.items():
+        number = None if isinstance(value, bool) else _as_float(value)
+        if number is None or number != number or number in (float("inf"), float("-inf")):
+            raise RuleTestError(f"{where}: {key}.{name} must be a finite number, not {value!r}; write a number "
+                                f"such as 0.3")
+
+
+def _as_float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 class _FactCache:

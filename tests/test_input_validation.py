@@ -1,0 +1,308 @@
+"""Bad configuration and bad inputs are one sentence on stderr and exit code 2: never a traceback, a hang or a
+quiet wrong answer (a NaN threshold that silently turns a rule off, a rank counted twice, a rank left out)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from nsys_diagnose.cli import main
+from nsys_diagnose.errors import InputError
+from nsys_diagnose.fixtures.runs import generate_run
+from nsys_diagnose.ranks import resolve_run
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
+TEAM_RULES = REPO / "examples" / "team-rules"
+HANG = 60  # seconds: far beyond a refusal, which takes about one; a read of a FIFO would block forever
+
+
+@pytest.fixture(autouse=True)
+def _cache_elsewhere(tmp_path, monkeypatch):
+    monkeypatch.setenv("NSYS_DIAGNOSE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("profile") / "eager_decode.sqlite"
+    shutil.copy(EXAMPLE, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """Four rank exports of one size and different contents."""
+    target = tmp_path_factory.mktemp("run") / "balanced"
+    generate_run("multi_rank_balanced", target)
+    return target
+
+
+def one_sentence(stderr: str, prog: str = "diagnose") -> str:
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: "), stderr
+    return lines[0]
+
+
+def cli(*args: str | Path, cwd: Path | None = None, timeout: float = 300) -> str:
+    """Run `diagnose ARGS` in a fresh process, which must fail with exit code 2; its one line of stderr."""
+    try:
+        p = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", *map(str, args)], capture_output=True,
+                           text=True, cwd=cwd, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"diagnose {' '.join(map(str, args))} still ran after {timeout} s (it hangs)")
+    assert p.returncode == 2, p.stdout + p.stderr
+    return one_sentence(p.stderr, "diagnose compare" if args[0] == "compare" else "diagnose")
+
+
+def in_process(capsys, *args: str | Path) -> str:
+    """`diagnose ARGS` in this process (fast, for errors found before any export is read)."""
+    code = main([*map(str, args), "-q", "--no-cache"] if args[0] != "rules" else list(map(str, args)))
+    err = capsys.readouterr().err
+    assert code == 2, err
+    return one_sentence(err)
+
+
+# --- diagnose.yaml / --config ---------------------------------------------------------------------------------
+BAD_CONFIGS = [
+    ("rule_dirs: 5", "rule_dirs must be a list of directories, not the value 5; write e.g. `rule_dirs: ["),
+    ("rule_dirs: [5]", "rule_dirs holds 5, which is not a directory path; write e.g."),
+    ("rule_dirs: {ci: rules}", "rule_dirs must be a list of directories, not a mapping"),
+    ("rule_dirs: ci/nsys-rules", "rule_dirs must be a list of directories, not the text 'ci/nsys-rules'"),
+    ("rules: [a, b]", "rules must be a mapping, not a list; write e.g. `rules: {launch-bound: {"),
+    ("facts: [1]", "facts must be a mapping, not a list; write e.g. `facts: {gap_threshold_ns: 5000}`"),
+    ("rules: {launch-bound: [1]}", "rules.launch-bound must be a mapping, not a list; write e.g."),
+    ("rules: {launch-bound: {enabled: 'no'}}", "rules.launch-bound.enabled must be true or false, got 'no'"),
+    ("phases: {decode: 5}", "phases.decode must be a regular expression in quotes, not 5"),
+    ('phases: {5: "(?i)decode"}', "phases has the key 5, which is not a name"),
+    ("5", "the config must be a mapping of rules, facts, phases and rule_dirs, not the value 5; write e.g."),
+    ("[rules, facts]", "the config must be a mapping of rules, facts, phases and rule_dirs, not a list"),
+    ("facts: {gap_threshold_ns: .nan}", "facts.gap_threshold_ns: expected a finite number, got nan"),
+    ("rules: {launch-bound: {max_overhead_ratio: .inf}}",
+     "rules.launch-bound.max_overhead_ratio: expected a finite number, got inf; to turn the rule off, write "
+     "`enabled: false` under rules.launch-bound"),
+    ("rules: {launch-bound: {max_overhead_ratio: -.inf}}", "expected a finite number, got -inf"),
+    ("rules: {launch-bound: {max_overhead_ratio: .NaN}}", "expected a finite number, got nan"),
+]
+
+
+@pytest.mark.parametrize("text, message", BAD_CONFIGS, ids=[c[0] for c in BAD_CONFIGS])
+def test_a_malformed_config_file_is_one_sentence_naming_the_file_and_the_key(capsys, tmp_path, profile, text,
+                                                                            message):
+    config = tmp_path / "team.yaml"
+    config.write_text(text + "\n")
+    line = in_process(capsys, profile, "--config", config)
+    assert line.startswith(f"diagnose: error: {config}: ") and message in line
+
+
+@pytest.mark.parametrize("text, message", [
+    ("rule_dirs: 5", "rule_dirs must be a list of directories"),
+    ("phases: {}", "phases is empty"),
+    ("rules: {launch-bound: {max_overhead_ratio: .nan}}", "expected a finite number"),
+])
+def test_the_config_read_from_the_working_directory_is_checked_the_same(capsys, tmp_path, monkeypatch, profile,
+                                                                         text, message):
+    (tmp_path / "diagnose.yaml").write_text(text + "\n")
+    monkeypatch.chdir(tmp_path)
+    line = in_process(capsys, profile)
+    assert line.startswith("diagnose: error: diagnose.yaml: ") and message in line
+
+
+def test_a_config_that_is_not_utf8_is_one_sentence(capsys, tmp_path, monkeypatch, profile):
+    (tmp_path / "diagnose.yaml").write_bytes("phases: {decode: \"décodage\"}\n".encode("latin-1"))
+    monkeypatch.chdir(tmp_path)
+    line = in_process(capsys, profile)
+    assert line == "diagnose: error: diagnose.yaml: not UTF-8 text (byte 20 is 0xe9); save the configuration as UTF-8"
+
+
+def test_a_directory_given_as_config_is_one_sentence(capsys, tmp_path, profile):
+    line = in_process(capsys, profile, "--config", tmp_path)
+    assert line == (f"diagnose: error: {tmp_path} is a directory; give --config the path of a YAML file such as "
+                    f"diagnose.yaml")
+
+
+def test_a_fifo_given_as_config_is_refused_without_reading_it(tmp_path, profile):
+    fifo = tmp_path / "diagnose.yaml"
+    os.mkfifo(fifo)
+    line = cli(profile, "--config", fifo, "-q", "--no-cache", timeout=HANG)
+    assert f"{fifo} is not a regular file; give --config the path of a YAML file" in line
+
+
+def test_phase_patterns_are_checked_by_duckdb_which_runs_them(capsys, tmp_path, monkeypatch, profile):
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "diagnose.yaml"
+    for pattern, problem in [("(?<=step)decode", "invalid perl operator: (?<"), ("(decode", "missing ): (decode")]:
+        config.write_text(f'phases: {{decode: "{pattern}"}}\n')  # look-behind: Python's `re` takes it, RE2 not
+        line = in_process(capsys, profile)
+        assert line == (f"diagnose: error: diagnose.yaml: phases.decode: {pattern!r} is not a regular expression "
+                        f"DuckDB accepts ({problem}); patterns are RE2 syntax (no look-behind or back-references), "
+                        f'e.g. "(?i)decode|generat"')
+    config.write_text('phases: {decode: "(?i)\\\\pN*decode", prefill: "(?i)prefill"}\n')  # RE2 only: \pN
+    assert main([str(profile), "-q", "--no-cache"]) == 0, capsys.readouterr().err
+
+
+def test_empty_phases_are_an_error_and_an_empty_phases_key_keeps_the_defaults(capsys, tmp_path, monkeypatch,
+                                                                              profile):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "diagnose.yaml").write_text("phases: {}\n")
+    line = in_process(capsys, profile)
+    assert line == ('diagnose: error: diagnose.yaml: phases is empty, and phase detection cannot be turned off; list '
+                    'at least one phase with its pattern, e.g. `phases: {decode: "(?i)decode"}`, or remove the key to '
+                    'use the default patterns')
+    (tmp_path / "diagnose.yaml").write_text("phases:\nrule_dirs:\nfacts:\nrules:\n")
+    assert main([str(profile), "-q", "--no-cache"]) == 0, capsys.readouterr().err
+
+
+# --- non-finite numbers ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "1e999"])
+def test_set_refuses_a_non_finite_threshold(capsys, profile, value):
+    line = in_process(capsys, profile, "--set", f"launch-bound.max_overhead_ratio={value}")
+    assert line == (f"diagnose: error: --set launch-bound.max_overhead_ratio={value}: expected a finite number, "
+                    f"got '{value}'; to turn the rule off, write launch-bound.enabled=false")
+
+
+def test_set_refuses_a_non_finite_fact_param(capsys, profile):
+    line = in_process(capsys, profile, "--set", "facts.gap_threshold_ns=nan")
+    assert line == "diagnose: error: --set facts.gap_threshold_ns=nan: expected a finite number, got 'nan'"
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "nan"])
+def test_a_rule_file_with_a_non_finite_default_is_refused(capsys, tmp_path, profile, value):
+    pack = shutil.copytree(TEAM_RULES, tmp_path / "pack")
+    rule = pack / "communication-budget.yaml"
+    rule.write_text(rule.read_text().replace("default: 0.15", f"default: {value}"))
+    line = in_process(capsys, profile, "--rule-dir", pack)
+    assert line.startswith(f"diagnose: error: {rule}:")
+    assert "params.max_comm_share.default" in line and "the default must be a finite number" in line
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999"])
+def test_a_fact_file_with_a_non_finite_param_default_is_refused(capsys, tmp_path, profile, value):
+    (tmp_path / "pack").mkdir()
+    fact = tmp_path / "pack" / "acme_min_steps.sql"
+    fact.write_text(f"-- @fact acme_min_steps\n-- @doc A threshold.\n-- @param min_steps {value}\n"
+                    f"-- @column n The threshold.\nSELECT ${{min_steps}} AS n\n")
+    line = in_process(capsys, profile, "--rule-dir", tmp_path / "pack")
+    assert line == (f"diagnose: error: {fact}: @param min_steps needs a finite numeric default, not '{value}'; "
+                    f"write a number such as 10000")
+
+
+@pytest.mark.parametrize("key, value", [("params", "{max_overhead_ratio: .nan}"), ("facts", "{gap_threshold_ns: .inf}"),
+                                        ("params", "{max_overhead_ratio: lots}")])
+def test_a_rule_test_case_with_a_non_finite_param_is_refused(capsys, tmp_path, key, value):
+    test = tmp_path / "launch-bound.test.yaml"
+    test.write_text(f"rule: launch-bound\ncases:\n  - name: never fires\n    scenario: eager_decode\n"
+                    f"    {key}: {value}\n    expect: []\n")
+    line = in_process(capsys, "rules", "test", test)
+    assert line.startswith(f"diagnose: error: {test}: case 1: {key}.") and "must be a finite number, not" in line
+
+
+# --- profile paths -----------------------------------------------------------------------------------------------
+def test_an_empty_profile_path_is_an_error_not_the_working_directory(tmp_path, profile):
+    shutil.copy(profile, tmp_path / "rank0.sqlite")  # the working directory holds exports: "" must not mean it
+    shutil.copy(EXAMPLE.with_name("healthy_prefill.sqlite"), tmp_path / "rank1.sqlite")
+    for args in ([""], ["", profile], [profile, ""]):
+        line = cli(*args, "-q", "--no-cache", cwd=tmp_path)
+        assert "profile path is empty; give the path of an nsys SQLite export" in line
+    line = cli("compare", "", profile, "--no-cache", cwd=tmp_path)
+    assert line == ("diagnose compare: error: the profile path is empty; give the path of an nsys SQLite export, "
+                    "e.g. run.sqlite.")
+
+
+@pytest.fixture(scope="module")
+def special_dir() -> Path:
+    base = Path(tempfile.mkdtemp(prefix="nsd-"))  # short: a socket's path holds at most 107 bytes
+    os.mkfifo(base / "fifo.sqlite")
+    os.mkfifo(base / "fifo.nsys-rep")  # a report would be handed to nsys, which would block on it
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(base / "socket.sqlite"))
+    server.close()
+    (base / "link-to-fifo.sqlite").symlink_to(base / "fifo.sqlite")
+    (base / "zero.sqlite").symlink_to("/dev/zero")
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("fifo.sqlite", "a FIFO (named pipe)"), ("link-to-fifo.sqlite", "a FIFO (named pipe)"),
+    ("fifo.nsys-rep", "a FIFO (named pipe)"), ("socket.sqlite", "a socket"),
+    ("zero.sqlite", "a character device"), ("/dev/zero", "a character device"),
+])
+def test_a_profile_that_is_not_a_regular_file_is_refused_without_opening_it(special_dir, name, kind):
+    path = special_dir / name  # an absolute name stays itself
+    if not path.exists():
+        pytest.skip(f"{path} is not available here")
+    line = cli(path, "-q", "--no-cache", timeout=HANG)
+    assert line == (f"diagnose: error: {path} is not a regular file but {kind}; give the path of an nsys SQLite "
+                    f"export file (`nsys export --type sqlite --output run.sqlite report.nsys-rep`).")
+
+
+# --- multi-rank runs ---------------------------------------------------------------------------------------------
+def _run_with(tmp_path: Path, run_dir: Path, extra: str) -> Path:
+    """Two rank exports, and `extra`: a third entry named like a rank export."""
+    d = tmp_path / "run"
+    d.mkdir()
+    for r in (0, 1):
+        shutil.copy(run_dir / f"rank{r}.sqlite", d / f"rank{r}.sqlite")
+    if extra == "hard link":
+        os.link(d / "rank1.sqlite", d / "rank2.sqlite")
+    elif extra == "copy":
+        shutil.copy(d / "rank0.sqlite", d / "rank2.sqlite")
+    elif extra == "directory":
+        (d / "rank3.sqlite").mkdir()
+    elif extra == "dangling link":
+        (d / "rank5.sqlite").symlink_to(tmp_path / "gone" / "rank5.sqlite")
+    elif extra == "fifo":
+        os.mkfifo(d / "rank2.sqlite")
+    return d
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("hard link", "{d}/rank1.sqlite and {d}/rank2.sqlite are the same file (hard links, or two paths to one file); "
+                  "give each rank's export once."),
+    ("copy", "{d}/rank0.sqlite and {d}/rank2.sqlite have identical contents, so they cannot be two ranks of one run; "
+             "give each rank's own export (one rank's export was probably copied twice)."),
+    ("directory", "{d}/rank3.sqlite is named like a rank export but is a directory; remove or rename it, or give "
+                  "the rank exports as files (diagnose RANK0.sqlite RANK1.sqlite ...)."),
+    ("dangling link", "{d}/rank5.sqlite is named like a rank export but is a symbolic link to a missing file ("),
+    ("fifo", "{d}/rank2.sqlite is named like a rank export but is a FIFO (named pipe); remove or rename it"),
+])
+def test_a_run_directory_with_a_duplicate_or_unreadable_rank_is_refused(tmp_path, run_dir, extra, message):
+    d = _run_with(tmp_path, run_dir, extra)
+    line = cli(d, "-q", "--no-cache", timeout=HANG)
+    assert line.startswith("diagnose: error: " + message.format(d=d))
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("hard link", "rank1.sqlite and {d}/rank2.sqlite are the same file (hard links, or two paths to one file)"),
+    ("copy", "rank0.sqlite and {d}/rank2.sqlite have identical contents, so they cannot be two ranks of one run"),
+    ("fifo", "rank2.sqlite is not a regular file but a FIFO (named pipe)"),
+])
+def test_rank_files_given_one_by_one_are_checked_the_same(tmp_path, run_dir, extra, message):
+    d = _run_with(tmp_path, run_dir, extra)
+    line = cli(d / "rank0.sqlite", d / "rank1.sqlite", d / "rank2.sqlite", "-q", "--no-cache", timeout=HANG)
+    assert message.format(d=d) in line
+
+
+def test_only_identical_contents_are_refused_not_exports_of_one_size(tmp_path, run_dir):
+    assert len({p.stat().st_size for p in run_dir.iterdir()}) == 1  # compared byte by byte, and all differ
+    assert [r.rank for r in resolve_run([run_dir])[0]] == [0, 1, 2, 3]
+    d = _run_with(tmp_path, run_dir, "copy")
+    with pytest.raises(InputError, match="have identical contents"):
+        resolve_run([d / "rank2.sqlite", d / "rank1.sqlite", d / "rank0.sqlite"])
+
+
+def test_a_dangling_link_is_refused_unless_it_is_a_report_beside_its_export(tmp_path, run_dir):
+    d = _run_with(tmp_path, run_dir, "")
+    (d / "rank0.nsys-rep").symlink_to(tmp_path / "moved" / "rank0.nsys-rep")  # rank0.sqlite beside it is read
+    assert [r.path.name for r in resolve_run([d])[0]] == ["rank0.sqlite", "rank1.sqlite"]
+    (d / "rank2.nsys-rep").symlink_to(tmp_path / "moved" / "rank2.nsys-rep")  # rank 2 would be left out
+    with pytest.raises(InputError, match=r"rank2\.nsys-rep is named like a rank export but is a symbolic link"):
+        resolve_run([d])
