@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import operator
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from jinja2.sandbox import SandboxedEnvironment
-
+from . import templating
 from .factrun import FactSet
 from .model import Evidence, Finding, RuleOutcome, Verdict
-from .rules import Condition, Operand, Rule
-from .units import PARAM_UNITS, column_unit, fmt_bytes, fmt_duration, fmt_number, fmt_param, fmt_ratio, fmt_value
+from .rules import Condition, Operand, Rule, RuleError, key_position, template_fields
+from .units import PARAM_UNITS, column_unit, fmt_param, fmt_ratio, fmt_value
 
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
         "==": operator.eq, "!=": operator.ne}
@@ -20,14 +20,20 @@ SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 # A cause must cost at least this share of the profiled time to be named the primary bottleneck.
 PRIMARY_MIN_IMPACT = 0.05
 
-_env = SandboxedEnvironment(autoescape=False)
-_env.filters.update(dur=fmt_duration, pct=fmt_ratio, bytes=fmt_bytes, num=fmt_number,
-                    gbps=lambda v: "n/a" if v is None else f"{float(v):.1f} GB/s",
-                    percent=lambda v: "n/a" if v is None else f"{float(v):.1f} %")
+
+def _render(rule: Rule, field_name: str, template: str, context: dict[str, Any], not_after: float) -> str:
+    """A rule template rendered in the bounded sandbox of engine/templating; any failure is a RuleError."""
+    try:
+        return templating.render(template, context, not_after=not_after)
+    except templating.TemplateFailure as exc:
+        raise template_error(rule, field_name, exc) from None
 
 
-def render_text(template: str, **context: Any) -> str:
-    return _env.from_string(template).render(**context).strip()
+def template_error(rule: Rule, field_name: str, failure: templating.TemplateFailure, where: str | None = None,
+                   sample: str = "") -> RuleError:
+    """`FILE: rule "ID": its message template divides by zero; guard the division ...`"""
+    return RuleError(f'{where or rule.path}: rule "{rule.id}": its {field_name} template {failure.reason}{sample}; '
+                     f"{failure.advice}")
 
 
 @dataclass
@@ -35,6 +41,41 @@ class Evaluation:
     findings: list[Finding] = field(default_factory=list)
     passed: list[RuleOutcome] = field(default_factory=list)
     skipped: list[RuleOutcome] = field(default_factory=list)
+
+
+# The rows `rules check` renders every template with: a template that fails on all-zero, all-one or empty
+# (NULL) columns fails on real data too.
+_SAMPLE_ROWS: tuple[tuple[str, Any], ...] = (("every column 0", 0), ("every column 1", 1),
+                                             ("every column empty (None)", None))
+
+
+def check_templates(rule: Rule, columns: list[str]) -> list[RuleError]:
+    """Template errors found before any profile is diagnosed, one per field, as FILE:LINE:COL errors: attributes
+    the sandbox refuses, and failures rendering the sample rows with the params' defaults (division by zero,
+    undefined names, limits). Failures that depend on the values' types (None + 1) are left to run time."""
+    params = effective_params(rule, {})
+    errors: list[RuleError] = []
+    for key, name, source in template_fields(rule.spec):
+        if templating.compile_problem(source) is not None:  # reported when the rule was loaded
+            continue
+        line, col = key_position(rule.path, key)
+        where = f"{rule.path}:{line}:{col}"
+        forbidden = templating.forbidden_attributes(source, [*columns, *params])
+        if forbidden:
+            errors.append(template_error(rule, name, templating.forbidden_failure(forbidden[0]), where))
+            continue
+        for label, value in _SAMPLE_ROWS:
+            row = dict.fromkeys(columns, value)
+            impact = row.get(rule.spec.impact) if rule.spec.impact else None
+            context = {"row": row, "params": params, "impact": None if impact is None else float(impact)}
+            try:
+                templating.render(source, context)
+            except templating.TemplateFailure as exc:
+                if exc.kind != "value":
+                    sample = f" (with {label})" if exc.kind in ("zero-division", "overflow") else ""
+                    errors.append(template_error(rule, name, exc, where, sample))
+                    break
+    return errors
 
 
 def effective_params(rule: Rule, overrides: dict[str, float]) -> dict[str, float]:
@@ -128,6 +169,7 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
             continue
         params = effective_params(rule, rule_params.get(rule.id, {}))
         fired = False
+        not_after = time.monotonic() + templating.RULE_RENDER_SECONDS
         for row in result.rows:
             if not all(_holds(c, row, params, rule) for c in rule.conditions):
                 continue
@@ -145,10 +187,11 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
             context = {"row": row, "params": params, "impact": impact}
             out.findings.append(Finding(
                 rule=rule.id, title=spec.title, category=spec.category, kind=spec.kind, severity=severity,
-                subject=render_text(spec.label, **context) if spec.label else None,
-                message=render_text(spec.message, **context),
+                subject=_render(rule, "label", spec.label, context, not_after) if spec.label else None,
+                message=_render(rule, "message", spec.message, context, not_after),
                 impact=impact, evidence=_evidence(rule, row, params),
-                remediation=[render_text(r, **context) for r in spec.remediation],
+                remediation=[_render(rule, f"remediation {i}", r, context, not_after)
+                             for i, r in enumerate(spec.remediation, 1)],
                 references=list(spec.references), row=row))
         if not fired:
             out.passed.append(outcome)

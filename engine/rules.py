@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import DiagnoseError
 from .facts import Fact
 from .run_facts import load_run_facts
+from .templating import compile_problem
 from .units import PARAM_UNITS, column_unit
 
 SEVERITIES = ("info", "warning", "error")
@@ -29,6 +30,16 @@ class RuleError(DiagnoseError):
     """A rule file is broken; the message starts with file:line:col."""
 
 
+class RuleTemplateError(RuleError):
+    """Templates of a rule file do not compile: str() is the first error, `problems` all of them; `rule` is the
+    rule otherwise loaded (so `rules check` can check its other templates too)."""
+
+    def __init__(self, *problems: str, rule: Rule | None = None):
+        super().__init__(problems[0])
+        self.problems = list(problems)
+        self.rule = rule
+
+
 class ParamSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     default: float
@@ -40,6 +51,14 @@ class ParamSpec(BaseModel):
     def _known_unit(cls, v: str) -> str:
         if v not in PARAM_UNITS:
             raise ValueError(f"unknown unit {v!r}; use one of {', '.join(PARAM_UNITS)}")
+        return v
+
+    @field_validator("default")
+    @classmethod
+    def _finite_default(cls, v: float) -> float:
+        if v != v or v in (float("inf"), float("-inf")):  # a NaN or infinite threshold never (or always) fires
+            raise ValueError(f"the default must be a finite number, not {v}; write the threshold the rule should "
+                             f"use (a rule is turned off with `enabled: false` in diagnose.yaml)")
         return v
 
 
@@ -157,7 +176,7 @@ def _key_lines(text: str) -> dict[str, tuple[int, int]]:
         return out
     for key, value in node.value:
         out[key.value] = (key.start_mark.line + 1, key.start_mark.column + 1)
-        if key.value in ("when", "when_any") and isinstance(value, yaml.SequenceNode):
+        if key.value in ("when", "when_any", "remediation") and isinstance(value, yaml.SequenceNode):
             for i, item in enumerate(value.value):
                 out[f"{key.value}.{i}"] = (item.start_mark.line + 1, item.start_mark.column + 1)
         if key.value in ("params", "evidence") and isinstance(value, (yaml.MappingNode, yaml.SequenceNode)):
@@ -269,7 +288,51 @@ def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled") 
             raise err("info_below_impact", "info_below_impact needs an impact column")
     for i, ev in enumerate(spec.evidence):
         check_column(ev.column, f"evidence.{i}")
+    problems = _template_errors(data, err)
+    if problems:
+        raise RuleTemplateError(*map(str, problems), rule=rule)
     return rule
+
+
+def template_fields(rule: RuleSpec | dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(key in the file, name in messages, template) of the Jinja fields: label, message, remediation N."""
+    get = rule.get if isinstance(rule, dict) else lambda key: getattr(rule, key, None)
+    fields = [("label", "label", get("label")), ("message", "message", get("message"))]
+    steps = get("remediation")
+    if isinstance(steps, list):
+        fields += [(f"remediation.{i}", f"remediation {i + 1}", step) for i, step in enumerate(steps)]
+    return [(key, name, text) for key, name, text in fields if isinstance(text, str)]
+
+
+def _template_errors(data: dict[str, Any], err) -> list[RuleError]:
+    return [err(key, f"its {name} template {problem}") for key, name, text in template_fields(data)
+            if (problem := compile_problem(text)) is not None]
+
+
+def key_position(path: str | Path, key: str) -> tuple[int, int]:
+    """(line, col) of a key ("message") or list item ("remediation.1") of a rule file; (1, 1) when unknown."""
+    try:
+        lines = _key_lines(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return (1, 1)
+    return lines.get(key, lines.get(key.split(".")[0], (1, 1)))
+
+
+def template_errors(path: Path) -> list[str]:
+    """The template compile errors of a rule file, found even when the file has other errors."""
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return []
+    if not isinstance(data, dict):
+        return []
+    prefix = f'rule "{data["id"]}": ' if isinstance(data.get("id"), str) else ""
+
+    def err(key: str, message: str) -> RuleError:
+        line, col = key_position(path, key)
+        return RuleError(f"{path}:{line}:{col}: {prefix}{message}")
+
+    return [str(e) for e in _template_errors(data, err)]
 
 
 def bundled_rules_dir() -> Path:
