@@ -125,9 +125,10 @@ def load_rule_set(config: Config) -> tuple[dict[str, Fact], dict[str, Rule]]:
 
 def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | None = None,
              progress: Callable[[str], None] | None = None, cache: bool = True, threads: int | None = None,
-             share: int = 1) -> Report:
+             share: int = 1, cache_dir: str | Path | None = None) -> Report:
     """Diagnose one export. `tokens`: output tokens the profiled run generated (adds tokens/s).
-    `cache`: reuse (or save) the canonical tables beside the profile; False reads the export afresh.
+    `cache`: reuse (or save) the canonical tables in the user's cache directory, or `cache_dir` (see
+    engine/store.py); False reads the export afresh.
     `threads`, `share`: DuckDB threads, and how many diagnoses run side by side sharing the memory limit."""
     config = config or Config()
     fact_defs, rules = load_rule_set(config)
@@ -136,7 +137,8 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
     validate_config(config, {**rules, **run_rules}, fact_defs)
     config = split_config(config, set(run_rules))[0]
     try:
-        with open_export(path, progress=progress, cache=cache, threads=threads, share=share) as export:
+        with open_export(path, progress=progress, cache=cache, threads=threads, share=share,
+                         cache_dir=cache_dir) as export:
             try:
                 facts = compute_facts(export, params={k: s.value for k, s in config.fact_params.items()},
                                       phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress)

@@ -189,3 +189,64 @@ VIEWS: dict[str, View] = {
         ),
     )
 }
+
+
+# -- How the canonical tables are stored ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Stored:
+    """How a canonical view is kept in the database when it differs from its columns: `derived` columns are
+    not stored but computed by the view (from `joins`, with the stored table as `t`); `extra` columns are
+    stored for them. Millions of kernels and API calls share a few hundred names, so the rows keep string
+    ids and the names live once in kernel_names / api_names."""
+
+    extra: str
+    derived: dict[str, str]
+    joins: str
+
+
+STORED = {
+    "kernels": Stored(
+        extra="short_name_id BIGINT",
+        derived={"name": "coalesce(dn.value, sn.value)", "short_name": "coalesce(sn.value, dn.value)"},
+        joins="LEFT JOIN {catalog}.kernel_names dn ON dn.id = t.name_id "
+              "LEFT JOIN {catalog}.kernel_names sn ON sn.id = t.short_name_id"),
+    "api_calls": Stored(  # the class from eventClass, or from the name when the export does not record it
+        extra="event_class TINYINT",
+        derived={"name": "n.name",
+                 "api_class": "CASE WHEN t.event_class = 0 THEN 'runtime' WHEN t.event_class = 1 THEN 'driver' "
+                              "WHEN n.value LIKE 'cuda%' THEN 'runtime' ELSE 'driver' END"},
+        joins="LEFT JOIN {catalog}.api_names n ON n.id = t.name_id"),
+}
+
+# Tables of a canonical database besides the views: the names the stored views join back, and the state
+# (fingerprint of the profile, what was learned about it) saved with a cache.
+SIDE_TABLES = {
+    "kernel_names": 'CREATE TABLE "kernel_names" ("id" BIGINT, "value" VARCHAR)',
+    "api_names": 'CREATE TABLE "api_names" ("id" BIGINT, "name" VARCHAR, "value" VARCHAR)',
+    "_state": 'CREATE TABLE "_state" ("key" VARCHAR, "value" VARCHAR)',
+}
+
+
+def stored_ddl(view: str) -> str:
+    """The table as stored: the canonical columns that are not derived, then the extra ones."""
+    stored = STORED.get(view)
+    if stored is None:
+        return VIEWS[view].ddl()
+    cols = [f'"{c.name}" {c.type}' for c in VIEWS[view].columns if c.name not in stored.derived]
+    return f'CREATE TABLE "{view}" ({", ".join(cols)}, {stored.extra})'
+
+
+def database_ddl() -> dict[str, str]:
+    """Every table of a canonical database and the statement that creates it: nothing else may be in one."""
+    return {**{name: stored_ddl(name) for name in VIEWS}, **SIDE_TABLES}
+
+
+def view_sql(view: str, catalog: str) -> str:
+    """The canonical view `view` over the tables of `catalog`."""
+    stored = STORED.get(view)
+    if stored is None:
+        return f'SELECT * FROM {catalog}."{view}"'
+    cols = ", ".join(f'{stored.derived.get(c.name, "t." + chr(34) + c.name + chr(34))} AS "{c.name}"'
+                     for c in VIEWS[view].columns)
+    return f'SELECT {cols} FROM {catalog}."{view}" t {stored.joins.format(catalog=catalog)}'

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import math
-from dataclasses import dataclass, field
+import threading
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from .facts import Fact, load_facts, materialize, run_order
+from .facts import Fact, FactError, load_facts, materialize, run_order
 from .duck import sql_literal
 from .source import Export
 
@@ -16,6 +19,66 @@ DEFAULT_PHASE_PATTERNS: dict[str, str] = {
     "prefill": r"(?i)prefill|\bextend|prompt|context[ _]?phase|\bcontext\b",
     "decode": r"(?i)decode|generat",
 }
+
+
+@dataclass(frozen=True)
+class TeamLimits:
+    """Bounds on what one team fact may cost: team rule packs are semi-trusted (README "Security model")."""
+
+    seconds: float = 60.0      # wall time to compute the fact
+    rows: int = 10_000         # rows it may return (rules and reports read every row)
+    text_bytes: int = 65_536   # longest text value in those rows
+    spill: str = "4GB"         # DuckDB spill space for team facts (the memory limit applies as for every fact)
+
+
+TEAM_LIMITS = TeamLimits()
+
+
+def _materialize_bounded(con: Any, fact: Fact, params: dict[str, float] | None, limits: TeamLimits) -> None:
+    """materialize() a team fact, stopped when it runs past `limits.seconds`, runs out of memory, or returns
+    more rows or longer text than the limits allow; each is one sentence naming the fact."""
+    timed_out = threading.Event()
+
+    def stop() -> None:
+        timed_out.set()
+        con.interrupt()
+
+    timer = threading.Timer(limits.seconds, stop)
+    timer.daemon = True
+    timer.start()
+    try:
+        materialize(con, fact, params)
+    except KeyboardInterrupt:
+        if not timed_out.is_set():
+            raise
+        raise FactError(f"{fact.path}: team fact {fact.name!r} ran longer than {limits.seconds:g} s, the limit for "
+                        f"team SQL; make the query cheaper (no unbounded recursion, aggregate before joining)",
+                        fact.name) from None
+    except FactError as exc:
+        if "ran out of memory" in str(exc):
+            raise FactError(f"{fact.path}: team fact {fact.name!r} ran out of memory (DuckDB's memory limit); make "
+                            f"the query cheaper (no unbounded recursion, aggregate before joining)",
+                            fact.name) from None
+        raise
+    finally:
+        timer.cancel()
+    if fact.is_helper and not fact.materialized:
+        return
+    rows = con.execute(f'SELECT count(*) FROM "{fact.name}"').fetchone()[0]
+    if rows > limits.rows:
+        raise FactError(f"{fact.path}: team fact {fact.name!r} returns {rows:,} rows, more than the {limits.rows:,} "
+                        f"a team fact may return; aggregate it (one row per device, stream, kernel name ...)",
+                        fact.name)
+    texts = con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? AND database_name = "
+        "current_database() AND data_type IN ('VARCHAR', 'BLOB', 'JSON')", [fact.name]).fetchall()
+    if texts:
+        sizes = [f'max(octet_length("{c}"))' if kind == "BLOB" else f'max(strlen(CAST("{c}" AS VARCHAR)))'
+                 for c, kind in texts]
+        longest = con.execute(f'SELECT greatest({", ".join(sizes)}, 0) FROM "{fact.name}"').fetchone()[0] or 0
+        if longest > limits.text_bytes:
+            raise FactError(f"{fact.path}: team fact {fact.name!r} returns a text value of {longest:,} bytes, more "
+                            f"than the {limits.text_bytes:,} a team fact may return", fact.name)
 
 
 @dataclass
@@ -45,23 +108,39 @@ class FactSet:
         return rows[0] if rows else {}
 
 
+def _blob_text(data: bytes) -> str:
+    """A BLOB as DuckDB prints it: printable ASCII as is, every other byte as \\xNN."""
+    return "".join(chr(c) if 32 <= c < 127 and c != 92 else f"\\x{c:02X}" for c in data)
+
+
 def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+    """A fact value as plain JSON-able data: a team fact may return any DuckDB type (BLOB, DECIMAL, dates,
+    intervals, UUIDs, lists, structs), and reports, rules and JSON need numbers, text and None."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _blob_text(bytes(value))
+    if isinstance(value, decimal.Decimal):
+        return _clean(float(value))
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item"):
         try:
-            return value.item()
-        except (AttributeError, ValueError):
-            return value
-    return value
+            return _clean(value.item())
+        except (AttributeError, ValueError, TypeError):
+            pass
+    return str(value)
 
 
-def compute_facts(export: Export, *, params: dict[str, float] | None = None,
-                  phase_patterns: dict[str, str] | None = None, extra_fact_dirs: list | None = None,
-                  facts: dict[str, Fact] | None = None,
-                  progress: Callable[[str], None] | None = None) -> FactSet:
-    facts = facts if facts is not None else load_facts(extra_fact_dirs)
-    con = export.con
+def _define_phases(con: Any, phase_patterns: dict[str, str] | None) -> None:
     patterns = phase_patterns if phase_patterns is not None else DEFAULT_PHASE_PATTERNS
     con.execute("CREATE OR REPLACE TABLE _phase_patterns (phase VARCHAR, pattern VARCHAR, priority INTEGER)")
     con.executemany("INSERT INTO _phase_patterns VALUES (?, ?, ?)",
@@ -71,21 +150,43 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
     cases = " ".join(f"WHEN regexp_matches(t, {sql_literal(pattern)}) THEN {sql_literal(phase)}"
                      for phase, pattern in patterns.items())
     con.execute(f"CREATE OR REPLACE MACRO phase_of(t) AS {'CASE ' + cases + ' END' if cases else 'NULL'}")
-    out = FactSet()
+
+
+def _in_run_order(facts: dict[str, Fact]) -> list[Fact]:
+    """Bundled facts first, then team facts (which may read them)."""
     order = run_order(facts)
-    sandboxed = False
-    # Bundled facts first; team facts run after DuckDB's external access and configuration are locked,
-    # so their SQL sees the canonical views and facts and nothing else.
+    return [f for f in order if not f.team] + [f for f in order if f.team]
+
+
+def _lock_for_team_facts(con: Any, limits: TeamLimits) -> None:
+    """The connection already reads nothing but the canonical database: external access is off and the SQLite
+    extension was never loaded in its DuckDB instance (engine/store.py). Before team SQL runs, its spill space is
+    bounded and the configuration locked, so the SQL cannot change either."""
+    con.execute(f"SET max_temp_directory_size = {sql_literal(limits.spill)}")
+    con.execute("SET lock_configuration = true")
+
+
+def compute_facts(export: Export, *, params: dict[str, float] | None = None,
+                  phase_patterns: dict[str, str] | None = None, extra_fact_dirs: list | None = None,
+                  facts: dict[str, Fact] | None = None,
+                  progress: Callable[[str], None] | None = None) -> FactSet:
+    facts = facts if facts is not None else load_facts(extra_fact_dirs)
+    con = export.con
+    _define_phases(con, phase_patterns)
+    out = FactSet()
     ops = sum(export.count(v) for v in ("kernels", "graph_launches", "memcpys", "memsets") if v in export.views)
-    ordered = [f for f in order if not f.team] + [f for f in order if f.team]
+    ordered = _in_run_order(facts)
+    locked = False
     for number, fact in enumerate(ordered, 1):
-        if fact.team and not sandboxed:
-            con.execute("SET enable_external_access = false")
-            con.execute("SET lock_configuration = true")
-            sandboxed = True
+        if fact.team and not locked:
+            _lock_for_team_facts(con, TEAM_LIMITS)
+            locked = True
         if progress:
             progress(f"computing fact {number}/{len(ordered)} {fact.name} over {ops:,} GPU operations")
-        materialize(con, fact, params)
+        if fact.team:
+            _materialize_bounded(con, fact, params, TEAM_LIMITS)
+        else:
+            materialize(con, fact, params)
         if fact.is_helper:
             continue
         cursor = con.execute(f'SELECT * FROM "{fact.name}"')
@@ -99,3 +200,39 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
                 break
         out.results[fact.name] = FactResult(fact, columns, rows, skipped)
     return out
+
+
+def check_team_facts(facts: dict[str, Fact], limits: TeamLimits | None = None) -> list[str]:
+    """Run every team fact of `facts` as `diagnose` would (same sandbox, same limits; a shorter time limit by
+    default) over an export whose canonical tables are empty, and return one error per fact that fails: what
+    the run would refuse (a file-reading function, a typo in a column, a second statement), `rules check`
+    refuses first. Facts that need a failed fact are not run."""
+    from .source import empty_export
+
+    limits = limits or replace(TEAM_LIMITS, seconds=min(TEAM_LIMITS.seconds, 10.0))
+    if not any(f.team for f in facts.values()):
+        return []
+    errors: list[str] = []
+    failed: set[str] = set()
+    with empty_export() as export:
+        con = export.con
+        _define_phases(con, None)
+        locked = False
+        for fact in _in_run_order(facts):
+            if fact.team and not locked:
+                _lock_for_team_facts(con, limits)
+                locked = True
+            if any(dep in failed for dep in fact.needs):
+                failed.add(fact.name)
+                continue
+            try:
+                if fact.team:
+                    _materialize_bounded(con, fact, None, limits)
+                else:
+                    materialize(con, fact, None)
+            except FactError as exc:
+                if not fact.team:
+                    raise
+                errors.append(str(exc))
+                failed.add(fact.name)
+    return errors

@@ -82,7 +82,8 @@ def worker_count(ranks: int, workers: int | None = None) -> int:
 
 
 def diagnose_ranks(inputs: Sequence[RankInput], config: Config, *, progress: Progress | None = None,
-                   cache: bool = True, workers: int | None = None) -> list[Report]:
+                   cache: bool = True, workers: int | None = None,
+                   cache_dir: str | Path | None = None) -> list[Report]:
     """Each rank's own report (in `inputs` order), diagnosed in parallel. The first failing rank (in rank
     order) raises its error, naming the rank and its file; the other ranks are abandoned."""
     tracker = RunProgress(progress, len(inputs))
@@ -91,7 +92,7 @@ def diagnose_ranks(inputs: Sequence[RankInput], config: Config, *, progress: Pro
 
     def one(rank: RankInput) -> Report:
         report = api.diagnose(rank.path, config, progress=tracker.for_rank(rank.rank), cache=cache,
-                              threads=threads, share=count)
+                              cache_dir=cache_dir, threads=threads, share=count)
         tracker.finished()
         return report
 
@@ -203,7 +204,7 @@ def build_run_report(inputs: Sequence[RankInput], numbering: Numbering, reports:
 
 
 def diagnose_run(paths: Sequence[str | Path], config: Config | None = None, *, progress: Progress | None = None,
-                 cache: bool = True, workers: int | None = None) -> RunReport:
+                 cache: bool = True, workers: int | None = None, cache_dir: str | Path | None = None) -> RunReport:
     """Diagnose one multi-rank run given as two or more exports, or as one directory of them.
     `workers`: ranks read at once (default: one per CPU, at most the number of ranks)."""
     config = config or Config()
@@ -214,7 +215,8 @@ def diagnose_run(paths: Sequence[str | Path], config: Config | None = None, *, p
     run_rules = load_rules(fact_defs, config.rule_dirs, scope="run")
     api.validate_config(config, {**profile_rules, **run_rules}, fact_defs)  # typos get a did-you-mean over all
     rank_config, run_config = split_config(config, set(run_rules))
-    reports = diagnose_ranks(inputs, rank_config, progress=progress, cache=cache, workers=workers)
+    reports = diagnose_ranks(inputs, rank_config, progress=progress, cache=cache, workers=workers,
+                             cache_dir=cache_dir)
     overrides = (api.overrides(rank_config, profile_rules, fact_defs)
                  + api.overrides(run_config, run_rules, run_fact_defs))
     source = str(paths[0]) if len(paths) == 1 else ", ".join(str(p) for p in paths)

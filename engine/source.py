@@ -1,6 +1,6 @@
 """Open an Nsight Systems SQLite export read-only and build the canonical views.
 
-Every nsys version difference is absorbed here and nowhere else (see shared nsys-schema.md):
+Every nsys version difference is absorbed here and nowhere else:
 two metadata-table names, legacy TARGET_INFO_GPU columns, columns added over the years, NVTX text
 inline or in StringIds, pid/tid packed into globalTid, `_vNNNN` API suffixes, enum tables that
 may be absent (codes are hard-coded), GPUs listed that did no work, graph-mode CUDA graphs.
@@ -11,22 +11,24 @@ scan them several times never go back to SQLite.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
 import subprocess
 import tempfile
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import duckdb
 
-from .canonical import VIEWS
-from .duck import load_sqlite_scanner, reraise_interrupt, sql_literal
-from .errors import InputError
-from .store import CACHE_DIR_ENV, Workspace, cache_path, fingerprint, partial_path, read_state, remove_database_files, write_state
+from . import store
+from .canonical import SIDE_TABLES, VIEWS, database_ddl, stored_ddl, view_sql
+from .duck import is_out_of_memory, load_sqlite_scanner, out_of_memory_error, reraise_interrupt, sql_literal
+from .errors import DiagnoseError, InputError
+from .profile_file import ProfileFile
+from .store import Workspace
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 PID_MASK = 0xFFFFFF
@@ -53,6 +55,9 @@ MEM_KINDS = {
 }
 SYNC_TYPES = {0: "unknown", 1: "event_sync", 2: "stream_wait_event", 3: "stream_sync", 4: "context_sync"}
 NVTX_PUSH_POP, NVTX_START_END, NVTX_DOMAIN_CREATE = 59, 60, 75
+
+# Views whose rows are intervals on the capture timeline; rows with impossible times are dropped from them.
+_TIMED_VIEWS = ("kernels", "memcpys", "memsets", "syncs", "graph_launches")
 
 _MISSING_REASON = {
     "kernels": "the export has no CUPTI_ACTIVITY_KIND_KERNEL table: no CUDA kernel was traced "
@@ -160,12 +165,20 @@ class Export:
 
 def check_profile_path(path: str | os.PathLike) -> Path:
     """Fail with one clear sentence unless `path` is a readable SQLite file."""
+    if os.fspath(path) == "":  # Path("") would mean the working directory
+        raise InputError("the profile path is empty; give the path of an nsys SQLite export, e.g. run.sqlite.")
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file; give the path of an nsys SQLite export "
                          f"(`nsys export --type sqlite report.nsys-rep`).")
     if p.is_dir():
         raise InputError(f"{p} is a directory; give the path of one .sqlite export.")
+    if not p.is_file():  # checked before any open: opening a FIFO blocks, reading a device never ends
+        kind = ("a FIFO (named pipe)" if p.is_fifo() else "a socket" if p.is_socket()
+                else "a character device" if p.is_char_device() else "a block device" if p.is_block_device()
+                else "a special file")
+        raise InputError(f"{p} is not a regular file but {kind}; give the path of an nsys SQLite export file "
+                         f"(`nsys export --type sqlite --output run.sqlite report.nsys-rep`).")
     if p.suffix in (".nsys-rep", ".qdrep") and not shutil.which("nsys"):
         raise InputError(
             f"{p} is an Nsight Systems report, not a SQLite export; convert it first with "
@@ -187,7 +200,9 @@ def check_profile_path(path: str | os.PathLike) -> Path:
 
 
 def _export_command(report: Path, output: Path) -> list[str]:
-    return ["nsys", "export", "--type", "sqlite", "--output", str(output), "--force-overwrite", "true", str(report)]
+    # Absolute paths: a report named "-x.nsys-rep" must never reach nsys as an option.
+    return ["nsys", "export", "--type", "sqlite", "--output", str(output.absolute()), "--force-overwrite", "true",
+            str(report.absolute())]
 
 
 def _convert_report(report: Path, output: Path) -> Path:
@@ -206,95 +221,182 @@ def _convert_report(report: Path, output: Path) -> Path:
     return output
 
 
-def open_export(path: str | os.PathLike, *, threads: int | None = None,
-                progress: Callable[[str], None] | None = None, cache: bool = False, share: int = 1) -> Export:
+Progress = Callable[[str], None]
+
+
+def open_export(path: str | os.PathLike, *, threads: int | None = None, progress: Progress | None = None,
+                cache: bool = False, share: int = 1, cache_dir: str | os.PathLike | None = None) -> Export:
     """Open `path` read-only and expose the canonical views.
 
-    With `cache`, the canonical tables are saved beside the profile (see engine/store.py) and reused on the
-    next run while the profile is unchanged; without it they are built in a scratch directory that is removed
-    at close; a cache that does not fit on its disk is given up and the export read without one. `share`:
-    diagnoses running side by side, which split the memory limit. An .nsys-rep is converted with `nsys export`
-    (when nsys is on PATH) into the scratch directory. Every temporary file goes when the export is closed, on
-    failure or on Ctrl-C."""
+    With `cache`, the canonical tables are saved in the cache directory (the user's own, or `cache_dir`; see
+    engine/store.py) and reused on the next run while the profile is unchanged; without it they are built in a
+    scratch directory that is removed at close; a cache that does not fit on its disk is given up and the
+    export read without one. `share`: diagnoses running side by side, which split the memory limit. An
+    .nsys-rep is converted with `nsys export` (when nsys is on PATH) into the scratch directory. Every
+    temporary file goes when the export is closed, on failure, on Ctrl-C and on SIGTERM/SIGHUP."""
     p = check_profile_path(path)
+    store.check_address_space()
+    say = progress or (lambda _stage: None)
+    directory = store.cache_dir(cache_dir) if cache else None
+    store.sweep_once(directory)
     try:
-        return _open(p, threads, progress, cache, share)
+        return _open(p, threads, say, directory, share)
     except DiskFullError:
-        if not cache:
+        if directory is None:
             raise
-        if progress:
-            progress("no space for the cache beside the profile; reading it without one")
-        return _open(p, threads, progress, False, share)
+        say("no space for the cache; reading the export without one")
+        return _open(p, threads, say, None, share)
 
 
 class DiskFullError(InputError):
     """The cache or the scratch directory ran out of disk space."""
 
 
-def _open(p: Path, threads: int | None, progress: Callable[[str], None] | None, cache: bool, share: int) -> Export:
+def _open(p: Path, threads: int | None, say: Progress, directory: Path | None, share: int) -> Export:
     workspace = Workspace.create(threads, share)
-    partial: Path | None = None
+    build_dir: Path | None = None
     try:
-        key = fingerprint(p)
-        final = cache_path(p) if cache else None
-        if final is not None and final.is_file():
-            reused = _attach_cache(workspace.con, final, key)
-            if reused is not None:
-                if progress:
-                    progress(f"reusing the canonical tables cached in {final.name}")
-                return _finish(workspace, p, *reused, cache_file=final, cache_hit=True)
-        target = workspace.root / "canonical.duckdb"
-        if final is not None:
-            try:
-                partial = target = partial_path(final)
-            except OSError:  # the directory became unwritable: diagnose without a cache
-                final = None
-        workspace.con.execute(f"ATTACH {sql_literal(str(target))} AS canon")
-        workspace.con.execute("USE canon")
-        source = p
-        if p.suffix in (".nsys-rep", ".qdrep"):
-            if progress:
-                progress("converting with nsys export")
-            source = _convert_report(p, workspace.root / (p.stem + ".sqlite"))
-        info, views = _build(workspace.con, source, progress)
-        info.path = str(p)
-        write_state(workspace.con, "canon", {"fingerprint": key, "info": json.dumps(asdict(info)),
-                                             "views": json.dumps({k: asdict(v) for k, v in views.items()})})
-        workspace.con.execute("USE scratch")
-        if source != p:
-            source.unlink()
-        if final is not None and partial is not None:
-            workspace.con.execute("DETACH canon")  # checkpoints: the file is complete before it is published
-            os.replace(partial, final)
-            partial = None
-            workspace.con.execute(f"ATTACH {sql_literal(str(final))} AS canon (READ_ONLY)")
-        return _finish(workspace, p, info, views, cache_file=final, cache_hit=False)
+        with ProfileFile.open(p) as profile:
+            final = _cache_file(p, profile, directory, say)
+            if final is not None and final.exists():
+                reused = _reuse(workspace, final, profile)
+                if reused is not None:
+                    say(f"reusing the canonical tables cached in {final.name}")
+                    return _finish(workspace, p, *reused, cache_file=final, cache_hit=True)
+            target = workspace.root / "canonical.duckdb"
+            if final is not None:
+                try:
+                    build_dir = store.new_build_dir(final)
+                    target = build_dir / "canonical.duckdb"
+                except OSError:  # the directory became unwritable: diagnose without a cache
+                    final = None
+            info, views = _build_canonical(workspace, target, p, profile, say, cached=final is not None)
+            if final is not None:
+                store.publish(target, final, store.cache_mode(profile.stat.st_mode))
+                target = final
+            workspace.open_facts(target)
+            return _finish(workspace, p, info, views, cache_file=final, cache_hit=False)
     except BaseException:
         workspace.close()
-        if partial is not None:
-            remove_database_files(partial)
+        raise
+    finally:
+        if build_dir is not None:
+            shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def empty_export() -> Export:
+    """An export whose canonical tables are all empty, opened through the same sandbox as a real one: `rules
+    check` runs team facts on it to refuse what a run would refuse."""
+    workspace = Workspace.create(threads=1)
+    try:
+        target = workspace.root / "canonical.duckdb"
+        con = workspace.reader()
+        try:
+            con.execute(f"ATTACH {sql_literal(str(target))} AS canon")
+            con.execute("USE canon")
+            for ddl in database_ddl().values():
+                con.execute(ddl)
+            con.execute("USE memory")
+            con.execute("DETACH canon")
+        finally:
+            con.close()
+        workspace.open_facts(target)
+        reason = "the export is empty"
+        return _finish(workspace, Path("empty.sqlite"), ProfileInfo(path="empty.sqlite"),
+                       {name: ViewStatus(0, reason) for name in VIEWS}, cache_file=None, cache_hit=False)
+    except BaseException:
+        workspace.close()
         raise
 
 
-def _attach_cache(con: duckdb.DuckDBPyConnection, cache_file: Path,
-                  key: str) -> tuple[ProfileInfo, dict[str, ViewStatus]] | None:
-    """Attach a cache read-only when it was built from this very profile; None (detached) otherwise."""
+def _cache_file(p: Path, profile: ProfileFile, directory: Path | None, say: Progress) -> Path | None:
+    """The cache to reuse or write for `p`, or None to read the export without one."""
+    if directory is None:
+        return None
+    if profile.live:
+        say(f"{p.name} has {profile.live}: reading it afresh, without a cache")
+        return None
+    if store.cache_secret() is None:
+        say(f"no private key for caches in {store.user_cache_dir()}; reading the export without a cache")
+        return None
+    final = store.cache_path(p, directory)
+    if final is not None and os.path.lexists(final) and not store.trusted_cache_file(final):
+        say(f"{final} was not written by this user; reading the export without a cache")
+        return None
+    return final
+
+
+def _cache_key(profile: ProfileFile) -> str:
+    from .api import tool_version
+
+    return json.dumps({"format": store.CACHE_FORMAT, "schema": store.schema_digest(), "tool": tool_version(),
+                       "duckdb": duckdb.__version__, **profile.fingerprint()}, sort_keys=True)
+
+
+def _reuse(workspace: Workspace, cache_file: Path,
+           profile: ProfileFile) -> tuple[ProfileInfo, dict[str, ViewStatus]] | None:
+    """Attach a cache when it is one of ours built from this very content; None (detached) otherwise."""
     try:
-        con.execute(f"ATTACH {sql_literal(str(cache_file))} AS canon (READ_ONLY)")
+        con = workspace.open_facts(cache_file)
     except duckdb.Error as exc:
         reraise_interrupt(exc)
+        workspace.close_facts()
         return None  # damaged, foreign or locked by a writer: build afresh
-    state = read_state(con, "canon")
     try:
-        if state is None or state.get("fingerprint") != key:
-            raise ValueError("stale")
+        if store.foreign_objects(con, "canon") is not None:
+            raise ValueError("foreign")
+        state = store.read_state(con, "canon")
+        key = _cache_key(profile)
+        if state is None or state.get("fingerprint") != key or not store.sealed(key, state.get("seal")):
+            raise ValueError("stale, or not written by this user")
         info = ProfileInfo(**json.loads(state["info"]))
         views = {k: ViewStatus(**v) for k, v in json.loads(state["views"]).items()}
         if set(views) != set(VIEWS):
             raise ValueError("incomplete")
-    except (ValueError, KeyError, TypeError):
-        con.execute("DETACH canon")
+    except (ValueError, KeyError, TypeError, duckdb.Error) as exc:
+        reraise_interrupt(exc)
+        workspace.close_facts()
         return None
+    return info, views
+
+
+def _build_canonical(workspace: Workspace, target: Path, p: Path, profile: ProfileFile, say: Progress, *,
+                     cached: bool) -> tuple[ProfileInfo, dict[str, ViewStatus]]:
+    """Read the export into a new canonical database at `target`, in a DuckDB instance of its own (the only one
+    that ever loads the SQLite extension), closed before the facts run."""
+    if cached:
+        profile.start_hashing()  # in the background, while the tables are read
+    con = workspace.reader()
+    converted: Path | None = None
+    try:
+        con.execute(f"ATTACH {sql_literal(str(target))} AS canon")
+        con.execute("USE canon")
+        scan = profile.scan_path
+        if p.suffix in (".nsys-rep", ".qdrep"):
+            say("converting with nsys export")
+            converted = _convert_report(p, workspace.root / "converted.sqlite")
+            profile.check_unchanged()  # nsys read the report through its path
+            scan = str(converted)
+        try:
+            info, views = _build(con, p, say, scan, profile.live)
+        except DiagnoseError:
+            profile.check_unchanged()  # an export replaced mid-read explains a failure better than its symptom
+            raise
+        profile.check_unchanged()
+        info.path = str(p)
+        key = _cache_key(profile) if cached else ""
+        store.write_state(con, "canon", {"fingerprint": key, "seal": store.seal(key) or "",
+                                         "info": json.dumps(asdict(info)),
+                                         "views": json.dumps({k: asdict(v) for k, v in views.items()})})
+        con.execute("USE memory")
+        con.execute("DETACH canon")  # checkpoints: the file is complete before it is published
+    except duckdb.Error as exc:
+        reraise_interrupt(exc)
+        raise _unreadable(p, exc) from None
+    finally:
+        con.close()
+        if converted is not None:
+            converted.unlink(missing_ok=True)
     return info, views
 
 
@@ -312,16 +414,18 @@ def _finish(workspace: Workspace, p: Path, info: ProfileInfo, views: dict[str, V
     return Export(con, info, views, workspace, cache_file, cache_hit)
 
 
-def _build(con: duckdb.DuckDBPyConnection, p: Path,
-           progress: Callable[[str], None] | None) -> tuple[ProfileInfo, dict[str, ViewStatus]]:
-    """Read the SQLite export `p` into the canonical tables of the current database."""
+def _build(con: duckdb.DuckDBPyConnection, p: Path, progress: Progress | None, scan: str | None = None,
+           live: str | None = None) -> tuple[ProfileInfo, dict[str, ViewStatus]]:
+    """Read the SQLite export `p` (through the path `scan`, by default `p` itself) into the canonical tables of
+    the current database. `live`: why the export may still be written by SQLite, for the error messages."""
+    scan = scan or str(p.resolve())
     load_sqlite_scanner(con)
     try:
-        tables = _source_columns(p)
-        con.execute(f"ATTACH {sql_literal(str(p.resolve()))} AS src (TYPE sqlite, READ_ONLY)")
+        tables = _source_columns(scan)
+        con.execute(f"ATTACH {sql_literal(scan)} AS src (TYPE sqlite, READ_ONLY)")
     except (duckdb.Error, sqlite3.Error) as exc:
         reraise_interrupt(exc)
-        raise InputError(_describe_sqlite_failure(p, exc)) from None
+        raise InputError(_describe_sqlite_failure(p, exc, live)) from None
     if not any(t in tables for t in _NSYS_MARKERS):
         raise InputError(
             f"{p} is a SQLite database but not an Nsight Systems export (it has none of the tables "
@@ -329,7 +433,7 @@ def _build(con: duckdb.DuckDBPyConnection, p: Path,
             f"`nsys export --type sqlite`."
         )
     _check_required_columns(p, tables)
-    builder = _Builder(con, p, tables, progress)
+    builder = _Builder(con, p, scan, tables, progress)
     try:
         info, views = builder.build()
     except duckdb.Error as exc:  # a value no nsys export holds (e.g. an id beyond its column type)
@@ -350,13 +454,15 @@ def _check_required_columns(p: Path, tables: dict[str, list[str]]) -> None:
                 f"profile again with `nsys export --type sqlite`.")
 
 
-def _unreadable(p: Path, exc: Exception, table: str | None = None) -> InputError:
+def _unreadable(p: Path, exc: Exception, table: str | None = None) -> DiagnoseError:
     text = str(exc).lower()
     if "no space left" in text or "could not write" in text or "disk full" in text:
-        return DiskFullError(f"{p}: the disk ran out of space while its tables were being written (the cache beside "
-                          f"the profile, or the temporary directory {tempfile.gettempdir()}); free some space, or point "
-                          f"TMPDIR or {CACHE_DIR_ENV} at a larger disk.")
-    if any(word in str(exc).lower() for word in ("locked", "busy", "permission", "unable to open")):
+        return DiskFullError(f"{p}: the disk ran out of space while its tables were being written (the cache "
+                             f"directory, or the temporary directory {tempfile.gettempdir()}); free some space, or "
+                             f"point TMPDIR or {store.CACHE_DIR_ENV} at a larger disk.")
+    if is_out_of_memory(exc):
+        return out_of_memory_error(f"reading {p}")
+    if any(word in text for word in ("locked", "busy", "permission", "unable to open")):
         return InputError(_describe_sqlite_failure(p, exc))
     detail = " ".join(str(exc).split("\n")[0].split())
     where = f"the {table} table of {p}" if table else str(p)
@@ -364,72 +470,50 @@ def _unreadable(p: Path, exc: Exception, table: str | None = None) -> InputError
                       f"export the profile again with `nsys export --type sqlite`.")
 
 
-def _describe_sqlite_failure(p: Path, exc: Exception) -> str:
+def _describe_sqlite_failure(p: Path, exc: Exception, live: str | None = None) -> str:
     msg = str(exc).lower()
     if "locked" in msg or "busy" in msg:
         return f"{p} is locked by another program; wait for it to finish (or copy the file) and try again."
+    if live and "journal" in live:
+        return (f"{p} has {live} left by a program that stopped while writing it, and SQLite must roll it back "
+                f"before the export can be read ({str(exc).splitlines()[0]}); open it once with "
+                f"`sqlite3 {p} 'PRAGMA quick_check'` (which rolls the journal back), or export the profile again.")
+    if live:
+        return (f"{p} has {live} that SQLite cannot read without writing beside the export "
+                f"({str(exc).splitlines()[0]}); wait until the program writing it has finished, or fold the log "
+                f"into the file and leave WAL mode with "
+                f"`sqlite3 {p} 'PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE'`.")
     if "permission" in msg or "readonly" in msg or "unable to open" in msg:
         return f"{p} cannot be opened for reading; check its permissions."
     return (f"{p} is damaged or truncated ({str(exc).splitlines()[0]}); export the profile again with "
             f"`nsys export --type sqlite`.")
 
 
-def _source_columns(path: Path) -> dict[str, list[str]]:
-    """Table -> columns, read with SQLite itself (DuckDB's catalog of an attached file is much slower)."""
-    lite = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+def _sqlite_uri(scan: str) -> str:
+    return Path(scan).as_uri() + "?mode=ro"
+
+
+def _lossy_text(data: bytes) -> str:
+    return data.decode("utf-8", "replace").replace("\x00", "")
+
+
+def _source_columns(scan: str) -> dict[str, list[str]]:
+    """Table -> columns, read with SQLite itself (DuckDB's catalog of an attached file is much slower). A table
+    whose name is not valid UTF-8 is no table nsys writes, and is left out."""
+    lite = sqlite3.connect(_sqlite_uri(scan), uri=True)
     try:
+        lite.text_factory = bytes
         rows = lite.execute("SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p "
                             "WHERE m.type = 'table' ORDER BY m.name, p.cid").fetchall()
     finally:
         lite.close()
     tables: dict[str, list[str]] = {}
     for table, column in rows:
-        tables.setdefault(table, []).append(column)
+        try:
+            tables.setdefault(table.decode("utf-8"), []).append(column.decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
     return tables
-
-
-@dataclass(frozen=True)
-class _Stored:
-    """How a canonical view is kept in the database when it differs from its columns: `derived` columns are
-    not stored but computed by the view (from `joins`, with the stored table as `t`); `extra` columns are
-    stored for them. Millions of kernels and API calls share a few hundred names, so the rows keep string
-    ids and the names live once in kernel_names / api_names."""
-
-    extra: str
-    derived: dict[str, str]
-    joins: str
-
-
-_STORED = {
-    "kernels": _Stored(
-        extra="short_name_id BIGINT",
-        derived={"name": "coalesce(dn.value, sn.value)", "short_name": "coalesce(sn.value, dn.value)"},
-        joins="LEFT JOIN {catalog}.kernel_names dn ON dn.id = t.name_id "
-              "LEFT JOIN {catalog}.kernel_names sn ON sn.id = t.short_name_id"),
-    "api_calls": _Stored(  # the class from eventClass, or from the name when the export does not record it
-        extra="event_class TINYINT",
-        derived={"name": "n.name",
-                 "api_class": "CASE WHEN t.event_class = 0 THEN 'runtime' WHEN t.event_class = 1 THEN 'driver' "
-                              "WHEN n.value LIKE 'cuda%' THEN 'runtime' ELSE 'driver' END"},
-        joins="LEFT JOIN {catalog}.api_names n ON n.id = t.name_id"),
-}
-
-
-def _stored_ddl(view: str) -> str:
-    """The table as stored: the canonical columns that are not derived, then the extra ones."""
-    stored = _STORED[view]
-    cols = [f'"{c.name}" {c.type}' for c in VIEWS[view].columns if c.name not in stored.derived]
-    return f'CREATE TABLE "{view}" ({", ".join(cols)}, {stored.extra})'
-
-
-def view_sql(view: str, catalog: str) -> str:
-    """The canonical view `view` over the tables of `catalog`."""
-    stored = _STORED.get(view)
-    if stored is None:
-        return f'SELECT * FROM {catalog}."{view}"'
-    cols = ", ".join(f'{stored.derived.get(c.name, "t." + chr(34) + c.name + chr(34))} AS "{c.name}"'
-                     for c in VIEWS[view].columns)
-    return f'SELECT {cols} FROM {catalog}."{view}" t {stored.joins.format(catalog=catalog)}'
 
 
 def _case(expr: str, mapping: dict[int, str], default: str) -> str:
@@ -446,14 +530,16 @@ def _tid(expr: str) -> str:
 
 
 class _Builder:
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, tables: dict[str, list[str]],
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, scan: str, tables: dict[str, list[str]],
                  progress: Callable[[str], None] | None):
         self.con = con
-        self.path = path
+        self.path = path          # as the user named it, for messages
+        self.scan_uri = _sqlite_uri(scan)  # what SQLite opens: the profile's descriptor, or its path
         self.tables = tables
         self.progress = progress or (lambda _msg: None)
         self.views: dict[str, ViewStatus] = {}
         self.info = ProfileInfo(path=str(path), source_tables=sorted(tables))
+        self.invalid_times: dict[str, int] = {}
 
     # -- helpers -------------------------------------------------------------------------------
     def _announce(self, table: str) -> None:
@@ -461,7 +547,7 @@ class _Builder:
         costs one B-tree descent instead of a count)."""
         rows = None
         try:
-            lite = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True)
+            lite = sqlite3.connect(self.scan_uri, uri=True)
             try:
                 rows = lite.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0]
             finally:
@@ -481,9 +567,10 @@ class _Builder:
         real exports), copy the table through Python's sqlite3 with lossy decoding and retry."""
         try:
             self.con.execute(make_sql(f'src."{source_table}"'))
-        except duckdb.Error as exc:
+        except (duckdb.Error, UnicodeDecodeError) as exc:  # the scanner can raise the latter for BLOB text
             reraise_interrupt(exc)
-            if "unicode" not in str(exc).lower() and "utf" not in str(exc).lower():
+            text = str(exc).lower()
+            if not isinstance(exc, UnicodeDecodeError) and "unicode" not in text and "utf" not in text:
                 raise _unreadable(self.path, exc, source_table) from None
             native = self._copy_lossy(source_table)
             try:
@@ -495,14 +582,15 @@ class _Builder:
     def _copy_lossy(self, table: str) -> str:
         native = f'"_lossy_{table}"'
         columns = self.tables[table]
-        uri = self.path.resolve().as_uri() + "?mode=ro"
-        lite = sqlite3.connect(uri, uri=True)
+        lite = sqlite3.connect(self.scan_uri, uri=True)
         try:
-            lite.text_factory = lambda b: b.decode("utf-8", "replace").replace("\x00", "")
-            cursor = lite.execute(f'SELECT {", ".join(chr(34) + c + chr(34) for c in columns)} FROM "{table}"')
+            lite.text_factory = _lossy_text
             types = dict(self.con.execute(
                 "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name='src' AND table_name=?",
                 [table]).fetchall())
+            # A text column may hold BLOBs (invalid UTF-8 written as bytes): read them as text, lossily.
+            selected = [f'CAST("{c}" AS TEXT)' if types.get(c, "VARCHAR") == "VARCHAR" else f'"{c}"' for c in columns]
+            cursor = lite.execute(f'SELECT {", ".join(selected)} FROM "{table}"')
             self.con.execute(f"CREATE TEMP TABLE {native} ("
                              + ", ".join(f'"{c}" {types.get(c, "VARCHAR")}' for c in columns) + ")")
             placeholders = ", ".join("?" for _ in columns)
@@ -512,17 +600,28 @@ class _Builder:
             lite.close()
         return native
 
-    def _create_view(self, view: str, source_table: str | None, make_select: Callable[[str], str] | None,
-                     ddl: str | None = None) -> None:
-        self.con.execute(ddl or VIEWS[view].ddl())
+    def _create_view(self, view: str, source_table: str | None, make_select: Callable[[str], str] | None) -> None:
+        self.con.execute(stored_ddl(view))
         if source_table is None or not self.has(source_table) or make_select is None:
             self.views[view] = ViewStatus(0, _MISSING_REASON.get(view, f"the export has no data for {view}"))
             return
         self._announce(source_table)
         self._run_with_fallback(source_table, lambda t: f'INSERT INTO "{view}" {make_select(t)}')
+        if view in _TIMED_VIEWS:
+            self._drop_impossible_times(view)
         rows = self.con.execute(f'SELECT count(*) FROM "{view}"').fetchone()[0]
         reason = None if rows else f"the {source_table} table of the export is empty"
         self.views[view] = ViewStatus(rows, reason)
+
+    def _drop_impossible_times(self, view: str) -> None:
+        """Rows that end before they start, or start before the capture's time origin, cannot be placed on the
+        timeline: they are left out of every number, and counted so the report says so (profile_info
+        `invalid_times:<view>`, read by the invalid_timestamps fact)."""
+        bad = "NOT coalesce(start_ns >= 0 AND end_ns >= start_ns, false)"
+        count = self.con.execute(f'SELECT count(*) FROM "{view}" WHERE {bad}').fetchone()[0]
+        if count:
+            self.con.execute(f'DELETE FROM "{view}" WHERE {bad}')
+        self.invalid_times[view] = count
 
     # -- build ---------------------------------------------------------------------------------
     def build(self) -> Export:
@@ -586,17 +685,18 @@ class _Builder:
             FROM {src} k"""
 
         # Millions of kernels share a few hundred names: the rows keep the string ids and the names are kept
-        # once in kernel_names (the `kernels` view joins them back, see _STORED).
-        self._create_view("kernels", T, select, ddl=_stored_ddl("kernels"))
-        self.con.execute("""CREATE TABLE kernel_names AS SELECT id, any_value(value) AS value FROM _strings
+        # once in kernel_names (the `kernels` view joins them back, see canonical.STORED).
+        self._create_view("kernels", T, select)
+        self.con.execute(SIDE_TABLES["kernel_names"])
+        self.con.execute("""INSERT INTO kernel_names SELECT id, any_value(value) FROM _strings
                             WHERE id IN (SELECT name_id FROM kernels UNION SELECT short_name_id FROM kernels)
                             GROUP BY id""")
 
     def _api_calls(self) -> None:
         sources = [t for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER") if self.has(t)]
         # As for kernels: the rows keep the name's string id, the names live once in api_names.
-        self.con.execute(_stored_ddl("api_calls"))
-        self.con.execute("CREATE TABLE api_names (id BIGINT, name VARCHAR, value VARCHAR)")
+        self.con.execute(stored_ddl("api_calls"))
+        self.con.execute(SIDE_TABLES["api_names"])
         if not sources:
             self.views["api_calls"] = ViewStatus(0, _MISSING_REASON["api_calls"])
             return
@@ -612,6 +712,7 @@ class _Builder:
 
             self._announce(T)
             self._run_with_fallback(T, lambda t, select=select: f"INSERT INTO api_calls {select(t)}")
+        self._drop_impossible_times("api_calls")
         self.con.execute("""INSERT INTO api_names SELECT id, any_value(api_name), any_value(value) FROM _strings
                             WHERE id IN (SELECT DISTINCT name_id FROM api_calls) GROUP BY id""")
         rows = self.con.execute("SELECT count(*) FROM api_calls").fetchone()[0]
@@ -834,6 +935,7 @@ class _Builder:
             "duration_ns": info.duration_ns,
             "session_start_ns": info.session_start_ns,
             "session_end_ns": info.session_end_ns,
+            **{f"invalid_times:{view}": count for view, count in sorted(self.invalid_times.items())},
         }
         self.con.execute(VIEWS["profile_info"].ddl())
         self.con.executemany("INSERT INTO profile_info VALUES (?, ?)",

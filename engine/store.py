@@ -1,5 +1,5 @@
-"""Where the canonical tables live: a compressed DuckDB file, cached beside the profile and reused while the
-profile is unchanged, plus a private scratch directory for everything else.
+"""Where the canonical tables live: a compressed DuckDB file, cached in the user's own cache directory and
+reused while the profile is unchanged, plus a private scratch directory for everything else.
 
 Why files and not DuckDB's memory: an in-memory table of 5 M kernels takes about 1 GB uncompressed, while the
 same rows in a database file are compressed (about 80 MB) and can be evicted, so peak memory stays bounded
@@ -8,132 +8,280 @@ by the memory limit set here. Facts then run in a scratch database that attaches
 Layout of one diagnosis:
     <scratch dir>/scratch.duckdb     facts and helper tables (deleted at close)
     <scratch dir>/spill/             DuckDB's spill files for sorts and joins larger than the memory limit
-    <cache file>                     the canonical tables, `<profile>.nsys-diagnose.duckdb` beside the profile
-                                     (or in NSYS_DIAGNOSE_CACHE_DIR / the user cache directory when the
-                                     profile's directory is not writable); in the scratch dir with no cache.
-A cache is first written under a temporary name in its final directory and renamed into place only when
-complete, so an interrupted run never leaves a half-written cache behind to be trusted later.
+    <cache file>                     the canonical tables: <cache dir>/<hash of the profile path>-<name>.nsys-diagnose.duckdb,
+                                     in the scratch dir when there is no cache.
+
+Trust (the cache is private to its user; see README "Security model"):
+- The cache directory is `$XDG_CACHE_HOME/nsys-diagnose` (else `~/.cache/nsys-diagnose`), created 0700. Another
+  directory, such as the profile's own, is used only when asked for (`--cache-dir` or NSYS_DIAGNOSE_CACHE_DIR).
+- A cache file is used only when it is a regular file owned by this user that nobody else may write, in a
+  directory nobody else may write (or one with the sticky bit, where others cannot replace our files).
+- Its catalog must hold exactly the canonical tables, created by exactly the statements this version writes:
+  no view, macro, sequence, index, constraint, default or generated column, which could run SQL when read.
+- It is read by a DuckDB instance that never loads the SQLite extension and has external access disabled, so
+  even a forged cache could not read a file or run a file-reading function.
+- A cache is built in a private (0700) directory beside its final place and renamed into place complete; it
+  gets the profile's read permission bits, so a private profile never gets a cache others can read.
+
+Every temporary directory and cache build directory carries the process id in its name; a later run removes
+those whose process is gone (a SIGKILL or a power cut cannot clean up after itself).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import importlib.metadata
-import json
+import hmac
 import os
+import re
+import resource
+import secrets
 import shutil
+import stat
 import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
+from .canonical import database_ddl
 from .duck import offline_connection, reraise_interrupt, sql_literal
 from .errors import SetupError
 
-CACHE_FORMAT = 4          # bump whenever the canonical tables or their state change shape
+# Bump when the meaning of a stored value changes; a change of the tables' shape changes SCHEMA_DIGEST instead,
+# and a new tool version invalidates every cache anyway.
+CACHE_FORMAT = 5
 CACHE_SUFFIX = ".nsys-diagnose.duckdb"
 CACHE_DIR_ENV = "NSYS_DIAGNOSE_CACHE_DIR"
 MEMORY_LIMIT_ENV = "NSYS_DIAGNOSE_MEMORY_LIMIT"
 DEFAULT_MEMORY_LIMIT = "1GB"
-_HASHED_BYTES = 1 << 20   # the fingerprint hashes the first and last MiB of the profile
+SCRATCH_PREFIX = "nsys-diagnose-"
+BUILD_PREFIX = ".nsys-diagnose-build-"
+LEFTOVER_AGE_S = 300          # a leftover younger than this may belong to a run that is just starting
+_NAME_BYTES = 120             # the profile's name kept in a cache file name (file names stop at 255 bytes)
+_LEFTOVER = re.compile(r"^(?:" + re.escape(SCRATCH_PREFIX) + r"|" + re.escape(BUILD_PREFIX) + r")(\d+)-")
+# Scratch directories of versions that did not put the process id in the name: no run lasts a day.
+_LEGACY_LEFTOVER = re.compile(r"^" + re.escape(SCRATCH_PREFIX) + r"[a-z0-9_]{8}$")
+LEGACY_LEFTOVER_AGE_S = 86_400
+# Below this address-space limit (ulimit -v) DuckDB cannot even load its SQLite extension: it aborts.
+MIN_ADDRESS_SPACE = 1 << 30
 
 
-def memory_limit(share: int = 1) -> str:
-    """DuckDB's memory limit for one diagnosis; `share` diagnoses running side by side (the ranks of a run)
-    split it. Set NSYS_DIAGNOSE_MEMORY_LIMIT (e.g. 4GB) to give DuckDB more or less."""
-    text = (os.environ.get(MEMORY_LIMIT_ENV) or DEFAULT_MEMORY_LIMIT).strip()
-    if share <= 1:
-        return text
+def _size_bytes(text: str) -> float | None:
     units = {"KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40, "KIB": 1 << 10, "MIB": 1 << 20,
              "GIB": 1 << 30, "TIB": 1 << 40, "B": 1}
     number = text.upper().rstrip("BITKMG ")
     unit = text.upper()[len(number):].strip() or "B"
     try:
-        total = float(number) * units[unit]
+        return float(number) * units[unit]
     except (ValueError, KeyError):
+        return None
+
+
+def address_space_limit() -> int | None:
+    """The soft address-space limit of this process (ulimit -v) in bytes, None when unlimited."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def check_address_space() -> None:
+    """DuckDB aborts the process (no exception to catch) when it cannot reserve address space, so a limit too
+    small to work in is refused up front with one sentence."""
+    limit = address_space_limit()
+    if limit is not None and limit < MIN_ADDRESS_SPACE:
+        raise SetupError(f"the address-space limit of this shell (ulimit -v) is {limit >> 20} MiB, too small for "
+                         f"DuckDB to run in; raise it to at least {MIN_ADDRESS_SPACE >> 10} KiB "
+                         f"(`ulimit -v {MIN_ADDRESS_SPACE >> 10}` or `ulimit -v unlimited`).")
+
+
+def memory_limit(share: int = 1) -> str:
+    """DuckDB's memory limit for one diagnosis; `share` diagnoses running side by side (the ranks of a run)
+    split it. Set NSYS_DIAGNOSE_MEMORY_LIMIT (e.g. 4GB) to give DuckDB more or less. Under an address-space
+    limit (ulimit -v) DuckDB gets at most a third of it: the rest is for Python, threads and the libraries."""
+    text = (os.environ.get(MEMORY_LIMIT_ENV) or DEFAULT_MEMORY_LIMIT).strip()
+    total = _size_bytes(text)
+    if total is None:
         return text  # DuckDB will say what is wrong with it
+    cap = address_space_limit()
+    if share <= 1 and (cap is None or total <= cap / 3):
+        return text
+    if cap is not None:
+        total = min(total, cap / 3)
     return f"{max(int(total / share) >> 20, 256)}MB"
 
 
-def fingerprint(profile: Path) -> str:
-    """What must be unchanged for a cache to be reused: the profile's size, modification time and the hash
-    of its first and last MiB, and the versions of this tool, DuckDB and the cache layout."""
-    st = profile.stat()
-    digest = hashlib.sha256()
-    with open(profile, "rb") as fh:
-        digest.update(fh.read(_HASHED_BYTES))
-        if st.st_size > _HASHED_BYTES:
-            fh.seek(max(st.st_size - _HASHED_BYTES, _HASHED_BYTES))
-            digest.update(fh.read(_HASHED_BYTES))
+# -- The cache directory and what in it is trusted -----------------------------------------------------------
+
+def user_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base and os.path.isabs(base) else Path.home() / ".cache") / "nsys-diagnose"
+
+
+def _safe_directory(d: Path, *, private: bool) -> bool:
+    """A directory whose files only this user can replace: ours (or root's), and not writable by others unless
+    the sticky bit stops them renaming or removing our files. `private`: ours and 0700, made so if needed."""
     try:
-        tool = importlib.metadata.version("nsys-diagnose")
-    except importlib.metadata.PackageNotFoundError:
-        tool = "0+unknown"
-    return json.dumps({"format": CACHE_FORMAT, "tool": tool, "duckdb": duckdb.__version__, "size": st.st_size,
-                       "mtime_ns": st.st_mtime_ns, "sha256": digest.hexdigest()}, sort_keys=True)
+        st = os.stat(d)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or not os.access(d, os.W_OK | os.X_OK):
+        return False
+    mine = st.st_uid == os.geteuid()
+    if private:
+        if not mine:
+            return False
+        if st.st_mode & 0o077:
+            try:
+                os.chmod(d, 0o700)
+            except OSError:
+                return False
+        return True
+    if not (mine or st.st_uid == 0):
+        return False
+    return not (st.st_mode & 0o022) or bool(st.st_mode & stat.S_ISVTX)
 
 
-def _writable_dir(d: Path) -> bool:
-    return d.is_dir() and os.access(d, os.W_OK | os.X_OK)
-
-
-def cache_path(profile: Path) -> Path | None:
-    """Where the cache of `profile` lives, or None when no directory for it is writable."""
-    name = profile.name + CACHE_SUFFIX
-    keyed = hashlib.sha1(str(profile.resolve()).encode()).hexdigest()[:16] + "-" + name
-    override = os.environ.get(CACHE_DIR_ENV)
-    if override:
-        d = Path(override)
+def cache_dir(override: str | os.PathLike | None = None) -> Path | None:
+    """Where caches go: `override` (--cache-dir), else NSYS_DIAGNOSE_CACHE_DIR, else the user's own cache
+    directory (created 0700). None when that directory cannot be used safely: the run then goes on without."""
+    chosen = override if override not in (None, "") else os.environ.get(CACHE_DIR_ENV) or None
+    if chosen is not None:
+        d = Path(chosen)
         try:
-            d.mkdir(parents=True, exist_ok=True)
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError:
             return None
-        return d / keyed if _writable_dir(d) else None
-    if _writable_dir(profile.parent):
-        return profile.parent / name
-    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nsys-diagnose"
+        return d if _safe_directory(d, private=False) else None
+    return cache_dir_private()
+
+
+def cache_dir_private() -> Path | None:
+    """The user's own cache directory, created 0700 (and made 0700 again if it was opened up)."""
+    d = user_cache_dir()
     try:
-        user.mkdir(parents=True, exist_ok=True)
+        d.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        d.mkdir(mode=0o700, exist_ok=True)
     except OSError:
         return None
-    return user / keyed if _writable_dir(user) else None
+    return d if _safe_directory(d, private=True) else None
 
 
-@dataclass
-class Workspace:
-    """A scratch directory and a DuckDB connection whose main database lives in it."""
+def _short_name(name: str) -> str:
+    data = name.encode("utf-8", "surrogateescape")
+    if len(data) <= _NAME_BYTES:
+        return name
+    return data[:_NAME_BYTES].decode("utf-8", "ignore")
 
-    root: Path
-    con: duckdb.DuckDBPyConnection
 
-    @classmethod
-    def create(cls, threads: int | None = None, share: int = 1) -> "Workspace":
-        root = Path(tempfile.mkdtemp(prefix="nsys-diagnose-"))
-        try:
-            con = offline_connection(str(root / "scratch.duckdb"), threads=threads)
-            con.execute(f"SET temp_directory = {sql_literal(str(root / 'spill'))}")
-            limit = memory_limit(share)
-            try:
-                con.execute(f"SET memory_limit = {sql_literal(limit)}")
-            except duckdb.Error as exc:
-                reraise_interrupt(exc)
-                con.close()
-                raise SetupError(f"{MEMORY_LIMIT_ENV}={os.environ.get(MEMORY_LIMIT_ENV)!r} is not a memory size "
-                                 f"DuckDB accepts; use a size such as 4GB or 512MB.") from None
-            # Row order of the canonical tables carries no meaning (facts order explicitly); letting DuckDB
-            # insert in any order halves the time to copy a big table out of SQLite.
-            con.execute("SET preserve_insertion_order = false")
-        except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
-            raise
-        return cls(root, con)
+def _cache_name(profile: Path) -> str:
+    """One file per profile path (a hash of the absolute path), so two profiles of one name never share a cache."""
+    keyed = hashlib.sha256(os.fsencode(os.path.abspath(profile))).hexdigest()[:16]
+    return f"{keyed}-{_short_name(Path(profile).name)}{CACHE_SUFFIX}"
 
-    def close(self) -> None:
-        try:
-            self.con.close()
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+
+def cache_path(profile: Path, directory: str | os.PathLike | None = None) -> Path | None:
+    """The cache file of `profile`, or None when there is no usable cache directory (it is created if need be)."""
+    d = cache_dir(directory)
+    return None if d is None else d / _cache_name(profile)
+
+
+def cache_location(profile: Path, directory: str | os.PathLike | None = None) -> Path:
+    """Where the cache of `profile` is or would be, without creating or checking anything."""
+    chosen = directory if directory not in (None, "") else os.environ.get(CACHE_DIR_ENV) or None
+    return (Path(chosen) if chosen is not None else user_cache_dir()) / _cache_name(profile)
+
+
+_SECRET_BYTES = 32
+
+
+@functools.lru_cache(maxsize=1)
+def cache_secret() -> bytes | None:
+    """This user's random key (in the private cache directory, 0600): every cache carries an HMAC of its
+    fingerprint under it, so a cache made by anyone else (planted, shipped with a profile) never matches even
+    though the fingerprint itself can be computed from the profile alone. None when it cannot be kept safely."""
+    d = cache_dir_private()
+    if d is None:
+        return None
+    path = d / "secret"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    else:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(secrets.token_bytes(_SECRET_BYTES))
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            data = fh.read(_SECRET_BYTES + 1)
+    except OSError:
+        return None
+    if st.st_uid != os.geteuid() or st.st_mode & 0o077 or len(data) != _SECRET_BYTES:
+        return None
+    return data
+
+
+def seal(fingerprint: str) -> str | None:
+    """The HMAC of a cache fingerprint under this user's secret (None without a secret: then nothing is cached)."""
+    key = cache_secret()
+    return None if key is None else hmac.new(key, fingerprint.encode(), hashlib.sha256).hexdigest()
+
+
+def sealed(fingerprint: str, seal_text: str | None) -> bool:
+    expected = seal(fingerprint)
+    return expected is not None and seal_text is not None and hmac.compare_digest(expected, seal_text)
+
+
+def trusted_cache_file(path: Path) -> bool:
+    """A regular file (not a link) owned by this user that nobody else may write."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+@functools.lru_cache(maxsize=1)
+def expected_tables() -> dict[str, str]:
+    """The CREATE TABLE statement DuckDB records for every table of a canonical database of this version."""
+    con = offline_connection(threads=1)
+    try:
+        for ddl in database_ddl().values():
+            con.execute(ddl)
+        return dict(con.execute("SELECT table_name, sql FROM duckdb_tables()").fetchall())
+    finally:
+        con.close()
+
+
+def schema_digest() -> str:
+    return hashlib.sha256(repr(sorted(expected_tables().items())).encode()).hexdigest()[:16]
+
+
+def foreign_objects(con: duckdb.DuckDBPyConnection, catalog: str) -> str | None:
+    """Why the attached database `catalog` is not a canonical database of this version, or None when it holds
+    exactly the expected tables. Only the catalog is read: nothing stored in it is executed."""
+    def names(sql: str) -> list[str]:
+        return [str(r[0]) for r in con.execute(sql, [catalog]).fetchall()]
+
+    extra = (names("SELECT view_name FROM duckdb_views() WHERE database_name = ? AND NOT internal")
+             + names("SELECT function_name FROM duckdb_functions() WHERE database_name = ?")
+             + names("SELECT sequence_name FROM duckdb_sequences() WHERE database_name = ?")
+             + names("SELECT type_name FROM duckdb_types() WHERE database_name = ? AND NOT internal")
+             + names("SELECT index_name FROM duckdb_indexes() WHERE database_name = ?")
+             + names("SELECT constraint_text FROM duckdb_constraints() WHERE database_name = ?")
+             + names("SELECT schema_name FROM duckdb_schemas() WHERE database_name = ? AND schema_name <> 'main' "
+                     "AND NOT internal"))
+    if extra:
+        return f"it holds objects a cache never has ({', '.join(sorted(extra)[:3])})"
+    found = dict(con.execute("SELECT table_name, sql FROM duckdb_tables() WHERE database_name = ?",
+                             [catalog]).fetchall())
+    if found != expected_tables():
+        return "its tables are not those this version writes"
+    return None
 
 
 def read_state(con: duckdb.DuckDBPyConnection, catalog: str) -> dict[str, str] | None:
@@ -146,16 +294,26 @@ def read_state(con: duckdb.DuckDBPyConnection, catalog: str) -> dict[str, str] |
 
 
 def write_state(con: duckdb.DuckDBPyConnection, catalog: str, state: dict[str, str]) -> None:
-    con.execute(f'CREATE OR REPLACE TABLE "{catalog}"._state (key VARCHAR, value VARCHAR)')
+    con.execute(f'DROP TABLE IF EXISTS "{catalog}"._state')
+    con.execute(database_ddl()["_state"].replace('TABLE "_state"', f'TABLE "{catalog}"."_state"'))
     con.executemany(f'INSERT INTO "{catalog}"._state VALUES (?, ?)', list(state.items()))
 
 
-def partial_path(final: Path) -> Path:
-    """A unique temporary name beside `final` (same file system, so the rename is atomic)."""
-    fd, name = tempfile.mkstemp(prefix=final.name + ".partial-", dir=final.parent)
-    os.close(fd)
-    os.unlink(name)  # DuckDB must create the file itself
-    return Path(name)
+def new_build_dir(final: Path) -> Path:
+    """A private (0700) directory beside `final`, on the same file system so the finished cache is renamed
+    into place atomically, and unreadable by others while it is being written."""
+    return Path(tempfile.mkdtemp(prefix=f"{BUILD_PREFIX}{os.getpid()}-", dir=final.parent))
+
+
+def cache_mode(profile_mode: int) -> int:
+    """The cache is as readable as the profile, never more, and never writable by others."""
+    return (profile_mode & 0o644) | 0o600
+
+
+def publish(built: Path, final: Path, mode: int) -> None:
+    """Give the finished cache its mode and rename it into place (a stale cache of ours is replaced)."""
+    os.chmod(built, mode)
+    os.replace(built, final)
 
 
 def remove_database_files(path: Path) -> None:
@@ -164,3 +322,129 @@ def remove_database_files(path: Path) -> None:
             p.unlink()
         except FileNotFoundError:
             pass
+
+
+# -- Scratch space and DuckDB connections ---------------------------------------------------------------------
+
+@dataclass
+class Workspace:
+    """A private scratch directory, and the DuckDB connection where facts run once the canonical tables are
+    attached (`open_facts`). The connection that reads the SQLite export is a separate DuckDB instance
+    (`reader`): the facts' instance never loads the SQLite extension, whose table functions ignore
+    DuckDB's external-access switch."""
+
+    root: Path
+    threads: int | None = None
+    share: int = 1
+    _con: duckdb.DuckDBPyConnection | None = field(default=None, repr=False)
+
+    @classmethod
+    def create(cls, threads: int | None = None, share: int = 1) -> "Workspace":
+        return cls(Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")), threads, share)
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise RuntimeError("the canonical tables are not attached yet")
+        return self._con
+
+    def reader(self) -> duckdb.DuckDBPyConnection:
+        """A DuckDB instance of its own, for reading the export into a canonical database (close it after)."""
+        con = offline_connection(threads=self.threads)
+        try:
+            _configure(con, memory_limit(self.share), self.root / "spill")
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def open_facts(self, canonical: Path) -> duckdb.DuckDBPyConnection:
+        """The facts' connection: a scratch database in the workspace with `canonical` attached read-only as
+        `canon`, and external access disabled before anything of `canonical` is read."""
+        con = offline_connection(str(self.root / "scratch.duckdb"), threads=self.threads)
+        try:
+            _configure(con, memory_limit(self.share), self.root / "spill")
+            paths = [str(canonical), str(canonical) + ".wal"]
+            con.execute(f"SET allowed_paths = [{', '.join(sql_literal(p) for p in paths)}]")
+            con.execute("SET enable_external_access = false")
+            con.execute(f"ATTACH {sql_literal(str(canonical))} AS canon (READ_ONLY)")
+        except BaseException:
+            con.close()
+            raise
+        self._con = con
+        return con
+
+    def close_facts(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+            remove_database_files(self.root / "scratch.duckdb")
+
+    def close(self) -> None:
+        try:
+            self.close_facts()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _configure(con: duckdb.DuckDBPyConnection, memory: str, spill: Path) -> None:
+    con.execute(f"SET temp_directory = {sql_literal(str(spill))}")
+    try:
+        con.execute(f"SET memory_limit = {sql_literal(memory)}")
+    except duckdb.Error as exc:
+        reraise_interrupt(exc)
+        raise SetupError(f"{MEMORY_LIMIT_ENV}={os.environ.get(MEMORY_LIMIT_ENV)!r} is not a memory size "
+                         f"DuckDB accepts; use a size such as 4GB or 512MB.") from None
+    # Row order of the canonical tables carries no meaning (facts order explicitly); letting DuckDB
+    # insert in any order halves the time to copy a big table out of SQLite.
+    con.execute("SET preserve_insertion_order = false")
+
+
+# -- Leftovers of runs that were killed ---------------------------------------------------------------------
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def sweep_leftovers(directories: list[Path], now: float | None = None) -> list[Path]:
+    """Remove scratch and cache-build directories in `directories` that belong to this user, are older than
+    LEFTOVER_AGE_S and whose process is gone. Returns what was removed."""
+    now = time.time() if now is None else now
+    removed: list[Path] = []
+    for d in directories:
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for entry in entries:
+            m = _LEFTOVER.match(entry.name)
+            legacy = m is None and _LEGACY_LEFTOVER.match(entry.name) is not None
+            if not (m or legacy) or (m and int(m.group(1)) == os.getpid()):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            age = LEGACY_LEFTOVER_AGE_S if legacy else LEFTOVER_AGE_S
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or now - st.st_mtime < age:
+                continue
+            if legacy or _process_gone(int(m.group(1))):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(Path(entry.path))
+    return removed
+
+
+_SWEPT: set[str] = set()
+
+
+def sweep_once(*directories: Path | None) -> None:
+    """sweep_leftovers over the temporary directory and the given cache directories, once per process each."""
+    todo = [Path(d) for d in (Path(tempfile.gettempdir()), *directories) if d is not None and str(d) not in _SWEPT]
+    _SWEPT.update(str(d) for d in todo)
+    sweep_leftovers(todo)

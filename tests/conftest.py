@@ -7,21 +7,25 @@ from pathlib import Path
 
 import pytest
 
-# diagnose() saves its cache of canonical tables beside the profile by default; the suite must never write
-# next to the shared real exports, so every cache of this session (subprocesses too) goes to a scratch dir.
-_OWN_CACHE_DIR = None if os.environ.get("NSYS_DIAGNOSE_CACHE_DIR") else tempfile.mkdtemp(
-    prefix="nsys-diagnose-test-cache-")
-if _OWN_CACHE_DIR:
-    os.environ["NSYS_DIAGNOSE_CACHE_DIR"] = _OWN_CACHE_DIR
+# diagnose() keeps its caches (and the key that seals them) in the user's cache directory; the suite must not
+# write into the home directory of whoever runs it, so XDG_CACHE_HOME points to a scratch directory for this
+# session (subprocesses too), and a cache directory set in the environment is ignored.
+_OWN_CACHE_DIR = tempfile.mkdtemp(prefix="nsys-diagnose-test-cache-")
+os.environ["XDG_CACHE_HOME"] = _OWN_CACHE_DIR
+os.environ.pop("NSYS_DIAGNOSE_CACHE_DIR", None)
 
 
 def pytest_sessionfinish(session, exitstatus):
     """The suite's caches and generated scenarios are scratch: remove them (tens of MB per run)."""
     import shutil
 
-    for d in [_OWN_CACHE_DIR, *_SCENARIO_DIR]:
+    for d in [_OWN_CACHE_DIR, *_SCENARIO_DIR, *_CLEANUP]:
         if d:
             shutil.rmtree(d, ignore_errors=True)
+    import subprocess
+
+    for user in _CREATED_USERS:
+        subprocess.run(["userdel", user], capture_output=True)
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_DIR = REPO.parent / "shared" / "real-profiles"
@@ -59,6 +63,8 @@ _ANALYSES: dict = {}
 
 
 _SCENARIO_DIR: list[Path] = []
+_CLEANUP: list[Path] = []
+_CREATED_USERS: list[str] = []
 
 
 def scenario_analysis(name: str):
@@ -93,3 +99,48 @@ def analysis(path: Path):
             report = build_report(export, facts, rules, Config(), fact_defs)
         _ANALYSES[key] = (facts, report)
     return _ANALYSES[key]
+
+
+OTHER_USER = "nsys-diagnose-other"
+
+
+@pytest.fixture(scope="session")
+def other_user() -> tuple[int, int]:
+    """(uid, gid) of a second, unprivileged user, for the cases where another user on a shared machine plants
+    files or tries to read ours. Created when the suite runs as root (as in CI); skipped, with the reason
+    printed, where that is impossible."""
+    import pwd
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("the cross-user cases need root to create a second user; this suite runs unprivileged")
+    try:
+        entry = pwd.getpwnam(OTHER_USER)
+    except KeyError:
+        useradd = shutil.which("useradd")
+        if useradd is None:
+            pytest.skip("the cross-user cases need `useradd` to create a second user, and it is not installed")
+        done = subprocess.run([useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot create a second user for the cross-user cases: {done.stderr.strip()}")
+        _CREATED_USERS.append(OTHER_USER)  # removed again at the end of the session
+        entry = pwd.getpwnam(OTHER_USER)
+    return entry.pw_uid, entry.pw_gid
+
+
+def run_as(user: tuple[int, int], command: list[str], **kwargs):
+    """Run `command` as `user` (uid, gid) with no supplementary groups."""
+    import subprocess
+
+    uid, gid = user
+    return subprocess.run(command, user=uid, group=gid, extra_groups=[], capture_output=True, text=True, **kwargs)
+
+
+def shared_directory() -> Path:
+    """A directory every user may write, with the sticky bit, like /tmp."""
+    d = Path(tempfile.mkdtemp(prefix="nsys-diagnose-shared-"))
+    d.chmod(0o1777)
+    _CLEANUP.append(d)  # removed at the end of the session
+    return d

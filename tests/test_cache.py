@@ -1,12 +1,14 @@
-"""The cache of canonical tables beside the profile: reused while the profile is unchanged, rebuilt when it
-changed or the cache is damaged, skipped with --no-cache, never half-written, and Ctrl-C stops promptly
-without leaving temporary files behind."""
+"""The cache of canonical tables in the user's cache directory: reused while the profile is unchanged, rebuilt
+when it changed or the cache is damaged, skipped with --no-cache, never written beside the profile unless asked,
+never half-written, and Ctrl-C stops promptly without leaving temporary files behind."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import signal
+import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -32,33 +34,41 @@ def profile(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def beside(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default location (beside the profile) instead of the suite-wide cache directory."""
+def user_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh user cache directory (XDG_CACHE_HOME) for this test; the default location."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv(store.CACHE_DIR_ENV, raising=False)
+    store.cache_secret.cache_clear()
+    yield tmp_path / "xdg" / "nsys-diagnose"
+    store.cache_secret.cache_clear()
 
 
 def _cache_of(p: Path) -> Path:
-    return p.with_name(p.name + store.CACHE_SUFFIX)
+    path = store.cache_path(p)
+    assert path is not None
+    return path
 
 
 def _listing(d: Path) -> list[str]:
     return sorted(str(x.relative_to(d)) for x in d.rglob("*"))
 
 
-def test_second_run_reuses_the_cache_and_gives_the_same_report(profile, beside):
+def test_second_run_reuses_the_cache_and_gives_the_same_report(profile, user_cache):
     first = diagnose(profile)
-    assert _cache_of(profile).is_file()
+    assert _cache_of(profile).is_file() and _cache_of(profile).parent == user_cache
     with open_export(profile, cache=True) as export:
         assert export.cache_hit and export.cache_file == _cache_of(profile)
         assert export.count("kernels") > 1000
     second = diagnose(profile)
     assert second.model_dump(exclude={"profile"}) == first.model_dump(exclude={"profile"})
     assert second.profile.path == str(profile)
-    # only the profile and its cache: no WAL, no partial files, no spill directories
-    assert _listing(profile.parent) == ["run.sqlite", "run.sqlite" + store.CACHE_SUFFIX]
+    # nothing beside the profile; in the cache directory only the cache and the key that seals it
+    assert _listing(profile.parent) == ["run.sqlite"]
+    assert _listing(user_cache) == sorted([_cache_of(profile).name, "secret"])
+    assert stat.S_IMODE(user_cache.stat().st_mode) == 0o700
 
 
-def test_changed_profile_rebuilds_the_cache(profile, beside, tmp_path):
+def test_changed_profile_rebuilds_the_cache(profile, user_cache, tmp_path):
     diagnose(profile)
     other = tmp_path / "other.sqlite"
     generate("sync_storm", other)
@@ -71,7 +81,7 @@ def test_changed_profile_rebuilds_the_cache(profile, beside, tmp_path):
         assert export.cache_hit
 
 
-def test_touching_the_profile_invalidates_the_cache(profile, beside):
+def test_touching_the_profile_invalidates_the_cache(profile, user_cache):
     diagnose(profile)
     st = profile.stat()
     os.utime(profile, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
@@ -79,7 +89,28 @@ def test_touching_the_profile_invalidates_the_cache(profile, beside):
         assert not export.cache_hit
 
 
-def test_damaged_cache_is_rebuilt_not_trusted(profile, beside):
+def test_same_size_and_mtime_but_other_content_is_not_reused(tmp_path, user_cache):
+    """The whole content is hashed: rows rewritten in the middle of a file, with its header, size and mtime
+    restored, are seen."""
+    profile = tmp_path / "big.sqlite"
+    generate("eager_decode", profile, scale=4)
+    diagnose(profile)
+    st = profile.stat()
+    header = profile.read_bytes()[:100]
+    with sqlite3.connect(profile) as con:  # the last kernels live in pages far past the first and last MiB
+        con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "end" + 1 WHERE rowid % 2 = 0 AND rowid < '
+                    '(SELECT max(rowid) * 2 / 3 FROM CUPTI_ACTIVITY_KIND_KERNEL) AND rowid > '
+                    '(SELECT max(rowid) / 3 FROM CUPTI_ACTIVITY_KIND_KERNEL)')
+    with open(profile, "r+b") as fh:
+        fh.write(header)  # the change counter too: only the rows differ
+    os.utime(profile, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert profile.stat().st_size == st.st_size and st.st_size > 3 << 20
+    with open_export(profile, cache=True) as export:
+        assert not export.cache_hit
+
+
+def test_damaged_cache_is_rebuilt_not_trusted(profile, user_cache):
+    user_cache.mkdir(parents=True, exist_ok=True)
     _cache_of(profile).write_bytes(b"not a database at all" * 100)
     report = diagnose(profile)
     assert report.verdict.primary == "launch-bound"
@@ -87,40 +118,66 @@ def test_damaged_cache_is_rebuilt_not_trusted(profile, beside):
         assert export.cache_hit
 
 
-def test_a_cache_of_another_profile_is_not_used(profile, beside, tmp_path):
+def test_a_cache_of_another_profile_is_not_used(profile, user_cache, tmp_path):
     other = tmp_path / "other.sqlite"
     generate("sync_storm", other)
     diagnose(other)
-    shutil.copyfile(_cache_of(other), _cache_of(profile))  # a stranger's cache under our name
+    shutil.copyfile(_cache_of(other), _cache_of(profile))  # another profile's cache under our name
     assert diagnose(profile).verdict.primary == "launch-bound"
 
 
-def test_no_cache_writes_nothing_beside_the_profile(profile, beside):
+def test_no_cache_writes_nothing_anywhere(profile, user_cache):
     diagnose(profile, cache=False)
     assert _listing(profile.parent) == ["run.sqlite"]
-    done = subprocess.run([str(DIAGNOSE), str(profile), "--no-cache", "-q"], capture_output=True, text=True)
+    done = subprocess.run([str(DIAGNOSE), str(profile), "--no-cache", "-q"], capture_output=True, text=True,
+                          env=dict(os.environ))
     assert done.returncode == 0, done.stderr
     assert _listing(profile.parent) == ["run.sqlite"]
+    assert not user_cache.exists() or not list(user_cache.glob("*" + store.CACHE_SUFFIX))
 
 
-def test_unwritable_directory_falls_back_to_the_user_cache(profile, beside, tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    writable = store._writable_dir
-    # chmod does not stop root (CI), so the directory is made unwritable in the eyes of the check itself
-    monkeypatch.setattr(store, "_writable_dir", lambda d: d != profile.parent and writable(d))
-    diagnose(profile)
+def test_default_cache_is_never_beside_the_profile(profile, user_cache):
+    done = subprocess.run([str(DIAGNOSE), str(profile), "-q"], capture_output=True, text=True,
+                          env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
     assert _listing(profile.parent) == ["run.sqlite"]
-    cached = list((tmp_path / "xdg" / "nsys-diagnose").glob("*" + store.CACHE_SUFFIX))
-    assert len(cached) == 1
-    with open_export(profile, cache=True) as export:
-        assert export.cache_hit and export.cache_file == cached[0]
+    assert len(list(user_cache.glob("*" + store.CACHE_SUFFIX))) == 1
 
 
-def test_cache_dir_env_keeps_caches_out_of_the_profile_directory(profile, tmp_path, monkeypatch):
+def test_cache_beside_the_profile_is_opt_in(profile, user_cache):
+    """--cache-dir (or NSYS_DIAGNOSE_CACHE_DIR) puts the cache where the user asks, e.g. beside the profile."""
+    done = subprocess.run([str(DIAGNOSE), str(profile), "-q", "--cache-dir", str(profile.parent)],
+                          capture_output=True, text=True, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    beside = [n for n in _listing(profile.parent) if n.endswith(store.CACHE_SUFFIX)]
+    assert len(beside) == 1 and beside[0].endswith("-run.sqlite" + store.CACHE_SUFFIX)
+    with open_export(profile, cache=True, cache_dir=profile.parent) as export:
+        assert export.cache_hit
+
+
+def test_cache_dir_env_keeps_caches_out_of_the_profile_directory(profile, user_cache, tmp_path, monkeypatch):
     monkeypatch.setenv(store.CACHE_DIR_ENV, str(tmp_path / "caches"))
     diagnose(profile)
     assert _listing(profile.parent) == ["run.sqlite"]
     assert len(list((tmp_path / "caches").glob("*" + store.CACHE_SUFFIX))) == 1
+
+
+def test_unusable_cache_directory_means_no_cache(profile, user_cache, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(store.CACHE_DIR_ENV, str(blocker / "caches"))
+    assert diagnose(profile).verdict.primary == "launch-bound"
+    with open_export(profile, cache=True) as export:
+        assert export.cache_file is None and not export.cache_hit
+
+
+def test_long_profile_names_are_cached_too(tmp_path, user_cache):
+    long = tmp_path / ("r" * 240 + ".sqlite")  # 247 bytes: with the cache suffix more than a file name may hold
+    generate("tiny_capture", long)
+    diagnose(long)
+    with open_export(long, cache=True) as export:
+        assert export.cache_hit
+        assert len(export.cache_file.name.encode()) <= 255
 
 
 def test_opening_leaves_no_temporary_files(profile, tmp_path, monkeypatch):

@@ -83,3 +83,63 @@ def test_invalid_utf8_in_kernel_names_is_replaced_not_fatal(tmp_path):
     with open_export(path) as export:
         (name,), = export.query("SELECT DISTINCT name FROM kernels")
         assert name.startswith("gemm") and "\ufffd" in name
+
+
+def test_impossible_timestamps_are_dropped_and_counted(tmp_path):
+    """Negative starts and reversed intervals are left out of the canonical tables, and the count of each kind
+    reaches the capture warning instead of vanishing."""
+    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.fixtures.generator import generate
+
+    path = tmp_path / "glitch.sqlite"
+    generate("eager_decode", path)
+    with sqlite3.connect(path) as con:
+        total = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+        con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -start, "end" = -start + ("end" - start) '
+                    "WHERE rowid <= 5")  # negative start, positive length
+        con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 1 WHERE rowid BETWEEN 6 AND 8')
+        con.execute('UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = start - 10 WHERE rowid <= 2')
+    with open_export(path) as export:
+        assert export.count("kernels") == total - 8
+        assert export.query("SELECT count(*) FROM kernels WHERE start_ns < 0 OR end_ns < start_ns")[0][0] == 0
+    report = diagnose(path, cache=False)
+    (finding,) = [f for f in report.findings if f.rule == "capture-invalid-timestamps"]
+    assert finding.row["kernel_count"] == 8 and finding.row["api_call_count"] == 2
+    assert finding.row["event_count"] == 10 and finding.severity == "warning"
+    assert report.metrics["kernel_count"] == total - 8
+
+
+def _copy_of_example(tmp_path: Path, name: str) -> Path:
+    import shutil
+
+    path = tmp_path / name
+    shutil.copyfile(Path(__file__).resolve().parents[1] / "fixtures" / "examples" / "eager_decode.sqlite", path)
+    return path
+
+
+def test_a_table_named_in_invalid_utf8_is_ignored(tmp_path):
+    """sqlite_master with a name that is not UTF-8 (no nsys table is named so): the export is read as usual."""
+    path = _copy_of_example(tmp_path, "odd-table.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE zz (x)")
+        con.execute("PRAGMA writable_schema=ON")
+        con.execute("UPDATE sqlite_master SET name = CAST(X'7A7AFF' AS TEXT), tbl_name = CAST(X'7A7AFF' AS TEXT), "
+                    "sql = CAST(X'435245415445205441424C4520227A7AFF22202878290A' AS TEXT) WHERE name = 'zz'")
+    with open_export(path) as export:
+        assert export.count("kernels") == 7325
+
+
+def test_strings_stored_as_invalid_utf8_blobs_are_read_lossily(tmp_path):
+    """StringIds values written as BLOBs with bytes that are not UTF-8: read with U+FFFD, never a traceback."""
+    from nsys_diagnose.api import diagnose
+
+    path = _copy_of_example(tmp_path, "blob-strings.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE StringIds SET value = X'6162FF63' WHERE id = (SELECT min(id) FROM StringIds)")
+        con.execute("INSERT INTO StringIds VALUES (999999, X'00FF')")
+        kernel_name_id = con.execute("SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone()[0]
+        con.execute("UPDATE StringIds SET value = CAST(value AS BLOB) || X'FE' WHERE id = ?", (kernel_name_id,))
+    for cache in (False, True):
+        report = diagnose(path, cache=cache)
+        assert report.verdict.primary == "launch-bound"
+        assert any("\ufffd" in (k.get("name") or "") for k in report.facts["kernel_summary"])

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-from ..duck import reraise_interrupt
+from ..duck import is_out_of_memory, out_of_memory_error, reraise_interrupt
 from ..errors import DiagnoseError
 
 _HEADER = re.compile(r"^--\s*@(\w+)\s*(.*)$")
@@ -85,9 +85,13 @@ def parse_fact(text: str, path: str) -> Fact:
         elif key == "param":
             pname, _, default = value.partition(" ")
             try:
-                fact.params[pname] = float(default.split()[0])
+                number = float(default.split()[0])
             except (ValueError, IndexError):
                 raise FactError(f"{path}: @param {pname} needs a numeric default") from None
+            if number != number or number in (float("inf"), float("-inf")):  # would render as SQL `nan`/`inf`
+                raise FactError(f"{path}: @param {pname} needs a finite numeric default, not "
+                                f"{default.split()[0]!r}; write a number such as 10000")
+            fact.params[pname] = number
         elif key == "column":
             cname, _, cdoc = value.partition(" ")
             fact.columns.append(FactColumn(cname, cdoc.strip()))
@@ -192,9 +196,12 @@ def materialize(con: duckdb.DuckDBPyConnection, fact: Fact, overrides: dict[str,
         con.execute(f'CREATE OR REPLACE {kind} "{fact.name}" AS {render_sql(fact, overrides)}')
     except duckdb.Error as exc:
         reraise_interrupt(exc)
+        if is_out_of_memory(exc):
+            raise FactError(str(out_of_memory_error(f"computing the fact {fact.name!r}")), fact.name) from None
         detail = str(exc).splitlines()[0]
-        if fact.team and isinstance(exc, (duckdb.PermissionException, duckdb.InvalidInputException)) \
-                and ("disabled" in detail or "configuration" in detail):
+        if fact.team and (isinstance(exc, (duckdb.PermissionException, duckdb.InvalidInputException))
+                          and ("disabled" in detail or "configuration" in detail)
+                          or isinstance(exc, duckdb.CatalogException) and "extension" in detail):
             raise FactError(f"{fact.path}: team fact {fact.name!r} was stopped by the sandbox ({detail}); team SQL "
                             f"may read only the canonical views and facts: no files, ATTACH, extensions, "
                             f"settings or network", fact.name) from None

@@ -1,0 +1,305 @@
+"""The cache is private to its user and nothing found on disk is trusted: a planted or shipped cache can neither
+run SQL, read a file nor forge a verdict; a private profile never gets a cache others can read; an export whose
+rows live partly in a WAL is read afresh; a path switched to another export during a run mixes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from conftest import run_as, shared_directory
+from nsys_diagnose import store
+from nsys_diagnose.api import diagnose
+from nsys_diagnose.errors import InputError
+from nsys_diagnose.fixtures.generator import generate
+from nsys_diagnose.source import open_export
+
+DIAGNOSE = Path(sys.executable).parent / "diagnose"
+SECRET = "TOP-SECRET-api-key-0xC0FFEE"
+
+
+@pytest.fixture
+def user_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv(store.CACHE_DIR_ENV, raising=False)
+    store.cache_secret.cache_clear()
+    yield tmp_path / "xdg" / "nsys-diagnose"
+    store.cache_secret.cache_clear()
+
+
+@pytest.fixture
+def secret_file(tmp_path: Path) -> Path:
+    """A file only its owner may read, as a credentials file would be."""
+    p = tmp_path / "credentials"
+    p.write_text(SECRET)
+    p.chmod(0o600)
+    return p
+
+
+def _run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(DIAGNOSE), *map(str, args)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+def _plant(cache: Path, statements: list[str], fingerprint_of: Path | None = None) -> None:
+    """A DuckDB file at `cache` made of `statements`, with the fingerprint state a cache of `fingerprint_of`
+    would carry (which anyone who can read the profile can compute)."""
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.unlink(missing_ok=True)
+    con = duckdb.connect(str(cache))
+    try:
+        for sql in statements:
+            con.execute(sql)
+        if fingerprint_of is not None:
+            from nsys_diagnose.profile_file import ProfileFile
+            from nsys_diagnose.source import _cache_key
+
+            with ProfileFile.open(fingerprint_of) as pf:
+                key = _cache_key(pf)
+            con.execute("CREATE OR REPLACE TABLE _state (key VARCHAR, value VARCHAR)")
+            con.execute("INSERT INTO _state VALUES ('fingerprint', ?), ('seal', 'forged')", [key])
+    finally:
+        con.close()
+
+
+def _forged_views(secret: Path) -> list[str]:
+    """Every canonical view as a DuckDB view that reads `secret` into a kernel name."""
+    from nsys_diagnose.canonical import VIEWS
+
+    out = []
+    for name, view in VIEWS.items():
+        cols = ", ".join(f"NULL::{c.type} AS \"{c.name}\"" for c in view.columns)
+        out.append(f'CREATE VIEW "{name}" AS SELECT {cols} FROM range(1)')
+    cols = ", ".join(f"NULL::{c.type} AS \"{c.name}\"" if c.name != "name" else "content AS name"
+                     for c in VIEWS["kernels"].columns)
+    out.append(f"CREATE OR REPLACE VIEW kernels AS SELECT {cols} FROM read_text('{secret}')")
+    return out
+
+
+def test_planted_cache_with_a_file_reading_view_is_not_used(tmp_path, user_cache, secret_file):
+    """A DuckDB file planted (or shipped) at the cache path, whose views read a private file: the run rebuilds
+    the cache, the report holds nothing of the file, and the verdict is the profile's own."""
+    profile = tmp_path / "run.sqlite"
+    generate("eager_decode", profile)
+    cache = store.cache_path(profile)
+    _plant(cache, _forged_views(secret_file), fingerprint_of=profile)
+    done = _run(profile, "--format", "json", "--fail-on", "warning")
+    assert SECRET not in done.stdout + done.stderr
+    assert done.returncode == 1, done.stderr  # the real launch-bound warning, not a forged clean bill
+    assert json.loads(done.stdout)["verdict"]["primary"] == "launch-bound"
+    with open_export(profile, cache=True) as export:
+        assert export.cache_hit  # replaced by a genuine cache
+        assert not export.query("SELECT count(*) FROM duckdb_views() WHERE database_name = 'canon' "
+                                "AND NOT internal")[0][0]
+
+
+def test_a_sealed_cache_whose_tables_were_altered_is_refused(tmp_path, user_cache):
+    """Even our own sealed cache is not read once its tables differ from what this version writes: here a
+    generated column, an expression DuckDB would evaluate on every read."""
+    profile = tmp_path / "run.sqlite"
+    generate("eager_decode", profile)
+    diagnose(profile)
+    cache = store.cache_path(profile)
+    con = duckdb.connect(str(cache))
+    con.execute("DROP TABLE kernel_names")
+    con.execute("CREATE TABLE kernel_names (id BIGINT, value VARCHAR GENERATED ALWAYS AS ('FORGED-' || id))")
+    con.execute("INSERT INTO kernel_names (id) SELECT DISTINCT name_id FROM kernels")
+    con.close()
+    report = diagnose(profile)
+    assert "FORGED" not in report.model_dump_json()
+    assert report.verdict.primary == "launch-bound"
+    with open_export(profile, cache=True) as export:  # replaced by a genuine cache
+        assert export.cache_hit and not export.query("SELECT count(*) FROM kernels WHERE name LIKE 'FORGED%'")[0][0]
+
+
+def test_a_cache_sealed_by_another_key_cannot_forge_the_verdict(tmp_path, user_cache, monkeypatch):
+    """A cache built by someone else (another user's key) for this very profile, with its rows edited to hide the
+    problem, is not reused: the fingerprint can be computed from the profile, the seal cannot."""
+    profile = tmp_path / "run.sqlite"
+    generate("eager_decode", profile)
+    forger = tmp_path / "forger-cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(forger))
+    store.cache_secret.cache_clear()
+    diagnose(profile)
+    forged = store.cache_path(profile)
+    con = duckdb.connect(str(forged))
+    con.execute("DELETE FROM kernels")  # "no GPU work": the launch-bound finding would vanish
+    con.close()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(user_cache.parent))
+    store.cache_secret.cache_clear()
+    victim = store.cache_path(profile)
+    victim.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(forged, victim)
+    done = _run(profile, "--fail-on", "warning", "-q")
+    assert done.returncode == 1 and "launch-bound" in done.stdout
+
+
+def test_cache_directory_and_key_are_private(tmp_path, user_cache):
+    profile = tmp_path / "run.sqlite"
+    generate("tiny_capture", profile)
+    diagnose(profile)
+    assert stat.S_IMODE(user_cache.stat().st_mode) == 0o700
+    assert stat.S_IMODE((user_cache / "secret").stat().st_mode) == 0o600
+    user_cache.chmod(0o755)  # opened up by mistake: closed again before it is used
+    diagnose(profile)
+    assert stat.S_IMODE(user_cache.stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o644])
+def test_cache_is_never_more_readable_than_the_profile(tmp_path, user_cache, mode):
+    shared = shared_directory()
+    profile = tmp_path / "run.sqlite"
+    generate("tiny_capture", profile)
+    profile.chmod(mode)
+    done = _run(profile, "-q", "--cache-dir", shared)
+    assert done.returncode == 0, done.stderr
+    (cache,) = shared.glob("*" + store.CACHE_SUFFIX)
+    assert stat.S_IMODE(cache.stat().st_mode) == mode
+
+
+def test_another_user_cannot_read_the_cache_of_a_private_profile(tmp_path, user_cache, other_user):
+    """The profiled command line (with its API keys) is in the cache: a 0600 profile gives a 0600 cache, even in
+    a directory every user can enter."""
+    shared = shared_directory()
+    profile = shared / "run.sqlite"
+    generate("tiny_capture", profile)
+    profile.chmod(0o600)
+    assert _run(profile, "-q", "--cache-dir", shared).returncode == 0
+    (cache,) = shared.glob("*" + store.CACHE_SUFFIX)
+    denied = run_as(other_user, ["cat", str(cache)])
+    assert denied.returncode != 0 and "Permission denied" in denied.stderr
+    assert _run(profile, "-q").returncode == 0  # the default cache, in the user's 0700 directory
+    (private,) = user_cache.glob("*" + store.CACHE_SUFFIX)
+    denied = run_as(other_user, ["cat", str(private)])
+    assert denied.returncode != 0 and "Permission denied" in denied.stderr
+
+
+def test_a_cache_planted_by_another_user_is_not_trusted(tmp_path, user_cache, other_user, secret_file):
+    """In a shared cache directory another user plants a cache for our profile (with views that read our
+    private file, and the right fingerprint): it is not opened; the run goes on without a cache."""
+    shared = shared_directory()
+    profile = tmp_path / "run.sqlite"
+    generate("eager_decode", profile)
+    cache = store.cache_path(profile, shared)
+    _plant(cache, _forged_views(secret_file), fingerprint_of=profile)
+    os.chown(cache, *other_user)  # as if the other user had written it
+    done = _run(profile, "--format", "json", "--cache-dir", shared)
+    assert done.returncode == 0, done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    assert json.loads(done.stdout)["verdict"]["primary"] == "launch-bound"
+    assert cache.stat().st_uid == other_user[0]  # left alone, not trusted, not used
+
+
+def test_a_planted_directory_at_the_cache_path_means_no_cache(tmp_path, user_cache):
+    profile = tmp_path / "run.sqlite"
+    generate("eager_decode", profile)
+    store.cache_path(profile).mkdir(parents=True)
+    done = _run(profile, "-q")
+    assert done.returncode == 0, done.stderr
+    assert "launch-bound" in done.stdout
+
+
+def _to_wal_mode(profile: Path) -> None:
+    con = sqlite3.connect(profile)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.close()
+
+
+def test_rows_committed_into_a_wal_are_read_not_a_stale_cache(tmp_path, user_cache):
+    """Rows committed into `run.sqlite-wal` change neither the size, the mtime nor the content of the main file:
+    such an export is read afresh every time, never from a cache."""
+    profile = tmp_path / "run.sqlite"
+    generate("eager_decode", profile)
+    _to_wal_mode(profile)
+    first = json.loads(_run(profile, "--format", "json").stdout)
+    kernels = first["metrics"]["kernel_count"]
+    writer = sqlite3.connect(profile)  # a writer keeps the WAL (and its index) alive while we read
+    try:
+        writer.execute("PRAGMA wal_autocheckpoint=0")
+        writer.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 2 = 0")
+        writer.commit()
+        assert Path(str(profile) + "-wal").stat().st_size > 0
+        done = _run(profile, "--format", "json")
+        assert done.returncode == 0, done.stderr
+        second = json.loads(done.stdout)
+    finally:
+        writer.close()
+    assert second["metrics"]["kernel_count"] == kernels - kernels // 2
+    assert not list(user_cache.glob("*" + store.CACHE_SUFFIX))
+
+
+def test_a_hot_journal_is_named_not_called_a_permissions_problem(tmp_path, user_cache):
+    """A copy taken while a writer was inside a transaction: pages already changed in the file, the originals in
+    `-journal`. A read-only reader may not roll it back, and the message says what the journal is."""
+    live, crash = tmp_path / "live.sqlite", tmp_path / "crash.sqlite"
+    generate("eager_decode", live)
+    writer = sqlite3.connect(live, isolation_level=None)
+    try:
+        writer.execute("PRAGMA cache_size=5")  # dirty pages spill into the file during the transaction
+        writer.execute("BEGIN")
+        writer.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "end" + 1')
+        shutil.copyfile(live, crash)
+        shutil.copyfile(str(live) + "-journal", str(crash) + "-journal")
+        writer.execute("ROLLBACK")
+    finally:
+        writer.close()
+    done = _run(crash, "-q")
+    assert done.returncode == 2, done.stdout
+    assert "rollback journal (crash.sqlite-journal)" in done.stderr and "permissions" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert Path(str(crash) + "-journal").exists()  # the user's files are left as they were
+
+
+def _switch_on_first_read(action):
+    """A progress callback that runs `action` once, as the export starts being read."""
+    done = []
+
+    def progress(stage: str) -> None:
+        if not done and stage.startswith("reading "):
+            done.append(stage)
+            action()
+    return progress
+
+
+def test_a_symlink_switched_during_a_run_mixes_nothing(tmp_path, user_cache):
+    """`ln -sfn other.sqlite current.sqlite` while `current.sqlite` is being read: the run reads the export it
+    opened, and the next run reads the new one, not a cache of the old."""
+    eager, storm = tmp_path / "eager.sqlite", tmp_path / "storm.sqlite"
+    generate("eager_decode", eager)
+    generate("sync_storm", storm)
+    current = tmp_path / "current.sqlite"
+    current.symlink_to(eager)
+
+    def switch() -> None:
+        tmp = tmp_path / "current.tmp"
+        tmp.symlink_to(storm)
+        os.replace(tmp, current)
+
+    first = diagnose(current, progress=_switch_on_first_read(switch))
+    assert first.verdict.primary == "launch-bound"
+    assert first.metrics["kernel_count"] == diagnose(eager, cache=False).metrics["kernel_count"]
+    assert diagnose(current).verdict.primary == "api-latency"
+
+
+def test_a_file_moved_over_the_profile_during_a_run_mixes_nothing(tmp_path, user_cache):
+    """`mv other.sqlite run.sqlite` while run.sqlite is being read: the run says so instead of reporting (or
+    caching) a mix of the two exports; the next run reads the new export."""
+    profile, storm = tmp_path / "run.sqlite", tmp_path / "storm.sqlite"
+    generate("eager_decode", profile)
+    generate("sync_storm", storm)
+    storm_kernels = diagnose(storm, cache=False).metrics["kernel_count"]
+    with pytest.raises(InputError, match="changed while it was being read"):
+        diagnose(profile, progress=_switch_on_first_read(lambda: os.replace(storm, profile)))
+    assert not list(user_cache.glob("*" + store.CACHE_SUFFIX))
+    assert diagnose(profile).verdict.primary == "api-latency"
+    with open_export(profile, cache=True) as export:
+        assert export.cache_hit and export.query("SELECT count(*) FROM kernels")[0][0] == storm_kernels

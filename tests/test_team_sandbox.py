@@ -1,0 +1,168 @@
+"""Team SQL is semi-trusted: it runs where no file-reading function exists (a DuckDB instance without the SQLite
+extension, external access off, configuration locked) and within bounds of time, memory, rows and text. What the
+run would refuse, `rules check` refuses first. Whatever a team fact returns, the report is written."""
+
+from __future__ import annotations
+
+import json
+import resource
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from nsys_diagnose import factrun
+from nsys_diagnose.api import diagnose
+from nsys_diagnose.config import Config
+from nsys_diagnose.errors import DiagnoseError
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
+SECRET = "TOP-SECRET-db-password-hunter2"
+
+RULE = """\
+id: acme/leak
+title: A team rule over a team fact
+category: capture
+severity: warning
+fact: team_fact
+when:
+  - device_id >= 0
+message: "{{ row }}"
+why: Because.
+remediation: [Nothing.]
+"""
+
+
+def _pack(tmp_path: Path, select: str, columns: str = "device_id") -> Path:
+    d = tmp_path / "pack"
+    d.mkdir(exist_ok=True)
+    (d / "leak.yaml").write_text(RULE)
+    header = "".join(f"-- @column {c} Whatever.\n" for c in columns.split())
+    (d / "team_fact.sql").write_text(f"-- @fact team_fact\n-- @doc A team fact.\n{header}{select}\n")
+    return d
+
+
+def _run(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def secrets_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Private files of every kind a table function could read: a credentials database, text, CSV, JSON, Parquet."""
+    d = tmp_path_factory.mktemp("secrets")
+    with sqlite3.connect(d / "credentials.sqlite") as con:
+        con.execute("CREATE TABLE t (device_id INTEGER, secret TEXT)")
+        con.execute("INSERT INTO t VALUES (0, ?)", (SECRET,))
+    (d / "secret.txt").write_text(SECRET)
+    (d / "secret.csv").write_text(f"device_id,secret\n0,{SECRET}\n")
+    (d / "secret.json").write_text(json.dumps([{"device_id": 0, "secret": SECRET}]))
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT 0 AS device_id, '{SECRET}' AS secret) TO '{d / 'secret.parquet'}' (FORMAT parquet)")
+    con.close()
+    for f in d.iterdir():
+        f.chmod(0o600)
+    return d
+
+
+ESCAPES = {
+    "sqlite_scan": "SELECT device_id, secret FROM sqlite_scan('{d}/credentials.sqlite', 't')",
+    "sqlite_attach": "SELECT 0 AS device_id, * FROM sqlite_attach('{d}/credentials.sqlite')",
+    "read_text": "SELECT 0 AS device_id, content FROM read_text('{d}/secret.txt')",
+    "read_blob": "SELECT 0 AS device_id, content FROM read_blob('{d}/secret.txt')",
+    "read_csv": "SELECT * FROM read_csv('{d}/secret.csv')",
+    "read_csv_auto": "SELECT * FROM read_csv_auto('{d}/secret.csv')",
+    "read_json": "SELECT * FROM read_json('{d}/secret.json')",
+    "read_json_auto": "SELECT * FROM read_json_auto('{d}/secret.json')",
+    "read_parquet": "SELECT * FROM read_parquet('{d}/secret.parquet')",
+    "glob": "SELECT 0 AS device_id, file FROM glob('{d}/*')",
+    "query": "SELECT * FROM query('SELECT 0 AS device_id, content FROM read_text(''{d}/secret.txt'')')",
+    "query_table": "SELECT * FROM query_table('{d}/secret.csv')",
+    "csv by name": "SELECT * FROM '{d}/secret.csv'",
+    "parquet by name": "SELECT * FROM '{d}/secret.parquet'",
+    "json by name": "SELECT * FROM '{d}/secret.json'",
+    "sqlite by name": "SELECT * FROM '{d}/credentials.sqlite'",
+}
+
+
+@pytest.mark.parametrize("what", sorted(ESCAPES))
+def test_team_sql_reads_no_file(tmp_path, secrets_dir, what):
+    sql = ESCAPES[what].format(d=secrets_dir)
+    pack = _pack(tmp_path, sql, "device_id secret")
+    done = _run(EXAMPLE, "--rule-dir", pack, "--no-cache", "-f", "json")
+    assert SECRET not in done.stdout + done.stderr
+    assert done.returncode == 2, done.stdout[:500]
+    assert done.stderr.startswith("diagnose: error: ") and done.stderr.count("\n") == 1
+    assert "team_fact" in done.stderr and "Traceback" not in done.stderr
+    check = _run("rules", "check", pack)  # refused before any profile is read
+    assert check.returncode == 2, check.stdout
+    assert "team_fact" in check.stdout and SECRET not in check.stdout + check.stderr
+
+
+def test_rules_check_accepts_a_sound_team_fact(tmp_path):
+    pack = _pack(tmp_path, "SELECT device_id, count(*) AS kernel_count FROM kernels GROUP BY device_id",
+                 "device_id kernel_count")
+    check = _run("rules", "check", pack)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_rules_check_catches_a_wrong_column(tmp_path):
+    pack = _pack(tmp_path, "SELECT device_idd AS device_id FROM kernels")
+    check = _run("rules", "check", pack)
+    assert check.returncode == 2 and "device_idd" in check.stdout
+
+
+def test_a_team_fact_returning_millions_of_rows_is_refused(tmp_path):
+    pack = _pack(tmp_path, "SELECT range AS device_id FROM range(20000000)")
+    started = time.monotonic()
+    done = _run(EXAMPLE, "--rule-dir", pack, "--no-cache", "-q")
+    assert done.returncode == 2, done.stdout[:300]
+    assert "returns 20,000,000 rows" in done.stderr and "team_fact" in done.stderr
+    assert time.monotonic() - started < 60
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1_500_000  # KiB: never pulled into Python
+
+
+def test_a_team_fact_that_exhausts_memory_is_one_sentence(tmp_path):
+    """A recursive CTE that doubles a string each step: DuckDB's memory limit stops it."""
+    pack = _pack(tmp_path, "WITH RECURSIVE r(n, s) AS (SELECT 0, 'x' UNION ALL SELECT n + 1, s || s FROM r "
+                           "WHERE n < 40) SELECT max(n) AS device_id FROM r")
+    done = _run(EXAMPLE, "--rule-dir", pack, "--no-cache", "-q", timeout=120)
+    assert done.returncode == 2, done.stdout[:300]
+    assert done.stderr.count("\n") == 1 and "team_fact" in done.stderr and "Traceback" not in done.stderr
+    assert "memory" in done.stderr
+
+
+def test_a_team_fact_that_runs_forever_is_stopped(tmp_path, monkeypatch):
+    monkeypatch.setattr(factrun, "TEAM_LIMITS", factrun.TeamLimits(seconds=2.0))
+    pack = _pack(tmp_path, "WITH RECURSIVE r(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM r) "
+                           "SELECT max(n) AS device_id FROM r")
+    started = time.monotonic()
+    with pytest.raises(DiagnoseError, match=r"team fact 'team_fact' ran longer than 2 s"):
+        diagnose(EXAMPLE, Config(rule_dirs=[pack]), cache=False)
+    assert time.monotonic() - started < 30
+
+
+def test_a_team_fact_with_huge_text_is_refused(tmp_path):
+    pack = _pack(tmp_path, "SELECT 0 AS device_id, repeat('x', 1000000) AS note", "device_id note")
+    done = _run(EXAMPLE, "--rule-dir", pack, "--no-cache", "-q")
+    assert done.returncode == 2 and "text value of 1,000,000 bytes" in done.stderr
+
+
+def test_any_value_a_team_fact_returns_reaches_the_reports(tmp_path):
+    """BLOBs, decimals, dates, intervals, UUIDs, lists and structs: the JSON report is written, not a traceback."""
+    pack = _pack(tmp_path, "SELECT 0 AS device_id, '\\xAA\\x00abc'::BLOB AS raw, 1.25::DECIMAL(9, 2) AS price, "
+                           "DATE '2026-11-30' AS day, INTERVAL 90 SECOND AS wait, "
+                           "'3d8e1d4f-8d8a-4c1e-9f4e-6f2b2a1b0c9d'::UUID AS id, [1, 2] AS xs, {'a': 1} AS st",
+                 "device_id raw price day wait id xs st")
+    done = _run(EXAMPLE, "--rule-dir", pack, "--no-cache", "-f", "json")
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)["facts"]["team_fact"]
+    assert row == {"device_id": 0, "raw": "\\xAA\\x00abc", "price": 1.25, "day": "2026-11-30", "wait": 90.0,
+                   "id": "3d8e1d4f-8d8a-4c1e-9f4e-6f2b2a1b0c9d", "xs": [1, 2], "st": {"a": 1}}
+    for fmt in ("md", "html", "terminal"):
+        assert _run(EXAMPLE, "--rule-dir", pack, "--no-cache", "-f", fmt).returncode == 0
