@@ -9,20 +9,27 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-try:  # importing DuckDB, pydantic and Jinja takes a moment: Ctrl-C then is an interruption, not a traceback
+from .interrupt import StopRequest
+
+# Importing DuckDB, pydantic and Jinja takes a moment: Ctrl-C, SIGTERM or SIGHUP then is a stop, not a traceback.
+_STARTING = StopRequest().__enter__()
+try:
     from .api import diagnose
     from .config import Config, resolve_config
-    from .errors import DiagnoseError, InputError
-    from .interrupt import StopRequest
+    from .errors import InputError
+    from .exits import EXIT_CODES_HELP, EXIT_FINDINGS, EXIT_OK, finish
     from .evaluate import SEVERITY_RANK
     from .multirank import diagnose_run
-    from .report import FORMATS, emit, render, wants_colour
+    from .output import check_output, emit
+    from .report import FORMATS, render, wants_colour
     from .runreport import render_run
 except KeyboardInterrupt:
-    sys.stderr.write("\ndiagnose: interrupted\n")
-    sys.exit(130)
+    sys.stderr.write(f"\ndiagnose: {_STARTING.description}\n")
+    sys.exit(_STARTING.exit_code)
+finally:
+    _STARTING.__exit__()
 
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_ERROR = 2
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -41,8 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Rule tooling: `diagnose rules list|explain ID|check [PATHS]|test [PATHS]`. "
                "Before/after: `diagnose compare BEFORE AFTER [--fail-on-regression METRIC:N]`. "
                "Multi-rank: `diagnose rank0.sqlite rank1.sqlite ...` or `diagnose RUN_DIR`; --fail-on then "
-               "counts every rank's findings and the cross-rank ones. "
-               "Exit codes: 0 success, 1 a finding at or above --fail-on, 2 usage, input or rule error.")
+               "counts every rank's findings and the cross-rank ones. " + EXIT_CODES_HELP)
     p.add_argument("profiles", nargs="+", metavar="PROFILE",
                    help="SQLite export written by `nsys export --type sqlite` (read-only); two or more, or a "
                         "directory of *.sqlite / *.nsys-rep exports, diagnose one multi-rank run (rank numbers from "
@@ -63,13 +69,26 @@ def _parser() -> argparse.ArgumentParser:
                         "(also RULE.severity=, RULE.enabled=false, facts.PARAM=); repeatable")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="colour in the terminal summary (default: auto, when writing to a terminal)")
-    p.add_argument("--no-cache", dest="cache", action="store_false",
-                   help="read the export afresh instead of reusing the cached canonical tables saved beside it")
+    add_cache_arguments(p)
     p.add_argument("-j", "--jobs", type=_positive_int_of("ranks"), metavar="N",
                    help="multi-rank runs: ranks read at once (default: one per CPU); the ranks read side by side "
                         "share the CPUs and DuckDB's memory limit")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    add_debug_argument(p)
     return p
+
+
+def add_cache_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-cache", dest="cache", action="store_false",
+                   help="read the export afresh instead of reusing its cached canonical tables")
+    p.add_argument("--cache-dir", type=Path, metavar="DIR",
+                   help="keep the cache of canonical tables in DIR (e.g. beside the profile) instead of the private "
+                        "$XDG_CACHE_HOME/nsys-diagnose; also NSYS_DIAGNOSE_CACHE_DIR")
+
+
+def add_debug_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true",
+                   help="on an internal error (exit 3), print the traceback to include in a bug report")
 
 
 def _positive_int_of(what: str) -> Callable[[str], int]:
@@ -117,38 +136,36 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, stop: StopRequest) -> int:
     shown = not args.quiet and sys.stderr.isatty()
+
+    def clear() -> None:
+        if shown:
+            sys.stderr.write("\r\x1b[2K")
+
+    return finish("diagnose", lambda: _diagnose(args, stop, shown, clear), stop, debug=args.debug, clear=clear)
+
+
+def _diagnose(args: argparse.Namespace, stop: StopRequest, shown: bool, clear: Callable[[], None]) -> int:
     progress = _progress(shown, stop)
-    multi_rank = len(args.profiles) > 1 or Path(args.profiles[0]).is_dir()
-    try:
-        config = _config(args)
-        colour = wants_colour(args.color, args.output) and args.format == "terminal"
-        if multi_rank:
-            if args.tokens:
-                raise InputError("--tokens applies to one profile; the ranks of a run need not generate the same "
-                                 "tokens, so diagnose a rank alone to get its tokens/s.")
-            run = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs)
-            findings = [f for _, f in run.all_findings()]
-            text = render_run(run, args.format, colour=colour)
-        else:
-            report = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
-                              cache=args.cache)
-            findings = report.findings
-            text = render(report, args.format, colour=colour)
-        stop.check()
-        if shown:
-            sys.stderr.write("\r\x1b[2K")
-        emit(text, args.output)
-    except DiagnoseError as exc:
-        if shown:
-            sys.stderr.write("\r\x1b[2K")
-        sys.stderr.write(f"diagnose: error: {exc}\n")
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        sys.stderr.write("\ndiagnose: interrupted\n")
-        return 130
-    except OSError as exc:
-        sys.stderr.write(f"diagnose: error: {exc.filename or ''}: {exc.strerror or exc}\n")
-        return EXIT_ERROR
+    multi_rank = len(args.profiles) > 1 or (args.profiles[0] != "" and Path(args.profiles[0]).is_dir())
+    check_output(args.output, args.profiles, args.cache_dir)  # fail fast: before any diagnosis work
+    config = _config(args)
+    colour = wants_colour(args.color, args.output) and args.format == "terminal"
+    if multi_rank:
+        if args.tokens:
+            raise InputError("--tokens applies to one profile; the ranks of a run need not generate the same "
+                             "tokens, so diagnose a rank alone to get its tokens/s.")
+        run = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs,
+                           cache_dir=args.cache_dir)
+        findings = [f for _, f in run.all_findings()]
+        text = render_run(run, args.format, colour=colour)
+    else:
+        report = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
+                          cache=args.cache, cache_dir=args.cache_dir)
+        findings = report.findings
+        text = render(report, args.format, colour=colour)
+    stop.check()
+    clear()
+    emit(text, args.output, inputs=args.profiles, cache_dir=args.cache_dir)
     if args.fail_on:
         limit = SEVERITY_RANK[args.fail_on]
         if any(SEVERITY_RANK[f.severity] >= limit for f in findings):

@@ -12,15 +12,16 @@ from pathlib import Path
 from .api import diagnose
 from .compare import FORMATS, compare, known_metrics, parse_gate, render_compare
 from .config import resolve_config
-from .errors import DiagnoseError
+from .exits import EXIT_CODES_HELP, finish
 from .interrupt import StopRequest
-from .report import emit, wants_colour
+from .output import check_output, emit
+from .report import wants_colour
 
-EXIT_OK, EXIT_GATE, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_GATE = 0, 1
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .cli import _ArgumentParser, _positive_int
+    from .cli import _ArgumentParser, _positive_int, add_cache_arguments, add_debug_argument
 
     p = _ArgumentParser(
         prog="diagnose compare",
@@ -30,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Gates: METRIC:+N fails when the metric rises by more than N (absolute, in its unit: a 0-1 "
                "ratio, ns, a count), METRIC:-N%% when it falls by more than N %% of its before value. Metrics: "
                + ", ".join(known_metrics()) + ", phase_<name>_ns. "
-               "Exit codes: 0 success, 1 a gate crossed, 2 usage, input or rule error.")
+               + EXIT_CODES_HELP.replace("a finding at or above --fail-on", "a gate crossed"))
     p.add_argument("before", help="SQLite export of the baseline run")
     p.add_argument("after", help="SQLite export of the changed run")
     p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
@@ -46,10 +47,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="extra directory of team rules and fact .sql files (repeatable)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="RULE.PARAM=VALUE",
                    help="override a rule param for both runs (as for diagnose); repeatable")
-    p.add_argument("--no-cache", dest="cache", action="store_false",
-                   help="read both exports afresh instead of reusing the cached canonical tables saved beside them")
+    add_cache_arguments(p)
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="colour in the terminal output (default: auto)")
+    add_debug_argument(p)
     return p
 
 
@@ -60,26 +61,23 @@ def main(argv: list[str]) -> int:
 
 
 def _run(args: argparse.Namespace, stop: StopRequest) -> int:
+    return finish("diagnose compare", lambda: _compare(args, stop), stop, debug=args.debug)
+
+
+def _compare(args: argparse.Namespace, stop: StopRequest) -> int:
     progress = lambda _stage: stop.check()  # noqa: E731 - no display, only the interrupt check
-    try:
-        for spec in args.gates:  # fail fast, before the (slower) diagnosis
-            parse_gate(spec, known_metrics())
-        config = resolve_config(args.config, args.rule_dirs, args.sets)  # diagnose() sets cross-rank rules aside
-        before = diagnose(args.before, config, cache=args.cache, progress=progress)
-        after = diagnose(args.after, config, cache=args.cache, progress=progress)
-        stop.check()
-        comparison = compare(before, after, tokens=args.tokens, gates=args.gates)
-        colour = wants_colour(args.color, args.output) and args.format == "terminal"
-        emit(render_compare(comparison, args.format, colour=colour), args.output)
-    except DiagnoseError as exc:
-        sys.stderr.write(f"diagnose compare: error: {exc}\n")
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        sys.stderr.write("\ndiagnose compare: interrupted\n")
-        return 130
-    except OSError as exc:
-        sys.stderr.write(f"diagnose compare: error: {exc.filename or ''}: {exc.strerror or exc}\n")
-        return EXIT_ERROR
+    inputs = [args.before, args.after]
+    check_output(args.output, inputs, args.cache_dir)
+    for spec in args.gates:  # fail fast, before the (slower) diagnosis
+        parse_gate(spec, known_metrics())
+    config = resolve_config(args.config, args.rule_dirs, args.sets)  # diagnose() sets cross-rank rules aside
+    before = diagnose(args.before, config, cache=args.cache, progress=progress, cache_dir=args.cache_dir)
+    after = diagnose(args.after, config, cache=args.cache, progress=progress, cache_dir=args.cache_dir)
+    stop.check()
+    comparison = compare(before, after, tokens=args.tokens, gates=args.gates)
+    colour = wants_colour(args.color, args.output) and args.format == "terminal"
+    emit(render_compare(comparison, args.format, colour=colour), args.output, inputs=inputs,
+         cache_dir=args.cache_dir)
     crossed = [g for g in comparison.gates if g.crossed]
     for g in crossed:
         sys.stderr.write(f"diagnose compare: regression gate crossed: {g.message}\n")

@@ -1,33 +1,59 @@
-"""Ctrl-C for the command-line tools: a SIGINT handler that also remembers the request."""
+"""Stopping the command-line tools: Ctrl-C (SIGINT), SIGTERM (`kill`, `timeout`, a CI job cancelled) and SIGHUP
+(the terminal went away) all stop a run the same way, so every temporary file and partial cache is removed."""
 
 from __future__ import annotations
 
 import signal
 import threading
 
+STOP_SIGNALS = tuple(s for s in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
+                     if s is not None)
+
 
 class StopRequest:
-    """Ctrl-C that lands just as a DuckDB query finishes can be consumed by DuckDB and lost; this handler
-    also remembers it, and every progress step (and the end of the run) checks, so the run always stops."""
+    """A handler for the stop signals that also remembers the request. Ctrl-C that lands just as a DuckDB query
+    finishes can be consumed by DuckDB and lost, so every progress step (and the end of the run) checks.
+
+    The first signal raises KeyboardInterrupt where the program is; later ones are only recorded, so the clean-up
+    that the first one started is not itself interrupted. `exit_code` is 128 + the signal number, as a shell
+    reports a process killed by that signal (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
 
     def __init__(self) -> None:
-        self.requested = False
-        self._previous: object = None
+        self.signum: int | None = None
+        self._previous: dict[int, object] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + (self.signum or signal.SIGINT)
+
+    @property
+    def description(self) -> str:
+        if self.signum in (None, signal.SIGINT):
+            return "interrupted"
+        return f"stopped by {signal.Signals(self.signum).name}"
 
     def __enter__(self) -> "StopRequest":
         def handler(signum: int, frame: object) -> None:
-            self.requested = True
-            raise KeyboardInterrupt
+            first = self.signum is None
+            self.signum = self.signum or signum
+            if first:
+                raise KeyboardInterrupt
 
-        # A run started with Ctrl-C ignored (nohup, a background job of a script) keeps ignoring it.
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-            self._previous = signal.signal(signal.SIGINT, handler)
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                # A run started with a signal ignored (nohup, a background job of a script) keeps ignoring it.
+                if signal.getsignal(sig) is not signal.SIG_IGN:
+                    self._previous[sig] = signal.signal(sig, handler)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)  # type: ignore[arg-type]
+        self._previous.clear()
 
     def check(self) -> None:
         if self.requested:

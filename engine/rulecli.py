@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import re
 import textwrap
 from pathlib import Path
 
 from .config import Config, resolve_config
 from .errors import DiagnoseError
-from .facts import FactError, load_facts
-from .rules import RuleError, bundled_rules_dir, load_rule_file, load_rules, rule_files
+from .exits import finish
+from .factrun import check_team_facts
+from .facts import Fact, FactError, load_facts
+from .interrupt import StopRequest
+from .rules import (RuleError, RuleTemplateError, bundled_rules_dir, load_rule_file, load_rules, rule_files,
+                    template_errors)
 from .ruletest import RuleTestError, find_test_files, load_test_file, run_rule_tests
 from .text import term
 
@@ -18,9 +22,11 @@ EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    from .cli import _ArgumentParser
+    from .cli import _ArgumentParser, add_debug_argument
 
-    p = _ArgumentParser(prog=f"{prog} rules", description="List, explain, check and test diagnosis rules.")
+    p = _ArgumentParser(prog=f"{prog} rules", description="List, explain, check and test diagnosis rules.",
+                        epilog="Exit codes: 0 success, 1 a failed rule test, 2 a broken rule file, usage or input "
+                               "error, 3 internal error (a bug: rerun with --debug and report it).")
     p.add_argument("--config", type=Path, help="configuration file (default: ./diagnose.yaml when present)")
     p.add_argument("--rule-dir", dest="rule_dirs", action="append", type=Path, default=[],
                    help="extra directory of team rules and fact .sql files (repeatable)")
@@ -32,6 +38,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     check.add_argument("paths", nargs="*", type=Path, help="rule directories or files (default: all loaded)")
     test = sub.add_parser("test", help="run <id>.test.yaml cases")
     test.add_argument("paths", nargs="*", type=Path, help="directories or .test.yaml files (default: all loaded)")
+    add_debug_argument(p)
     return p
 
 
@@ -144,10 +151,8 @@ def cmd_check(config: Config, paths: list[Path]) -> int:
              if f.suffix in (".yaml", ".yml") and not f.name.endswith(".test.yaml")]
     if facts is not None:
         for f in files:
-            try:
-                load_rule_file(f, facts, "bundled" if _is_bundled(f) else str(f.parent))
-            except RuleError as exc:
-                errors.append(str(exc))
+            errors += _check_file(f, facts)
+        errors += check_team_facts(facts)  # what the run's sandbox and bounds would refuse
     if not errors:  # namespacing, duplicate ids, and the test files against the whole set
         try:
             rules = load_rules(facts, team, scope=None)
@@ -163,6 +168,32 @@ def cmd_check(config: Config, paths: list[Path]) -> int:
     print(f"checked {len(files)} rule file{'s' if len(files) != 1 else ''}: "
           f"{len(errors)} error{'s' if len(errors) != 1 else ''}")
     return EXIT_ERROR if errors else EXIT_OK
+
+
+def _check_file(path: Path, facts: dict[str, Fact]) -> list[str]:
+    """Every error of one rule file: the first structural one, or else every template that does not compile
+    or fails on sample rows (all columns 0, 1 or None)."""
+    from .evaluate import check_templates
+    from .run_facts import load_run_facts
+
+    problems: list[str] = []
+    try:
+        rule = load_rule_file(path, facts, "bundled" if _is_bundled(path) else str(path.parent))
+    except RuleTemplateError as exc:  # the templates that do compile are rendered below
+        problems, rule = exc.problems, exc.rule
+        if rule is None:
+            return problems
+    except RuleError as exc:  # the templates are still worth compiling
+        return [str(exc), *(e for e in template_errors(path) if e != str(exc))]
+    fact_defs = load_run_facts() if rule.spec.scope == "run" else facts
+    problems += [str(e) for e in check_templates(rule, fact_defs[rule.spec.fact].column_names)]
+    return sorted(problems, key=_position)
+
+
+def _position(error: str) -> tuple[int, int]:
+    """(line, col) of a `FILE:LINE:COL: ...` error, to list a file's errors top to bottom."""
+    match = re.match(r"^.*?:(\d+):(\d+): ", error)
+    return (int(match[1]), int(match[2])) if match else (0, 0)
 
 
 def cmd_test(config: Config, paths: list[Path]) -> int:
@@ -186,15 +217,16 @@ def cmd_test(config: Config, paths: list[Path]) -> int:
 
 def main(argv: list[str], prog: str = "diagnose") -> int:
     args = _parser(prog).parse_args(argv)
-    try:
-        config = _config(args)
-        if args.command == "list":
-            return cmd_list(config)
-        if args.command == "explain":
-            return cmd_explain(config, args.rule_id)
-        if args.command == "check":
-            return cmd_check(config, args.paths)
-        return cmd_test(config, args.paths)
-    except DiagnoseError as exc:
-        sys.stderr.write(f"{prog}: error: {exc}\n")
-        return EXIT_ERROR
+    with StopRequest() as stop:
+        return finish(prog, lambda: _run(args), stop, debug=args.debug)
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = _config(args)
+    if args.command == "list":
+        return cmd_list(config)
+    if args.command == "explain":
+        return cmd_explain(config, args.rule_id)
+    if args.command == "check":
+        return cmd_check(config, args.paths)
+    return cmd_test(config, args.paths)

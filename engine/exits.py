@@ -1,0 +1,63 @@
+"""Exit codes and the last word of every command: what went wrong, as one line, and a code CI can act on.
+
+    0  success
+    1  a finding at or above --fail-on (diagnose), a crossed gate (compare), a failed rule test (rules test)
+    2  usage, input, configuration or rule error: one sentence on stderr saying what to do
+    3  internal error: a bug in nsys-diagnose, never a finding; the traceback is shown with --debug
+  128+N stopped by signal N: 130 Ctrl-C (SIGINT), 143 SIGTERM, 129 SIGHUP; nothing is left behind
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+
+from .errors import DiagnoseError
+from .interrupt import StopRequest
+from .text import strip_controls
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
+
+EXIT_CODES_HELP = ("Exit codes: 0 success, 1 a finding at or above --fail-on, 2 usage, input or rule error, "
+                   "3 internal error (a bug: rerun with --debug and report it), 128+N stopped by signal N "
+                   "(130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).")
+
+
+def one_line(text: object) -> str:
+    """A message for the terminal: control characters, escape sequences and bidi overrides of file names and
+    other untrusted text made inert (as in the reports), on one line."""
+    return " ".join(strip_controls(text).split())
+
+
+def finish(prog: str, body: Callable[[], int], stop: StopRequest | None = None, *, debug: bool = False,
+           clear: Callable[[], None] | None = None) -> int:
+    """Run a command's `body` and turn whatever stops it into one line on stderr and an exit code."""
+    def say(message: str) -> None:
+        if clear is not None:
+            clear()
+        sys.stderr.write(f"{prog}: {message}\n")
+
+    try:
+        return body()
+    except DiagnoseError as exc:
+        say(f"error: {one_line(exc)}")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        say(stop.description if stop is not None else "interrupted")
+        return stop.exit_code if stop is not None else 130
+    except MemoryError:
+        say("error: ran out of memory; close other programs, raise the memory limits of this shell (ulimit), "
+            "or diagnose on a machine with more memory.")
+        return EXIT_ERROR
+    except OSError as exc:  # the environment, not the program: a disk, a permission, a vanished file
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        say(f"error: {one_line(where)}{one_line(exc.strerror or exc)}")
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: a crash must never look like a finding
+        if debug:
+            traceback.print_exc()
+        say(f"internal error: {type(exc).__name__}: {one_line(exc)[:300]}. This is a bug in nsys-diagnose, not "
+            f"a finding about the profile; please report it with the output of the same command run with --debug.")
+        return EXIT_INTERNAL

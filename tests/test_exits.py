@@ -1,0 +1,195 @@
+"""How a run ends tells CI what happened: a signal stops it with 128+N and leaves nothing behind, a crash is exit 3
+(never 1, which means a finding), a run killed outright is cleaned up by the next one, and error messages never
+carry raw control characters to the terminal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nsys_diagnose import cli, store
+from nsys_diagnose.fixtures.generator import generate_large
+
+DIAGNOSE = Path(sys.executable).parent / "diagnose"
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
+
+
+def _listing(d: Path) -> list[str]:
+    return sorted(str(x.relative_to(d)) for x in d.rglob("*")) if d.exists() else []
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("big") / "big.sqlite"
+    generate_large(path, kernels=800_000)
+    return path
+
+
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGTERM, 143, "stopped by SIGTERM"),
+                                             (signal.SIGHUP, 129, "stopped by SIGHUP"),
+                                             (signal.SIGINT, 130, "interrupted")])
+@pytest.mark.parametrize("delay", [0.3, 1.2])
+def test_a_stop_signal_exits_128_plus_n_and_leaves_nothing(tmp_path, big, sig, code, said, delay):
+    scratch, xdg = tmp_path / "tmp", tmp_path / "xdg"
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch), XDG_CACHE_HOME=str(xdg))
+    proc = subprocess.Popen([str(DIAGNOSE), str(big), "-q"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(delay)
+    if proc.poll() is not None:
+        pytest.skip("the run finished before the signal could be sent")
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert err.strip().splitlines()[-1] == f"diagnose: {said}" and "Traceback" not in err
+    assert _listing(scratch) == []
+    cached = _listing(xdg / "nsys-diagnose")
+    assert all(n == "secret" or n.endswith(store.CACHE_SUFFIX) for n in cached), cached  # never a partial cache
+
+
+def test_timeout_leaves_nothing_behind(tmp_path, big):
+    scratch, xdg = tmp_path / "tmp", tmp_path / "xdg"
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch), XDG_CACHE_HOME=str(xdg))
+    done = subprocess.run(["timeout", "0.8", str(DIAGNOSE), str(big), "-q"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    if done.returncode == 0:
+        pytest.skip("the run finished within the timeout")
+    assert done.returncode == 124 and "Traceback" not in done.stderr
+    assert _listing(scratch) == []
+    assert all(n == "secret" or n.endswith(store.CACHE_SUFFIX) for n in _listing(xdg / "nsys-diagnose"))
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_leftovers_of_killed_runs_are_removed_by_the_next_run(tmp_path, monkeypatch):
+    """SIGKILL (or a power cut) leaves a scratch directory and a half-built cache behind: the next run removes
+    those older than a few minutes whose process is gone, and nothing else."""
+    scratch, xdg = tmp_path / "tmp", tmp_path / "xdg"
+    caches = xdg / "nsys-diagnose"
+    scratch.mkdir()
+    caches.mkdir(parents=True, mode=0o700)
+    dead, alive = _dead_pid(), os.getpid()
+    old = time.time() - store.LEFTOVER_AGE_S - 60
+
+    def leftover(parent: Path, name: str, age: float) -> Path:
+        d = parent / name
+        d.mkdir()
+        (d / "canonical.duckdb").write_bytes(b"x" * 1000)
+        os.utime(d, (age, age))
+        return d
+
+    stale = [leftover(scratch, f"nsys-diagnose-{dead}-abc", old),
+             leftover(caches, f".nsys-diagnose-build-{dead}-def", old),
+             leftover(scratch, "nsys-diagnose-k3x_9q2z", time.time() - store.LEGACY_LEFTOVER_AGE_S - 60)]
+    kept = [leftover(scratch, f"nsys-diagnose-{alive}-ghi", old),   # its process still runs
+            leftover(scratch, f"nsys-diagnose-{dead}-jkl", time.time()),  # too young to judge
+            leftover(scratch, "unrelated-dir", old),
+            leftover(scratch, "nsys-diagnose-a1b2c3d4", old)]  # an older version's name, not a day old yet
+    env = dict(os.environ, TMPDIR=str(scratch), XDG_CACHE_HOME=str(xdg))
+    done = subprocess.run([str(DIAGNOSE), str(EXAMPLE), "-q"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert not any(d.exists() for d in stale)
+    assert all(d.exists() for d in kept)
+
+
+def test_leftovers_of_another_user_are_not_touched(tmp_path, other_user):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    theirs = scratch / f"nsys-diagnose-{_dead_pid()}-xyz"
+    theirs.mkdir()
+    os.chown(theirs, *other_user)
+    old = time.time() - store.LEFTOVER_AGE_S - 60
+    os.utime(theirs, (old, old))
+    env = dict(os.environ, TMPDIR=str(scratch))
+    assert subprocess.run([str(DIAGNOSE), str(EXAMPLE), "-q"], env=env, capture_output=True).returncode == 0
+    assert theirs.exists()
+
+
+def test_an_internal_error_is_exit_3_not_a_finding(monkeypatch, capsys):
+    def crash(*args, **kwargs):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(cli, "diagnose", crash)
+    assert cli.main([str(EXAMPLE), "--fail-on", "warning", "-q"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("diagnose: internal error: ZeroDivisionError: division by zero.")
+    assert "bug in nsys-diagnose" in err and "--debug" in err
+    assert cli.main([str(EXAMPLE), "-q", "--debug"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and err.strip().splitlines()[-1].startswith(
+        "diagnose: internal error:")
+
+
+def test_an_internal_error_in_compare_is_exit_3(monkeypatch, capsys):
+    from nsys_diagnose import comparecli
+
+    monkeypatch.setattr(comparecli, "compare", lambda *a, **k: [][1])
+    assert cli.main(["compare", str(EXAMPLE), str(EXAMPLE), "--no-cache"]) == 3
+    assert capsys.readouterr().err.startswith("diagnose compare: internal error: IndexError")
+
+
+def test_exit_codes_are_documented_in_help():
+    for argv in ([], ["compare"]):
+        out = subprocess.run([str(DIAGNOSE), *argv, "--help"], capture_output=True, text=True).stdout
+        flat = " ".join(out.split())
+        assert "3 internal error" in flat and "143 SIGTERM" in flat
+
+
+def test_control_characters_in_file_names_reach_the_terminal_inert(tmp_path):
+    evil = tmp_path / "run\x1b[31mRED\u202eexe.sqlite"
+    done = subprocess.run([str(DIAGNOSE), str(evil)], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "\x1b" not in done.stderr and "\u202e" not in done.stderr and "RED" in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_a_report_named_like_an_option_is_not_passed_to_nsys_as_one(tmp_path):
+    """`nsys export` converts an .nsys-rep: a file named `-o.nsys-rep` must reach it as a path."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "nsys-args"
+    fake = bindir / "nsys"
+    fake.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {log}\necho 'cannot convert' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    report = tmp_path / "-o.nsys-rep"
+    report.write_bytes(b"not really a report")
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}")
+    done = subprocess.run([str(DIAGNOSE), "--", "-o.nsys-rep"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and "could not convert" in done.stderr
+    args = log.read_text().split("\n")
+    assert "-o.nsys-rep" not in args and str(report) in args
+
+
+def test_too_little_address_space_is_one_sentence():
+    """DuckDB aborts the process (exit 134) when it cannot reserve address space: refuse up front instead."""
+    done = subprocess.run(["bash", "-c", f"ulimit -v 600000; exec {DIAGNOSE} {EXAMPLE} -q --no-cache"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("diagnose: error: the address-space limit") and "ulimit -v" in done.stderr
+    ok = subprocess.run(["bash", "-c", f"ulimit -v 3000000; exec {DIAGNOSE} {EXAMPLE} -q --no-cache"],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_running_out_of_memory_is_not_called_a_damaged_file(tmp_path, big):
+    env = dict(os.environ, NSYS_DIAGNOSE_MEMORY_LIMIT="20MB")
+    done = subprocess.run([str(DIAGNOSE), str(big), "-q", "--no-cache"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "ran out of memory" in done.stderr and "NSYS_DIAGNOSE_MEMORY_LIMIT" in done.stderr
+    assert "damaged" not in done.stderr and "altered" not in done.stderr and done.stderr.count("\n") == 1
