@@ -33,6 +33,7 @@ NAMES = [
     "eager_decode", "graph_decode_node", "graph_decode_graph", "prefill_decode_nvtx", "pageable_copies",
     "sync_storm", "multi_gpu_straggler", "memory_bound_metrics", "old_schema_2022", "new_schema_2025",
     "healthy_prefill", "uvm_migration_storm", "empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture",
+    "clock_glitch",
 ]
 CAPTURE = ["empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture"]
 PRIMARIES = {"launch-bound", "pcie-bound", "unified-memory", "api-latency", "multi-gpu-imbalance", "memory-bound",
@@ -157,7 +158,7 @@ def test_registry() -> None:
                 "multi_gpu_straggler": "multi-gpu-imbalance", "memory_bound_metrics": "memory-bound",
                 "old_schema_2022": "launch-bound", "new_schema_2025": "launch-bound", "healthy_prefill": None,
                 "uvm_migration_storm": "unified-memory", "empty_capture": "capture", "nvtx_only": "capture",
-                "cuda_api_only": "capture", "tiny_capture": "capture"}
+                "cuda_api_only": "capture", "tiny_capture": "capture", "clock_glitch": "launch-bound"}
     assert {n: s.expected_primary for n, s in SCENARIOS.items()} == expected
     with pytest.raises(KeyError):
         generate("no_such_scenario", "/tmp/never.sqlite")
@@ -285,8 +286,10 @@ def test_encodings_and_correlation(files: dict[str, Path], name: str) -> None:
         activity = [x for x in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                                 "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
                                 "CUPTI_ACTIVITY_KIND_GRAPH_TRACE") if x in t]
+        # clock_glitch writes some activity that ends before it starts on purpose (checked by its own test)
+        ordered = "start > 0" if name == "clock_glitch" else "start > 0 AND start <= end"
         for table in activity:
-            none(f"SELECT * FROM {table} WHERE NOT (start > 0 AND start <= end) OR globalPid >> 48 != 1 "
+            none(f"SELECT * FROM {table} WHERE NOT ({ordered}) OR globalPid >> 48 != 1 "
                  f"OR globalPid & 16777215 != 0 OR {PID} NOT IN (SELECT pid FROM PROCESSES)")
         runtime = "CUPTI_ACTIVITY_KIND_RUNTIME" in t
         assert runtime or not activity, "activity rows without API calls"
@@ -373,6 +376,16 @@ def check_eager(path: Path, truth: dict[str, Any]) -> None:
 @pytest.mark.parametrize("name", ["eager_decode", "old_schema_2022", "new_schema_2025"])
 def test_eager_decode_truth(files: dict[str, Path], name: str) -> None:
     check_eager(files[name], dict(SCENARIOS[name].truth))
+
+
+def test_clock_glitch_truth(files: dict[str, Path]) -> None:
+    path, truth = files["clock_glitch"], SCENARIOS["clock_glitch"].truth
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["kernel_count"]
+    assert one(path, 'SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE "end" < start') == \
+        truth["reversed_kernels"]
+    assert one(path, 'SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE "end" < start') == \
+        truth["reversed_memcpys"]
+    assert one(path, 'SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE "end" < start') == 0
 
 
 def test_new_schema_2025_details(files: dict[str, Path]) -> None:
