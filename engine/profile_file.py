@@ -49,7 +49,7 @@ class ProfileFile:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise InputError(f"{path} is not a regular file; give the path of an nsys SQLite export.")
-            opened = cls(path, fd, st, _live_reason(path, fd))
+            opened = cls(path, fd, st, _live_reason(Path(os.path.realpath(path)), fd))  # side files sit by the file
             opened.check_unchanged()  # the path still leads to the file just opened
             return opened
         except BaseException:
@@ -117,6 +117,9 @@ class ProfileFile:
 
 
 def _live_reason(path: Path, fd: int) -> str | None:
+    header = os.pread(fd, 100, 0)
+    if not header.startswith(b"SQLite format 3\x00"):  # an .nsys-rep, or no database at all
+        return None
     for suffix, what in (("-wal", "a write-ahead log"), ("-journal", "a rollback journal")):
         side = Path(str(path) + suffix)
         try:
@@ -124,7 +127,6 @@ def _live_reason(path: Path, fd: int) -> str | None:
                 return f"{what} ({side.name})"
         except OSError:
             continue
-    header = os.pread(fd, 20, 0)
-    if len(header) == 20 and header[18] == 2 and header[19] == 2:
+    if len(header) >= 20 and header[18] == 2 and header[19] == 2:
         return "write-ahead-log mode"
     return None
