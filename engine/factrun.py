@@ -9,9 +9,9 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from .facts import Fact, FactError, load_facts, materialize, run_order
 from .duck import sql_literal
-from .source import Export
+from .facts import Fact, FactError, load_facts, materialize, run_order
+from .source import Export, empty_export
 
 # Default NVTX phase patterns (case-insensitive regular expressions on the range text). vLLM and
 # SGLang name their model-runner steps prefill/decode or extend/decode; TensorRT-LLM says context/generation.
@@ -207,8 +207,6 @@ def check_team_facts(facts: dict[str, Fact], limits: TeamLimits | None = None) -
     default) over an export whose canonical tables are empty, and return one error per fact that fails: what
     the run would refuse (a file-reading function, a typo in a column, a second statement), `rules check`
     refuses first. Facts that need a failed fact are not run."""
-    from .source import empty_export
-
     limits = limits or replace(TEAM_LIMITS, seconds=min(TEAM_LIMITS.seconds, 10.0))
     if not any(f.team for f in facts.values()):
         return []
