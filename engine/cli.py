@@ -23,7 +23,10 @@ try:
     from .output import check_output, emit
     from .report import FORMATS, render, wants_colour
     from .runreport import render_run
-except KeyboardInterrupt:
+except (KeyboardInterrupt, ImportError) as exc:
+    # A signal that lands while a C extension (DuckDB) initialises surfaces as "ImportError: initialization failed".
+    if isinstance(exc, ImportError) and not _STARTING.requested:
+        raise
     sys.stderr.write(f"\ndiagnose: {_STARTING.description}\n")
     sys.exit(_STARTING.exit_code)
 finally:
