@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.resources
-import os
 from pathlib import Path
 
 import duckdb
 
-from .errors import DiagnoseError, SetupError
+from .errors import SetupError
 
 _SCANNER_DIST = "duckdb-extension-sqlite-scanner"
 _SCANNER_PKG = "duckdb_extension_sqlite_scanner"
@@ -82,16 +81,6 @@ def sql_literal(text: str) -> str:
     return "'" + _sql_string(text) + "'"
 
 
-class OutOfMemory(DiagnoseError):
-    """DuckDB hit its memory limit (or the machine ran out of memory)."""
-
-
 def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, (duckdb.OutOfMemoryException, MemoryError)) or "out of memory" in str(exc).lower()
 
-
-def out_of_memory_error(doing: str) -> OutOfMemory:
-    limit = os.environ.get("NSYS_DIAGNOSE_MEMORY_LIMIT") or "1GB"
-    return OutOfMemory(f"ran out of memory while {doing} (DuckDB's memory limit is {limit}); give it more with "
-                       f"NSYS_DIAGNOSE_MEMORY_LIMIT=4GB (or more), close other programs, or diagnose on a machine "
-                       f"with more memory.")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from .duck import sql_literal
-from .facts import Fact, FactError, load_facts, materialize, run_order
+from .facts import Fact, FactError, load_facts, materialize, run_order, table_columns
 from .source import Export, empty_export
 
 # Default NVTX phase patterns (case-insensitive regular expressions on the range text). vLLM and
@@ -69,9 +69,7 @@ def _materialize_bounded(con: Any, fact: Fact, params: dict[str, float] | None, 
         raise FactError(f"{fact.path}: team fact {fact.name!r} returns {rows:,} rows, more than the {limits.rows:,} "
                         f"a team fact may return; aggregate it (one row per device, stream, kernel name ...)",
                         fact.name)
-    texts = con.execute(
-        "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? AND database_name = "
-        "current_database() AND data_type IN ('VARCHAR', 'BLOB', 'JSON')", [fact.name]).fetchall()
+    texts = [(c, kind) for c, kind in table_columns(con, fact.name) if kind in ("VARCHAR", "BLOB", "JSON")]
     if texts:
         sizes = [f'max(octet_length("{c}"))' if kind == "BLOB" else f'max(strlen(CAST("{c}" AS VARCHAR)))'
                  for c, kind in texts]

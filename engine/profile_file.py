@@ -22,6 +22,7 @@ from pathlib import Path
 from .errors import InputError
 
 _CHUNK = 1 << 22
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 class ProfileFile:
@@ -118,7 +119,7 @@ class ProfileFile:
 
 def _live_reason(path: Path, fd: int) -> str | None:
     header = os.pread(fd, 100, 0)
-    if not header.startswith(b"SQLite format 3\x00"):  # an .nsys-rep, or no database at all
+    if not header.startswith(SQLITE_MAGIC):  # an .nsys-rep, or no database at all
         return None
     for suffix, what in (("-wal", "a write-ahead log"), ("-journal", "a rollback journal")):
         side = Path(str(path) + suffix)

@@ -25,12 +25,11 @@ import duckdb
 
 from . import store
 from .canonical import SIDE_TABLES, VIEWS, database_ddl, stored_ddl, view_sql
-from .duck import is_out_of_memory, load_sqlite_scanner, out_of_memory_error, reraise_interrupt, sql_literal
+from .duck import is_out_of_memory, load_sqlite_scanner, reraise_interrupt, sql_literal
 from .errors import DiagnoseError, InputError
-from .profile_file import ProfileFile
-from .store import Workspace
+from .profile_file import SQLITE_MAGIC, ProfileFile
+from .store import Workspace, out_of_memory_error
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 PID_MASK = 0xFFFFFF
 
 # Tables whose presence marks a file as an nsys export (the empty-capture export has only the first).
@@ -414,11 +413,10 @@ def _finish(workspace: Workspace, p: Path, info: ProfileInfo, views: dict[str, V
     return Export(con, info, views, workspace, cache_file, cache_hit)
 
 
-def _build(con: duckdb.DuckDBPyConnection, p: Path, progress: Progress | None, scan: str | None = None,
-           live: str | None = None) -> tuple[ProfileInfo, dict[str, ViewStatus]]:
-    """Read the SQLite export `p` (through the path `scan`, by default `p` itself) into the canonical tables of
-    the current database. `live`: why the export may still be written by SQLite, for the error messages."""
-    scan = scan or str(p.resolve())
+def _build(con: duckdb.DuckDBPyConnection, p: Path, progress: Progress | None, scan: str,
+           live: str | None) -> tuple[ProfileInfo, dict[str, ViewStatus]]:
+    """Read the SQLite export `p` (through the path `scan`) into the canonical tables of the current database.
+    `live`: why the export may still be written by SQLite, for the error messages."""
     load_sqlite_scanner(con)
     try:
         tables = _source_columns(scan)

@@ -47,7 +47,7 @@ import duckdb
 
 from .canonical import database_ddl
 from .duck import offline_connection, reraise_interrupt, sql_literal
-from .errors import SetupError
+from .errors import DiagnoseError, SetupError
 
 # Bump when the meaning of a stored value changes; a change of the tables' shape changes SCHEMA_DIGEST instead,
 # and a new tool version invalidates every cache anyway.
@@ -111,6 +111,17 @@ def memory_limit(share: int = 1) -> str:
     return f"{max(int(total / share) >> 20, 256)}MB"
 
 
+class OutOfMemory(DiagnoseError):
+    """DuckDB hit its memory limit (or the machine ran out of memory)."""
+
+
+def out_of_memory_error(doing: str) -> OutOfMemory:
+    limit = (os.environ.get(MEMORY_LIMIT_ENV) or DEFAULT_MEMORY_LIMIT).strip()
+    return OutOfMemory(f"ran out of memory while {doing} (DuckDB's memory limit is {limit}); give it more with "
+                       f"{MEMORY_LIMIT_ENV}=4GB (or more), close other programs, or diagnose on a machine "
+                       f"with more memory.")
+
+
 # -- The cache directory and what in it is trusted -----------------------------------------------------------
 
 def user_cache_dir() -> Path:
@@ -142,12 +153,18 @@ def _safe_directory(d: Path, *, private: bool) -> bool:
     return not (st.st_mode & 0o022) or bool(st.st_mode & stat.S_ISVTX)
 
 
+def _chosen_dir(override: str | os.PathLike | None) -> Path | None:
+    """The cache directory the user chose: `override` (--cache-dir), else NSYS_DIAGNOSE_CACHE_DIR; None for the
+    default."""
+    chosen = override if override not in (None, "") else os.environ.get(CACHE_DIR_ENV) or None
+    return None if chosen is None else Path(chosen)
+
+
 def cache_dir(override: str | os.PathLike | None = None) -> Path | None:
     """Where caches go: `override` (--cache-dir), else NSYS_DIAGNOSE_CACHE_DIR, else the user's own cache
     directory (created 0700). None when that directory cannot be used safely: the run then goes on without."""
-    chosen = override if override not in (None, "") else os.environ.get(CACHE_DIR_ENV) or None
-    if chosen is not None:
-        d = Path(chosen)
+    d = _chosen_dir(override)
+    if d is not None:
         try:
             d.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError:
@@ -188,8 +205,7 @@ def cache_path(profile: Path, directory: str | os.PathLike | None = None) -> Pat
 
 def cache_location(profile: Path, directory: str | os.PathLike | None = None) -> Path:
     """Where the cache of `profile` is or would be, without creating or checking anything."""
-    chosen = directory if directory not in (None, "") else os.environ.get(CACHE_DIR_ENV) or None
-    return (Path(chosen) if chosen is not None else user_cache_dir()) / _cache_name(profile)
+    return (_chosen_dir(directory) or user_cache_dir()) / _cache_name(profile)
 
 
 _SECRET_BYTES = 32

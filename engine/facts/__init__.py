@@ -22,7 +22,8 @@ from pathlib import Path
 
 import duckdb
 
-from ..duck import is_out_of_memory, out_of_memory_error, reraise_interrupt
+from ..duck import is_out_of_memory, reraise_interrupt
+from ..store import out_of_memory_error
 from ..errors import DiagnoseError
 
 _HEADER = re.compile(r"^--\s*@(\w+)\s*(.*)$")
@@ -190,6 +191,12 @@ def render_sql(fact: Fact, overrides: dict[str, float] | None = None) -> str:
     return _PARAM_REF.sub(sub, body).strip().rstrip(";")
 
 
+def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
+    """(name, DuckDB type) of each column of a table the facts created, in order."""
+    return con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? AND "
+                       "database_name = current_database() ORDER BY column_index", [table]).fetchall()
+
+
 def materialize(con: duckdb.DuckDBPyConnection, fact: Fact, overrides: dict[str, float] | None = None) -> None:
     kind = "VIEW" if fact.is_helper and not fact.materialized else "TABLE"
     try:
@@ -207,9 +214,7 @@ def materialize(con: duckdb.DuckDBPyConnection, fact: Fact, overrides: dict[str,
                             f"settings or network", fact.name) from None
         raise FactError(f"{fact.path}: fact {fact.name!r} failed: {detail}", fact.name) from None
     if not fact.is_helper:
-        actual = [r[0] for r in con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database() "
-            "ORDER BY column_index", [fact.name]).fetchall()]
+        actual = [name for name, _ in table_columns(con, fact.name)]
         if actual != fact.column_names:
             raise FactError(f"{fact.path}: documented columns {fact.column_names} differ from the SQL's {actual}",
                             fact.name)
