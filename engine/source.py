@@ -562,13 +562,15 @@ class _Builder:
 
     def _run_with_fallback(self, source_table: str, make_sql: Callable[[str], str]) -> None:
         """Run SQL that reads `source_table`; if DuckDB rejects its text (invalid UTF-8 bytes, seen in
-        real exports), copy the table through Python's sqlite3 with lossy decoding and retry."""
+        real exports, or BLOBs in a text column), copy the table through Python's sqlite3 with lossy decoding
+        and retry. Which of the two errors the scanner meets first depends on its threads."""
         try:
             self.con.execute(make_sql(f'src."{source_table}"'))
         except (duckdb.Error, UnicodeDecodeError) as exc:  # the scanner can raise the latter for BLOB text
             reraise_interrupt(exc)
             text = str(exc).lower()
-            if not isinstance(exc, UnicodeDecodeError) and "unicode" not in text and "utf" not in text:
+            if not isinstance(exc, UnicodeDecodeError) and not any(
+                    word in text for word in ("unicode", "utf", 'of type "blob"')):
                 raise _unreadable(self.path, exc, source_table) from None
             native = self._copy_lossy(source_table)
             try:
