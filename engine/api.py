@@ -7,15 +7,15 @@ import importlib.metadata
 from pathlib import Path
 from typing import Callable
 
-from .config import Config, ConfigError, split_config
+from .diagnosis.config import Config, ConfigError, split_config
 from .duck import reraise_interrupt
-from .evaluate import evaluate, verdict
-from .factrun import FactSet, compute_facts
+from .diagnosis.evaluate import evaluate, verdict
+from .facts.compute import FactSet, compute_facts
 from .facts import Fact, FactError, load_facts
-from .model import ParamOverride, ProfileSummary, Report
-from .rules import Rule, load_rules
-from .source import Export, open_export
-from .throughput import throughput
+from .reports.model import ParamOverride, ProfileSummary, Report
+from .diagnosis.rules import Rule, load_rules
+from .reading.source import Export, open_export
+from .diagnosis.throughput import throughput
 
 # Facts shown in reports and JSON (helpers and very long tables are left out or cut).
 REPORTED_FACTS = (
@@ -128,7 +128,7 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
              share: int = 1, cache_dir: str | Path | None = None) -> Report:
     """Diagnose one export. `tokens`: output tokens the profiled run generated (adds tokens/s).
     `cache`: reuse (or save) the canonical tables in the user's cache directory, or `cache_dir` (see
-    engine/store.py); False reads the export afresh.
+    engine/reading/cache.py); False reads the export afresh.
     `threads`, `share`: DuckDB threads, and how many diagnoses run side by side sharing the memory limit."""
     config = config or Config()
     fact_defs, rules = load_rule_set(config)

@@ -86,11 +86,11 @@ def analysis(path: Path):
     key = str(path)
     if key not in _ANALYSES:
         from nsys_diagnose.api import build_report
-        from nsys_diagnose.config import Config
-        from nsys_diagnose.factrun import compute_facts
+        from nsys_diagnose.diagnosis.config import Config
+        from nsys_diagnose.facts.compute import compute_facts
         from nsys_diagnose.facts import load_facts
-        from nsys_diagnose.rules import load_rules
-        from nsys_diagnose.source import open_export
+        from nsys_diagnose.diagnosis.rules import load_rules
+        from nsys_diagnose.reading.source import open_export
 
         fact_defs = load_facts()
         rules = load_rules(fact_defs)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose import store
+from nsys_diagnose.reading import cache as store
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.fixtures.generator import generate, generate_large
-from nsys_diagnose.source import open_export
+from nsys_diagnose.reading.source import open_export
 
 REPO = Path(__file__).resolve().parents[1]
 DIAGNOSE = Path(sys.executable).parent / "diagnose"

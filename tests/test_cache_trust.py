@@ -17,11 +17,11 @@ import duckdb
 import pytest
 
 from conftest import run_as, shared_directory
-from nsys_diagnose import store
+from nsys_diagnose.reading import cache as store
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.errors import InputError
 from nsys_diagnose.fixtures.generator import generate
-from nsys_diagnose.source import open_export
+from nsys_diagnose.reading.source import open_export
 
 DIAGNOSE = Path(sys.executable).parent / "diagnose"
 SECRET = "TOP-SECRET-api-key-0xC0FFEE"
@@ -60,8 +60,8 @@ def _plant(cache: Path, statements: list[str], fingerprint_of: Path | None = Non
         for sql in statements:
             con.execute(sql)
         if fingerprint_of is not None:
-            from nsys_diagnose.profile_file import ProfileFile
-            from nsys_diagnose.source import _cache_key
+            from nsys_diagnose.reading.profile_file import ProfileFile
+            from nsys_diagnose.reading.source import _cache_key
 
             with ProfileFile.open(fingerprint_of) as pf:
                 key = _cache_key(pf)
@@ -73,7 +73,7 @@ def _plant(cache: Path, statements: list[str], fingerprint_of: Path | None = Non
 
 def _forged_views(secret: Path) -> list[str]:
     """Every canonical view as a DuckDB view that reads `secret` into a kernel name."""
-    from nsys_diagnose.canonical import VIEWS
+    from nsys_diagnose.reading.canonical import VIEWS
 
     out = []
     for name, view in VIEWS.items():

@@ -16,7 +16,7 @@ EXAMPLES = REPO / "fixtures" / "examples"
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=300)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from nsys_diagnose.api import diagnose
-from nsys_diagnose.compare import (
+from nsys_diagnose.reports.compare import (
     Comparison,
     GateError,
     compare,
@@ -49,7 +49,7 @@ def regressed(reports) -> Comparison:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", "compare", *args], check=False,
+    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", "compare", *args], check=False,
                           capture_output=True,
                           text=True, timeout=120)
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose import cli, store
+from nsys_diagnose.cli import main as cli
+from nsys_diagnose.reading import cache as store
 from nsys_diagnose.fixtures.generator import generate_large
 
 DIAGNOSE = Path(sys.executable).parent / "diagnose"
@@ -135,7 +136,7 @@ def test_an_internal_error_is_exit_3_not_a_finding(monkeypatch, capsys):
 
 
 def test_an_internal_error_in_compare_is_exit_3(monkeypatch, capsys):
-    from nsys_diagnose import comparecli
+    from nsys_diagnose.cli import compare as comparecli
 
     monkeypatch.setattr(comparecli, "compare", lambda *a, **k: [][1])
     assert cli.main(["compare", str(EXAMPLE), str(EXAMPLE), "--no-cache"]) == 3

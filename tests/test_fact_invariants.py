@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.factrun import compute_facts
+from nsys_diagnose.facts.compute import compute_facts
 from nsys_diagnose.fixtures.generator import SCENARIOS, generate
-from nsys_diagnose.source import open_export
+from nsys_diagnose.reading.source import open_export
 
 from conftest import REAL_EXPORTS
 

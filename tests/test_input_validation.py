@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.cli import main
+from nsys_diagnose.cli.main import main
 from nsys_diagnose.errors import InputError
 from nsys_diagnose.fixtures.runs import generate_run
-from nsys_diagnose.ranks import resolve_run
+from nsys_diagnose.reading.ranks import resolve_run
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
@@ -54,7 +54,7 @@ def one_sentence(stderr: str, prog: str = "diagnose") -> str:
 def cli(*args: str | Path, cwd: Path | None = None, timeout: float = 300) -> str:
     """Run `diagnose ARGS` in a fresh process, which must fail with exit code 2; its one line of stderr."""
     try:
-        p = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", *map(str, args)], capture_output=True,
+        p = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", *map(str, args)], capture_output=True,
                            text=True, cwd=cwd, timeout=timeout, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         pytest.fail(f"diagnose {' '.join(map(str, args))} still ran after {timeout} s (it hangs)")

@@ -24,12 +24,12 @@ from nsys_diagnose import api
 from nsys_diagnose.errors import DiagnoseError, InputError
 from nsys_diagnose.fixtures.generator import main as fixture_main
 from nsys_diagnose.fixtures.runs import RUN_SCENARIOS, generate_run
-from nsys_diagnose.multirank import diagnose_run
-from nsys_diagnose.ranks import number_ranks, resolve_run
-from nsys_diagnose.run_facts import RANK_COLUMNS, load_run_facts
-from nsys_diagnose.runmodel import RankRow, RunBalance, RunReport
-from nsys_diagnose.runreport import render_run
-from nsys_diagnose.runschema import schema_text, shipped_schema
+from nsys_diagnose.diagnosis.multirank import diagnose_run
+from nsys_diagnose.reading.ranks import number_ranks, resolve_run
+from nsys_diagnose.facts.cross_rank import RANK_COLUMNS, load_run_facts
+from nsys_diagnose.reports.runmodel import RankRow, RunBalance, RunReport
+from nsys_diagnose.reports.render_run import render_run
+from nsys_diagnose.reports.runschema import schema_text, shipped_schema
 
 from conftest import REAL_DIR, REAL_EXPORTS, sqlite_ro
 
@@ -79,7 +79,7 @@ def within(value: float, bounds: tuple[float, float]) -> bool:
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=300)
 
 
@@ -361,13 +361,13 @@ def test_team_rules_can_judge_runs_and_misplaced_facts_get_a_hint(tmp_path, runs
 
 
 def _config_dirs(*dirs: Path):
-    from nsys_diagnose.config import resolve_config
+    from nsys_diagnose.diagnosis.config import resolve_config
 
     return resolve_config(None, list(dirs), [])
 
 
 def _config(*sets: str):
-    from nsys_diagnose.config import resolve_config
+    from nsys_diagnose.diagnosis.config import resolve_config
 
     return resolve_config(None, [], list(sets))
 
@@ -376,7 +376,7 @@ def test_json_output_validates_against_the_shipped_schema(tmp_path, runs):
     import jsonschema
 
     assert (REPO / "reports" / "templates" / "run.schema.json").read_text(encoding="utf-8") == schema_text(), \
-        "regenerate: python -m nsys_diagnose.runschema > reports/templates/run.schema.json"
+        "regenerate: python -m nsys_diagnose.reports.runschema > reports/templates/run.schema.json"
     schema = shipped_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     target = tmp_path / "run.json"

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from nsys_diagnose import cli, comparecli
-from nsys_diagnose.store import cache_path
+from nsys_diagnose.cli import compare as comparecli, main as cli
+from nsys_diagnose.reading.cache import cache_path
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "examples" / "eager_decode.sqlite"
 REPORT_MARK = "VERDICT"  # the terminal report's verdict heading
@@ -28,7 +28,7 @@ as_root = pytest.mark.skipif(os.geteuid() != 0, reason="creating device nodes an
 
 def run(*args: object, cwd: Path | None = None, umask: int = -1, stdout: object = subprocess.PIPE
         ) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", *map(str, args)], cwd=cwd, umask=umask,
+    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", *map(str, args)], cwd=cwd, umask=umask,
                           stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=300)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from nsys_diagnose.canonical import VIEWS
+from nsys_diagnose.reading.canonical import VIEWS
 from nsys_diagnose.facts import load_facts
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,8 +79,8 @@ def test_facts_survive_repeated_runs_without_duckdb_internal_errors():
     # OVER () windows over small aggregates; the facts avoid them. Repeat to catch a regression.
     import pytest
 
-    from nsys_diagnose.factrun import compute_facts
-    from nsys_diagnose.source import open_export
+    from nsys_diagnose.facts.compute import compute_facts
+    from nsys_diagnose.reading.source import open_export
 
     from conftest import REAL_DIR
 

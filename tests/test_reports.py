@@ -36,12 +36,12 @@ from pathlib import Path
 import pytest
 
 from conftest import analysis, scenario_analysis
-from nsys_diagnose import cli
+from nsys_diagnose.cli import main as cli
 from nsys_diagnose.fixtures.generator import SCENARIOS, generate
-from nsys_diagnose.model import REPORT_SCHEMA_VERSION, Report
-from nsys_diagnose.report import (FORMATS, GITHUB_COMMENT_LIMIT, TERMINAL_LINES, TERMINAL_WIDTH, render,
+from nsys_diagnose.reports.model import REPORT_SCHEMA_VERSION, Report
+from nsys_diagnose.reports.render import (FORMATS, GITHUB_COMMENT_LIMIT, TERMINAL_LINES, TERMINAL_WIDTH, render,
                                   render_html, render_json, render_markdown, render_terminal)
-from nsys_diagnose.schema import report_schema, schema_text, shipped_schema
+from nsys_diagnose.reports.schema import report_schema, schema_text, shipped_schema
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "reports"
@@ -120,7 +120,7 @@ def _validator():
 
 def test_shipped_schema_is_current_and_versioned():
     assert (REPO / "reports" / "templates" / "report.schema.json").read_text(encoding="utf-8") == schema_text(), \
-        "regenerate: python -m nsys_diagnose.schema > reports/templates/report.schema.json"
+        "regenerate: python -m nsys_diagnose.reports.schema > reports/templates/report.schema.json"
     schema = report_schema()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert schema["properties"]["schema_version"] == {"const": REPORT_SCHEMA_VERSION}
@@ -436,7 +436,7 @@ def test_hostile_names_survive_json_exactly_and_inertly(hostile):
 def test_cli_writes_the_html_report(hostile, tmp_path):
     path, report = hostile
     target = tmp_path / "report.html"
-    p = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", str(path), "--format", "html", "-o", str(target),
+    p = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", str(path), "--format", "html", "-o", str(target),
                         "-q"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert p.stdout == ""

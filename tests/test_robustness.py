@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nsys_diagnose import cli
+from nsys_diagnose.cli import main as cli
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.errors import DiagnoseError
 from nsys_diagnose.fixtures.generator import generate
@@ -348,7 +348,7 @@ def test_failing_nsys_gives_one_sentence_with_its_stderr(tmp_path, capsys, monke
 
 
 def test_temporary_removed_when_diagnosis_fails_or_is_interrupted(tmp_path, capsys, monkeypatch):
-    from nsys_diagnose import source
+    from nsys_diagnose.reading import source
 
     log = _fake_nsys(tmp_path, monkeypatch, _COPY_BODY.format(source=str(_base("eager_decode"))))
     rep = tmp_path / "run.nsys-rep"

@@ -31,7 +31,7 @@ remediation: [Use CUDA graphs.]
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=300)
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from nsys_diagnose import factrun
+from nsys_diagnose.facts import compute as factrun
 from nsys_diagnose.api import diagnose
-from nsys_diagnose.config import Config
+from nsys_diagnose.diagnosis.config import Config
 from nsys_diagnose.errors import DiagnoseError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,7 +48,7 @@ def _pack(tmp_path: Path, select: str, columns: str = "device_id") -> Path:
 
 
 def _run(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", *map(str, args)], capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -1,4 +1,4 @@
-"""Team rule templates cannot exhaust memory, run forever or crash the program (engine/templating.py).
+"""Team rule templates cannot exhaust memory, run forever or crash the program (engine/diagnosis/templating.py).
 
 Each attack is a team rule whose template misbehaves; `diagnose` must stop it with exit code 2 and one sentence
 naming the rule, its file and the field, quickly and without large memory. The subprocesses run under an
@@ -65,7 +65,7 @@ def run(*args: str) -> Result:
     """The CLI in a subprocess, with its own peak RSS (os.wait4 reports it for this child alone)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "nsys_diagnose.cli", *args], stdout=out, stderr=err,
+        proc = subprocess.Popen([sys.executable, "-m", "nsys_diagnose.cli.main", *args], stdout=out, stderr=err,
                                 preexec_fn=_limit_address_space)
         killer = threading.Timer(KILL_AFTER_S, proc.kill)
         killer.start()
@@ -223,7 +223,7 @@ def test_rules_check_lists_template_errors_beside_another_error(tmp_path):
 
 def test_renders_in_threads_are_bounded_each_and_restore_the_trace_function():
     """Multi-rank runs render in worker threads: a slow template stops on its own thread only."""
-    from nsys_diagnose.templating import TemplateFailure, render
+    from nsys_diagnose.diagnosis.templating import TemplateFailure, render
 
     slow = "{% set s = 'x' * 50000 %}{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}"
     quick = "{% for i in range(3) %}{{ row.x | num }} {% endfor %}"

@@ -307,7 +307,7 @@ class Tools:
 
 def find_tools(use_nsys: bool) -> Tools:
     script = Path(sys.executable).parent / "diagnose"
-    diagnose = [str(script)] if script.is_file() else [sys.executable, "-m", "nsys_diagnose.cli"]
+    diagnose = [str(script)] if script.is_file() else [sys.executable, "-m", "nsys_diagnose.cli.main"]
     done = subprocess.run([*diagnose, "--help"], check=False, capture_output=True, text=True, errors="replace")
     help_text = done.stdout
     nsys = shutil.which("nsys") if use_nsys else None

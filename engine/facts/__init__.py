@@ -23,7 +23,7 @@ from pathlib import Path
 import duckdb
 
 from ..duck import is_out_of_memory, reraise_interrupt
-from ..store import out_of_memory_error
+from ..reading.cache import out_of_memory_error
 from ..errors import DiagnoseError
 
 _HEADER = re.compile(r"^--\s*@(\w+)\s*(.*)$")
@@ -126,7 +126,7 @@ def _check_team_sql(fact: Fact) -> None:
 
 
 def load_facts(extra_dirs: list[Path] | None = None) -> dict[str, Fact]:
-    from ..canonical import VIEWS
+    from ..reading.canonical import VIEWS
 
     facts: dict[str, Fact] = {}
     files = [(p, False) for p in bundled_fact_files()]

@@ -1,7 +1,7 @@
 -- @fact _phase_ranges
 -- @materialize
 -- @doc NVTX ranges whose text matches a phase pattern, with that phase (phase_of(): the first configured
--- @doc pattern that matches, see engine/factrun.py). Each distinct text is classified once.
+-- @doc pattern that matches, see engine/facts/compute.py). Each distinct text is classified once.
 -- @column global_tid Thread that opened the range.
 -- @column pid Process.
 -- @column start_ns Range start (ns).

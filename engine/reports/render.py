@@ -16,9 +16,9 @@ import markupsafe
 
 from . import charts
 from .model import Report
-from .output import is_stdout
-from .text import md_inline, shorten, strip_controls, term
-from .units import column_unit, fmt_bytes, fmt_duration, fmt_number, fmt_ratio, fmt_value
+from ..cli.output import is_stdout
+from ..text import md_inline, shorten, strip_controls, term
+from ..units import column_unit, fmt_bytes, fmt_duration, fmt_number, fmt_ratio, fmt_value
 
 GITHUB_COMMENT_LIMIT = 65_536
 TERMINAL_LINES = 40    # the terminal summary fits one screen: at most this many lines ...

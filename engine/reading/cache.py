@@ -46,8 +46,8 @@ from pathlib import Path
 import duckdb
 
 from .canonical import database_ddl
-from .duck import offline_connection, reraise_interrupt, sql_literal
-from .errors import DiagnoseError, SetupError
+from ..duck import offline_connection, reraise_interrupt, sql_literal
+from ..errors import DiagnoseError, SetupError
 
 # Bump when the meaning of a stored value changes; a change of the tables' shape changes SCHEMA_DIGEST instead,
 # and a new tool version invalidates every cache anyway.

@@ -7,22 +7,22 @@ import re
 import textwrap
 from pathlib import Path
 
-from .config import Config, resolve_config
-from .errors import DiagnoseError
+from ..diagnosis.config import Config, resolve_config
+from ..errors import DiagnoseError
 from .exits import finish
-from .factrun import check_team_facts
-from .facts import Fact, FactError, load_facts
+from ..facts.compute import check_team_facts
+from ..facts import Fact, FactError, load_facts
 from .interrupt import StopRequest
-from .rules import (RuleError, RuleTemplateError, bundled_rules_dir, load_rule_file, load_rules, rule_files,
+from ..diagnosis.rules import (RuleError, RuleTemplateError, bundled_rules_dir, load_rule_file, load_rules, rule_files,
                     template_errors)
-from .ruletest import RuleTestError, find_test_files, load_test_file, run_rule_tests
-from .text import term
+from ..diagnosis.ruletest import RuleTestError, find_test_files, load_test_file, run_rule_tests
+from ..text import term
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    from .cli import _ArgumentParser, add_debug_argument
+    from .main import _ArgumentParser, add_debug_argument
 
     p = _ArgumentParser(prog=f"{prog} rules", description="List, explain, check and test diagnosis rules.",
                         epilog="Exit codes: 0 success, 1 a failed rule test, 2 a broken rule file, usage or input "
@@ -116,8 +116,8 @@ def _example_message(rule, rules, facts) -> str | None:
     test_file = Path(rule.path).with_name(f"{Path(rule.path).stem}.test.yaml")
     if not test_file.is_file():
         return None
-    from .evaluate import evaluate
-    from .ruletest import _FactCache
+    from ..diagnosis.evaluate import evaluate
+    from ..diagnosis.ruletest import _FactCache
 
     _, cases = load_test_file(test_file, rules, facts)
     firing = [c for c in cases if c["expect"]]
@@ -173,8 +173,8 @@ def cmd_check(config: Config, paths: list[Path]) -> int:
 def _check_file(path: Path, facts: dict[str, Fact]) -> list[str]:
     """Every error of one rule file: the first structural one, or else every template that does not compile
     or fails on sample rows (all columns 0, 1 or None)."""
-    from .evaluate import check_templates
-    from .run_facts import load_run_facts
+    from ..diagnosis.evaluate import check_templates
+    from ..facts.cross_rank import load_run_facts
 
     problems: list[str] = []
     try:

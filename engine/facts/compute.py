@@ -9,9 +9,9 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from .duck import sql_literal
-from .facts import Fact, FactError, load_facts, materialize, run_order, table_columns
-from .source import Export, empty_export
+from ..duck import sql_literal
+from ..facts import Fact, FactError, load_facts, materialize, run_order, table_columns
+from ..reading.source import Export, empty_export
 
 # Default NVTX phase patterns (case-insensitive regular expressions on the range text). vLLM and
 # SGLang name their model-runner steps prefill/decode or extend/decode; TensorRT-LLM says context/generation.
@@ -158,7 +158,7 @@ def _in_run_order(facts: dict[str, Fact]) -> list[Fact]:
 
 def _lock_for_team_facts(con: Any, limits: TeamLimits) -> None:
     """The connection already reads nothing but the canonical database: external access is off and the SQLite
-    extension was never loaded in its DuckDB instance (engine/store.py). Before team SQL runs, its spill space is
+    extension was never loaded in its DuckDB instance (engine/reading/cache.py). Before team SQL runs, its spill space is
     bounded and the configuration locked, so the SQL cannot change either."""
     con.execute(f"SET max_temp_directory_size = {sql_literal(limits.spill)}")
     con.execute("SET lock_configuration = true")

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from .model import Report
-from .units import fmt_duration, fmt_number, fmt_ratio
+from ..units import fmt_duration, fmt_number, fmt_ratio
 
 WIDTH = 760          # plot width in SVG user units (the SVG scales to the page width)
 LEFT = 52            # room for the y-axis labels

@@ -1,6 +1,6 @@
 """Cross-rank facts of a multi-rank run: documented SQL over one row per rank, kept apart from engine/facts.
 
-Each rank is diagnosed on its own first (engine/api.diagnose); engine/multirank.py then writes the per-rank
+Each rank is diagnosed on its own first (engine/api.diagnose); engine/diagnosis/multirank.py then writes the per-rank
 numbers into the in-memory DuckDB table `ranks` (columns in RANK_COLUMNS) and runs the *.sql files of this
 package over it. They use the header format of engine/facts (`-- @fact`, `-- @doc`, `-- @column` for every
 column, `-- @needs`), so `diagnose rules` and rule files treat them like any other fact; single-profile
@@ -15,9 +15,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..duck import offline_connection
-from ..factrun import FactResult, FactSet
-from ..facts import Fact, FactError, materialize, parse_fact, run_order
+from ...duck import offline_connection
+from ..compute import FactResult, FactSet
+from .. import Fact, FactError, materialize, parse_fact, run_order
 
 # The input table: one row per rank, from that rank's own report. (name, SQL type, description)
 RANK_COLUMNS: tuple[tuple[str, str, str], ...] = (

@@ -4,7 +4,7 @@ The shipped file `reports/templates/report.schema.json` (installed as `nsys_diag
 is this function's output; tests/test_reports.py fails when the two differ and validates real reports against
 it. Regenerate after changing the model or a reported fact:
 
-    python -m nsys_diagnose.schema > reports/templates/report.schema.json
+    python -m nsys_diagnose.reports.schema > reports/templates/report.schema.json
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import importlib.resources
 import json
 from typing import Any
 
-from .api import REPORTED_FACTS
-from .facts import load_facts
+from ..api import REPORTED_FACTS
+from ..facts import load_facts
 from .model import REPORT_SCHEMA_VERSION, Throughput
-from .units import column_unit
+from ..units import column_unit
 
 SCHEMA_FILE = "report.schema.json"
 

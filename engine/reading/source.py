@@ -23,12 +23,12 @@ from typing import Callable
 
 import duckdb
 
-from . import store
+from . import cache as store
 from .canonical import SIDE_TABLES, VIEWS, database_ddl, stored_ddl, view_sql
-from .duck import is_out_of_memory, load_sqlite_scanner, reraise_interrupt, sql_literal
-from .errors import DiagnoseError, InputError
+from ..duck import is_out_of_memory, load_sqlite_scanner, reraise_interrupt, sql_literal
+from ..errors import DiagnoseError, InputError
 from .profile_file import SQLITE_MAGIC, ProfileFile
-from .store import Workspace, out_of_memory_error
+from .cache import Workspace, out_of_memory_error
 
 PID_MASK = 0xFFFFFF
 
@@ -228,7 +228,7 @@ def open_export(path: str | os.PathLike, *, threads: int | None = None, progress
     """Open `path` read-only and expose the canonical views.
 
     With `cache`, the canonical tables are saved in the cache directory (the user's own, or `cache_dir`; see
-    engine/store.py) and reused on the next run while the profile is unchanged; without it they are built in a
+    engine/reading/cache.py) and reused on the next run while the profile is unchanged; without it they are built in a
     scratch directory that is removed at close; a cache that does not fit on its disk is given up and the
     export read without one. `share`: diagnoses running side by side, which split the memory limit. An
     .nsys-rep is converted with `nsys export` (when nsys is on PATH) into the scratch directory. Every
@@ -326,7 +326,7 @@ def _cache_file(p: Path, profile: ProfileFile, directory: Path | None, say: Prog
 
 
 def _cache_key(profile: ProfileFile) -> str:
-    from .api import tool_version
+    from ..api import tool_version
 
     return json.dumps({"format": store.CACHE_FORMAT, "schema": store.schema_digest(), "tool": tool_version(),
                        "duckdb": duckdb.__version__, **profile.fingerprint()}, sort_keys=True)

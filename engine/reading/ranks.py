@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .errors import InputError
+from ..errors import InputError
 from .source import check_profile_path
 
 EXPORT_SUFFIXES = (".sqlite", ".nsys-rep")

@@ -28,12 +28,12 @@ from typing import Any, Callable
 
 import yaml
 
-from .errors import DiagnoseError
+from ..errors import DiagnoseError
 from .evaluate import evaluate
-from .factrun import FactSet, compute_facts
-from .facts import Fact
+from ..facts.compute import FactSet, compute_facts
+from ..facts import Fact
 from .rules import Rule
-from .source import open_export
+from ..reading.source import open_export
 
 _CASE_KEYS = {"name", "scenario", "profile", "params", "facts", "expect"}
 _EXPECT_KEYS = {"subject", "severity"}
@@ -141,9 +141,9 @@ class _FactCache:
         if rule is not None and rule.spec.scope == "run":
             return self._get_run(case, base, rule_id, fact_params, suffix)
         if "scenario" in case:
-            from .fixtures.generator import SCENARIOS, generate  # fixtures ship inside the package
+            from ..fixtures.generator import SCENARIOS, generate  # fixtures ship inside the package
 
-            from .fixtures.runs import RUN_SCENARIOS
+            from ..fixtures.runs import RUN_SCENARIOS
 
             name = case["scenario"]
             if name in RUN_SCENARIOS:
@@ -171,7 +171,7 @@ class _FactCache:
     def _get_run(self, case: dict[str, Any], base: Path, rule_id: str | None, fact_params: dict[str, float],
                  suffix: str) -> FactSet:
         """The cross-rank facts of a generated run scenario or of a directory of rank exports."""
-        from .fixtures.runs import RUN_SCENARIOS, generate_run
+        from ..fixtures.runs import RUN_SCENARIOS, generate_run
 
         if "scenario" in case:
             name = case["scenario"]
@@ -190,7 +190,7 @@ class _FactCache:
         if key not in self.cache:
             from .config import Config, Setting
             from .multirank import diagnose_ranks, run_facts_of
-            from .ranks import resolve_run
+            from ..reading.ranks import resolve_run
 
             config = Config(fact_params={k: Setting(v, str(base)) for k, v in fact_params.items()})
             inputs, _ = resolve_run([target])

@@ -1,11 +1,11 @@
 """The JSON Schema (draft 2020-12) of `diagnose RANK0 RANK1 ... --format json`, the multi-rank run report.
 
-Built from the RunReport model (engine/runmodel.py), with every per-rank and run-wide column described by the
+Built from the RunReport model (engine/reports/runmodel.py), with every per-rank and run-wide column described by the
 header of the `rank_balance` cross-rank fact. The shipped file `reports/templates/run.schema.json` (installed as
 `nsys_diagnose/templates/run.schema.json`) is this function's output; tests/test_multirank.py fails when the two
 differ. Regenerate after changing the model or the fact:
 
-    python -m nsys_diagnose.runschema > reports/templates/run.schema.json
+    python -m nsys_diagnose.reports.runschema > reports/templates/run.schema.json
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import importlib.resources
 import json
 from typing import Any
 
-from .run_facts import load_run_facts
+from ..facts.cross_rank import load_run_facts
 from .runmodel import RUN_SCHEMA_VERSION, RunReport
 
 SCHEMA_FILE = "run.schema.json"
@@ -34,7 +34,7 @@ def run_report_schema() -> dict[str, Any]:
         "description": "Output of `diagnose RANK0 RANK1 ... --format json` (or `diagnose RUN_DIR`). schema_version "
                        "is MAJOR.MINOR: a minor version adds fields, a major one renames or removes them. Per-rank "
                        "and run-wide numbers are the columns of the `rank_balance` fact "
-                       "(engine/run_facts/rank_balance.sql).",
+                       "(engine/facts/cross_rank/rank_balance.sql).",
         **{k: v for k, v in schema.items() if k not in ("title", "description")},
     }
 

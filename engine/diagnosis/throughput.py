@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model import Throughput
+from ..reports.model import Throughput
 
 
 def throughput(duration_ns: float | None, phases: list[dict[str, Any]], tokens: int | None) -> Throughput | None:

@@ -19,7 +19,7 @@ import stat
 import threading
 from pathlib import Path
 
-from .errors import InputError
+from ..errors import InputError
 
 _CHUNK = 1 << 22
 SQLITE_MAGIC = b"SQLite format 3\x00"

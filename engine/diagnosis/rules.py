@@ -12,11 +12,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import DiagnoseError
-from .facts import Fact
-from .run_facts import load_run_facts
+from ..errors import DiagnoseError
+from ..facts import Fact
+from ..facts.cross_rank import load_run_facts
 from .templating import compile_problem
-from .units import PARAM_UNITS, column_unit
+from ..units import PARAM_UNITS, column_unit
 
 SEVERITIES = ("info", "warning", "error")
 CATEGORIES = (

@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from .errors import DiagnoseError
+from ..errors import DiagnoseError
 from .model import Report
-from .throughput import throughput
-from .units import fmt_duration, fmt_number, fmt_ratio
+from ..diagnosis.throughput import throughput
+from ..units import fmt_duration, fmt_number, fmt_ratio
 
 COMPARISON_SCHEMA_VERSION = "1.0"
 NOISE = 0.02  # relative changes below 2 % count as unchanged
@@ -335,7 +335,7 @@ FORMATS = ("terminal", "md", "html", "json")
 
 def render_compare(comparison: Comparison, fmt: str, *, colour: bool = False) -> str:
     from . import charts
-    from .report import _ANSI, _environment, para, render_json
+    from .render import _ANSI, _environment, para, render_json
 
     if fmt == "json":
         return render_json(comparison)  # same inert-JSON writer as the report

@@ -9,19 +9,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from .api import diagnose
-from .compare import FORMATS, compare, known_metrics, parse_gate, render_compare
-from .config import resolve_config
+from ..api import diagnose
+from ..reports.compare import FORMATS, compare, known_metrics, parse_gate, render_compare
+from ..diagnosis.config import resolve_config
 from .exits import EXIT_CODES_HELP, finish
 from .interrupt import StopRequest
 from .output import check_output, emit
-from .report import wants_colour
+from ..reports.render import wants_colour
 
 EXIT_OK, EXIT_GATE = 0, 1
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .cli import _ArgumentParser, _positive_int, add_cache_arguments, add_debug_argument
+    from .main import _ArgumentParser, _positive_int, add_cache_arguments, add_debug_argument
 
     p = _ArgumentParser(
         prog="diagnose compare",

@@ -4,7 +4,7 @@ or JSON (the model dump, described by reports/templates/run.schema.json)."""
 from __future__ import annotations
 
 from . import charts
-from .report import _ANSI, GITHUB_COMMENT_LIMIT, SEVERITY_COLOUR, _environment, para, render_json
+from .render import _ANSI, GITHUB_COMMENT_LIMIT, SEVERITY_COLOUR, _environment, para, render_json
 from .runmodel import RunReport
 
 FORMATS = ("terminal", "md", "html", "json")

@@ -28,9 +28,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import OutputError
-from .ranks import exports_in
-from .store import cache_location
+from ..errors import OutputError
+from ..reading.ranks import exports_in
+from ..reading.cache import cache_location
 
 STDOUT_ALIASES = frozenset({"-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"})
 SQLITE_SIDE_FILES = {"-wal": "SQLite write-ahead log", "-shm": "SQLite shared-memory file",

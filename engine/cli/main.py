@@ -14,15 +14,15 @@ from .interrupt import StopRequest
 # Importing DuckDB, pydantic and Jinja takes a moment: Ctrl-C, SIGTERM or SIGHUP then is a stop, not a traceback.
 _STARTING = StopRequest().__enter__()
 try:
-    from .api import diagnose
-    from .config import Config, resolve_config
-    from .errors import InputError
+    from ..api import diagnose
+    from ..diagnosis.config import Config, resolve_config
+    from ..errors import InputError
     from .exits import EXIT_CODES_HELP, EXIT_FINDINGS, EXIT_OK, finish
-    from .evaluate import SEVERITY_RANK
-    from .multirank import diagnose_run
+    from ..diagnosis.evaluate import SEVERITY_RANK
+    from ..diagnosis.multirank import diagnose_run
     from .output import check_output, emit
-    from .report import FORMATS, render, wants_colour
-    from .runreport import render_run
+    from ..reports.render import FORMATS, render, wants_colour
+    from ..reports.render_run import render_run
 except (KeyboardInterrupt, ImportError) as exc:
     # A signal that lands while a C extension (DuckDB) initialises surfaces as "ImportError: initialization failed".
     if isinstance(exc, ImportError) and not _STARTING.requested:
@@ -125,11 +125,11 @@ def _progress(enabled: bool, stop: StopRequest) -> Callable[[str], None]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "rules" and not Path("rules").is_file():
-        from .rulecli import main as rules_main
+        from .rules import main as rules_main
 
         return rules_main(argv[1:])
     if argv and argv[0] == "compare" and not Path("compare").is_file():
-        from .comparecli import main as compare_main
+        from .compare import main as compare_main
 
         return compare_main(argv[1:])
     args = _parser().parse_args(argv)

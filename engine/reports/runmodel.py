@@ -1,7 +1,7 @@
 """The multi-rank run report model: what the run renderers (terminal, Markdown, HTML, JSON) read.
 
 Per-rank numbers and the run-wide balance come from the `rank_balance` cross-rank fact
-(engine/run_facts/rank_balance.sql documents every column); each rank also carries its own verdict and
+(engine/facts/cross_rank/rank_balance.sql documents every column); each rank also carries its own verdict and
 findings from its single-profile diagnosis.
 """
 

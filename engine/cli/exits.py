@@ -13,9 +13,9 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from .errors import DiagnoseError
+from ..errors import DiagnoseError
 from .interrupt import StopRequest
-from .text import strip_controls
+from ..text import strip_controls
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import templating
-from .factrun import FactSet
-from .model import Evidence, Finding, RuleOutcome, Verdict
+from ..facts.compute import FactSet
+from ..reports.model import Evidence, Finding, RuleOutcome, Verdict
 from .rules import Condition, Operand, Rule, RuleError, key_position, template_fields
-from .units import PARAM_UNITS, column_unit, fmt_param, fmt_ratio, fmt_value
+from ..units import PARAM_UNITS, column_unit, fmt_param, fmt_ratio, fmt_value
 
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
         "==": operator.eq, "!=": operator.ne}

@@ -19,18 +19,18 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from . import api
+from .. import api
 from .config import Config, split_config
-from .errors import DiagnoseError
+from ..errors import DiagnoseError
 from .evaluate import SEVERITY_RANK, evaluate
-from .factrun import FactSet
-from .facts import Fact
-from .model import Finding, ParamOverride, Report, Verdict
-from .ranks import Numbering, RankInput, resolve_run
+from ..facts.compute import FactSet
+from ..facts import Fact
+from ..reports.model import Finding, ParamOverride, Report, Verdict
+from ..reading.ranks import Numbering, RankInput, resolve_run
 from .rules import Rule, load_rules
-from .run_facts import compute_run_facts, load_run_facts
-from .runmodel import RankRow, RunBalance, RunReport, split_balance_row
-from .units import fmt_ratio
+from ..facts.cross_rank import compute_run_facts, load_run_facts
+from ..reports.runmodel import RankRow, RunBalance, RunReport, split_balance_row
+from ..units import fmt_ratio
 
 Progress = Callable[[str], None]
 

@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 import yaml
 
-from .errors import DiagnoseError
+from ..errors import DiagnoseError
 
 
 class ConfigError(DiagnoseError):
