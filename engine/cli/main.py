@@ -18,11 +18,11 @@ try:
     from ..diagnosis.config import Config, resolve_config
     from ..errors import InputError
     from .exits import EXIT_CODES_HELP, EXIT_FINDINGS, EXIT_OK, finish
-    from ..diagnosis.evaluate import SEVERITY_RANK
     from ..diagnosis.multirank import diagnose_run
     from .output import check_output, emit
     from ..reports.render import FORMATS, render, wants_colour
     from ..reports.render_run import render_run
+    from ..vocabulary import Severity
 except (KeyboardInterrupt, ImportError) as exc:
     # A signal that lands while a C extension (DuckDB) initialises surfaces as "ImportError: initialization failed".
     if isinstance(exc, ImportError) and not _STARTING.requested:
@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
                    help="terminal summary (default), GitHub Markdown, self-contained HTML with charts, or JSON")
     p.add_argument("-o", "--output", type=Path, help="write the report to this file instead of standard output")
-    p.add_argument("--fail-on", choices=tuple(SEVERITY_RANK), help="exit 1 when a finding has this severity or worse")
+    p.add_argument("--fail-on", choices=Severity.names(), help="exit 1 when a finding has this severity or worse")
     p.add_argument("--tokens", type=_positive_int, metavar="N",
                    help="output tokens the profiled run generated: adds tokens/s and time per output token "
                         "(one profile only)")
@@ -170,8 +170,7 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, shown: bool, clear: C
     clear()
     emit(text, args.output, inputs=args.profiles, cache_dir=args.cache_dir)
     if args.fail_on:
-        limit = SEVERITY_RANK[args.fail_on]
-        if any(SEVERITY_RANK[f.severity] >= limit for f in findings):
+        if any(f.severity.at_least(args.fail_on) for f in findings):
             return EXIT_FINDINGS
     return EXIT_OK
 

@@ -15,6 +15,7 @@ import duckdb
 import yaml
 
 from ..errors import DiagnoseError
+from ..vocabulary import Severity
 
 
 class ConfigError(DiagnoseError):
@@ -73,8 +74,8 @@ def apply_set(config: Config, assignment: str) -> None:
     if rule_id == "facts":
         config.fact_params[key] = Setting(_number(value, where), "command line")
     elif key == "severity":
-        if value not in ("info", "warning", "error"):
-            raise ConfigError(f"{where}: severity must be info, warning or error")
+        if value not in Severity.names():
+            raise ConfigError(f"{where}: severity must be {Severity.described()}")
         config.severities[rule_id] = Setting(value, "command line")
     elif key == "enabled":
         if value.lower() not in ("true", "false"):
@@ -155,8 +156,8 @@ def _load_rules(config: Config, rules: Any, where: str) -> None:
         for key, value in _mapping(body, where, f"rules.{rule_id}", example).items():
             at = f"{where}: rules.{rule_id}.{key}"
             if key == "severity":
-                if value not in ("info", "warning", "error"):
-                    raise ConfigError(f"{where}: rules.{rule_id}.severity must be info, warning or error")
+                if value not in Severity.names():
+                    raise ConfigError(f"{where}: rules.{rule_id}.severity must be {Severity.described()}")
                 config.severities[rule_id] = Setting(value, where)
             elif key == "enabled":
                 if not isinstance(value, bool):

@@ -11,11 +11,11 @@ from . import templating
 from ..facts.compute import FactSet
 from ..reports.model import Evidence, Finding, RuleOutcome, Verdict
 from .rules import Condition, Operand, Rule, RuleError, key_position, template_fields
+from ..vocabulary import Kind, Severity
 from ..units import PARAM_UNITS, column_unit, fmt_param, fmt_ratio, fmt_value
 
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
         "==": operator.eq, "!=": operator.ne}
-SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
 # A cause must cost at least this share of the profiled time to be named the primary bottleneck.
 PRIMARY_MIN_IMPACT = 0.05
@@ -163,7 +163,7 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
             outcome.reason = f"fact {spec.fact} was not computed"
             out.skipped.append(outcome)
             continue
-        if result.skipped and spec.kind != "capture":
+        if result.skipped and spec.kind != Kind.CAPTURE:
             outcome.reason = result.skipped
             out.skipped.append(outcome)
             continue
@@ -183,7 +183,7 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
                 limit = (params[str(spec.info_below_impact).lstrip("$")]
                          if isinstance(spec.info_below_impact, str) else float(spec.info_below_impact))
                 if impact < limit:
-                    severity = "info"
+                    severity = Severity.INFO
             context = {"row": row, "params": params, "impact": impact}
             out.findings.append(Finding(
                 rule=rule.id, title=spec.title, category=spec.category, kind=spec.kind, severity=severity,
@@ -195,8 +195,7 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
                 references=list(spec.references), row=row))
         if not fired:
             out.passed.append(outcome)
-    kind_rank = {"cause": 0, "capture": 1, "symptom": 2}
-    out.findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], kind_rank[f.kind], -(f.impact or 0.0),
+    out.findings.sort(key=lambda f: (-f.severity.rank, f.kind.rank, -(f.impact or 0.0),
                                      f.rule, f.subject or ""))
     return out
 
@@ -209,13 +208,13 @@ def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str]) ->
         return Verdict(primary=f.category, rule=f.rule, subject=f.subject, impact=f.impact,
                        headline=f"{f.title}: {f.message}")
 
-    def strongest(kind: str, min_impact: float) -> Finding | None:
-        candidates = [f for f in findings if f.kind == kind and SEVERITY_RANK[f.severity] >= 1
+    def strongest(kind: Kind, min_impact: float) -> Finding | None:
+        candidates = [f for f in findings if f.kind == kind and f.severity.at_least(Severity.WARNING)
                       and (f.impact or 0.0) >= min_impact]
-        return max(candidates, key=lambda f: (f.impact or 0.0, SEVERITY_RANK[f.severity]), default=None)
+        return max(candidates, key=lambda f: (f.impact or 0.0, f.severity.rank), default=None)
 
-    top = strongest("cause", PRIMARY_MIN_IMPACT) or strongest("symptom", PRIMARY_MIN_IMPACT) \
-        or strongest("capture", 0.0)
+    top = strongest(Kind.CAUSE, PRIMARY_MIN_IMPACT) or strongest(Kind.SYMPTOM, PRIMARY_MIN_IMPACT) \
+        or strongest(Kind.CAPTURE, 0.0)
     if top is not None:
         cost = f" (costs ≈{fmt_ratio(top.impact, 0)} of GPU time)" if top.impact is not None else ""
         return Verdict(primary=top.category, rule=top.rule, subject=top.subject, impact=top.impact,

@@ -22,7 +22,7 @@ from typing import Any
 from .. import api
 from .config import Config, split_config
 from ..errors import DiagnoseError
-from .evaluate import SEVERITY_RANK, evaluate
+from .evaluate import evaluate
 from ..facts.compute import FactSet
 from ..facts import Fact
 from ..reports.model import Finding, ParamOverride, Report, Verdict
@@ -31,6 +31,7 @@ from .rules import Rule, load_rules
 from ..facts.cross_rank import compute_run_facts, load_run_facts
 from ..reports.runmodel import RankRow, RunBalance, RunReport, split_balance_row
 from ..units import fmt_ratio
+from ..vocabulary import Severity
 
 Progress = Callable[[str], None]
 
@@ -154,8 +155,8 @@ def _ranks_text(ranks: Sequence[int]) -> str:
 def run_verdict(findings: Sequence[Finding], ranks: Sequence[RankRow], balance: RunBalance) -> Verdict:
     """The strongest cross-rank finding (warning or worse); else the most common rank verdict, with the
     cross-rank balance in words."""
-    strong = [f for f in findings if SEVERITY_RANK[f.severity] >= 1]
-    top = max(strong, key=lambda f: (f.impact or 0.0, SEVERITY_RANK[f.severity]), default=None)
+    strong = [f for f in findings if f.severity.at_least(Severity.WARNING)]
+    top = max(strong, key=lambda f: (f.impact or 0.0, f.severity.rank), default=None)
     if top is not None:
         cost = f" (costs ≈{fmt_ratio(top.impact, 0)} of a rank's GPU time)" if top.impact is not None else ""
         return Verdict(primary=top.category, rule=top.rule, subject=top.subject, impact=top.impact,

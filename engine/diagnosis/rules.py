@@ -17,13 +17,9 @@ from ..facts import Fact
 from ..facts.cross_rank import load_run_facts
 from .templating import compile_problem
 from ..units import PARAM_UNITS, column_unit
+from ..vocabulary import Kind, Severity
+from .categories import CATEGORY_FILE, Category, CategoryError, load_categories, team_category_file
 
-SEVERITIES = ("info", "warning", "error")
-CATEGORIES = (
-    "launch-bound", "memory-bound", "pcie-bound", "api-latency", "multi-gpu-imbalance",
-    "communication-bound", "low-utilization", "unified-memory", "capture", "latency-budget",
-)
-KINDS = ("cause", "symptom", "capture")
 
 
 class RuleError(DiagnoseError):
@@ -73,12 +69,12 @@ class RuleSpec(BaseModel):
     id: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*(/[a-z0-9]+(-[a-z0-9]+)*)?$")
     title: str
     category: str
-    kind: Literal["cause", "symptom", "capture"] = "cause"
+    kind: Kind | None = None  # default: the kind of the rule's category (rules/categories.yaml)
     # profile: judges one export (the facts of engine/facts); run: judges the ranks of a multi-rank run
     # together (`diagnose RANK0 RANK1 ...`, the cross-rank facts of engine/run_facts).
     scope: Literal["profile", "run"] = "profile"
     blocking: bool = False  # capture problems that make the rest of the diagnosis meaningless
-    severity: Literal["info", "warning", "error"]
+    severity: Severity
     fact: str
     params: dict[str, ParamSpec] = Field(default_factory=dict)
     when: list[str] = Field(min_length=1)
@@ -92,13 +88,6 @@ class RuleSpec(BaseModel):
     remediation: list[str] = Field(min_length=1)
     references: list[str] = Field(default_factory=list)
     aliases: list[str] = Field(default_factory=list)
-
-    @field_validator("category")
-    @classmethod
-    def _known_category(cls, v: str) -> str:
-        if v not in CATEGORIES:
-            raise ValueError(f"unknown category {v!r}; use one of {', '.join(CATEGORIES)}")
-        return v
 
 
 _OPS = (">=", "<=", "==", "!=", ">", "<")
@@ -211,7 +200,10 @@ def _check_condition(text: str, key: str, spec: RuleSpec, check_column, err) -> 
     return cond
 
 
-def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled") -> Rule:
+def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled",
+                   categories: dict[str, Category] | None = None) -> Rule:
+    """One rule file, checked against the facts and the categories (default: the bundled ones and, for a team
+    file, the categories.yaml of its directory or above)."""
     where = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -254,6 +246,18 @@ def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled") 
         else:
             msg = f"{loc}: {msg}"
         raise err(key, msg) from None
+    if categories is None:
+        team_file = None if source == "bundled" else team_category_file(path)
+        try:
+            categories = load_categories([team_file] if team_file else [])
+        except CategoryError as exc:
+            raise RuleError(str(exc)) from None
+    if spec.category not in categories:
+        raise err("category", f"unknown category {spec.category!r}{_did_you_mean(spec.category, list(categories))}; "
+                              f"use one of {', '.join(categories)}, or define it in a {CATEGORY_FILE} beside "
+                              f"your team rules")
+    if spec.kind is None:
+        spec.kind = categories[spec.category].kind
     if spec.id.split("/")[-1] != path.stem and spec.id != path.stem:
         raise err("id", f"id {spec.id!r} must equal the file name stem {path.stem!r}")
     if spec.scope == "run":  # cross-rank rules read the facts of engine/run_facts
@@ -340,13 +344,24 @@ def bundled_rules_dir() -> Path:
 
 
 def rule_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*.yaml") if not p.name.endswith(".test.yaml"))
+    return sorted(p for p in directory.rglob("*.yaml")
+                  if not p.name.endswith(".test.yaml") and p.name != CATEGORY_FILE)
+
+
+def rule_categories(extra_dirs: list[Path] | None = None) -> dict[str, Category]:
+    """The bundled categories and those of each team rule directory (DIR/categories.yaml), in display order."""
+    files = [Path(d) / CATEGORY_FILE for d in extra_dirs or []]
+    try:
+        return load_categories([f for f in files if f.is_file()])
+    except CategoryError as exc:
+        raise RuleError(str(exc)) from None
 
 
 def load_rules(facts: dict[str, Fact], extra_dirs: list[Path] | None = None,
                include_bundled: bool = True, scope: Literal["profile", "run"] | None = "profile") -> dict[str, Rule]:
     """Every rule file is loaded and checked; the result holds the rules of `scope` (None: all of them)."""
     rules: dict[str, Rule] = {}
+    categories = rule_categories([d for d in extra_dirs or [] if Path(d).is_dir()])
     sources: list[tuple[Path, str]] = []
     if include_bundled:
         sources.append((bundled_rules_dir(), "bundled"))
@@ -356,7 +371,7 @@ def load_rules(facts: dict[str, Fact], extra_dirs: list[Path] | None = None,
         if not directory.is_dir():
             raise RuleError(f"{directory}:1:1: rule directory does not exist")
         for path in rule_files(directory):
-            rule = load_rule_file(path, facts, source)
+            rule = load_rule_file(path, facts, source, categories)
             namespaced = "/" in rule.id
             if source != "bundled" and not namespaced:
                 line = _key_lines(path.read_text(encoding="utf-8")).get("id", (1, 1))[0]

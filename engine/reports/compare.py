@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..errors import DiagnoseError
+from ..vocabulary import Severity
 from .model import Report
 from ..diagnosis.throughput import throughput
 from ..units import fmt_duration, fmt_number, fmt_ratio
@@ -46,7 +47,6 @@ METRICS: dict[str, tuple[str, str, str | None]] = {
 # The metrics that decide the verdict when one of them changed; the others only when none of these did.
 HEADLINE = ("overhead_ratio", "gpu_utilization", "tokens_per_s", "time_per_token_ns", "step_time_ns", "steps_per_s")
 _PHASE_KEY = re.compile(r"^phase_(\w+)_ns$")
-SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
 
 class GateError(DiagnoseError):
@@ -73,8 +73,8 @@ class FindingChange(BaseModel):
     subject: str | None
     title: str
     change: Literal["appeared", "disappeared", "severity changed"]
-    before_severity: str | None
-    after_severity: str | None
+    before_severity: Severity | None
+    after_severity: Severity | None
 
 
 class Side(BaseModel):
@@ -232,8 +232,8 @@ def _verdict(deltas: list[MetricDelta], findings: list[FindingChange]) -> tuple[
         reason = _describe(main) + (f"; but {_describe(max(worse, key=lambda d: -_score(d)))}" if worse else "")
         return verdict, reason
     new = [f for f in findings if f.change == "appeared" or (
-        f.change == "severity changed" and SEVERITY_RANK[f.after_severity] > SEVERITY_RANK[f.before_severity])]
-    new = [f for f in new if SEVERITY_RANK[f.after_severity] >= 1]
+        f.change == "severity changed" and f.after_severity.rank > f.before_severity.rank)]
+    new = [f for f in new if f.after_severity.at_least(Severity.WARNING)]
     if new:
         return "regressed", f"new {new[0].after_severity}: {new[0].title}" + (
             f" ({new[0].subject})" if new[0].subject else "")

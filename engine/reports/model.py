@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..vocabulary import Kind, Severity
+
 REPORT_SCHEMA_VERSION = "1.1"
 
 
@@ -24,8 +26,8 @@ class Finding(BaseModel):
     rule: str
     title: str
     category: str
-    kind: Literal["cause", "symptom", "capture"]
-    severity: Literal["info", "warning", "error"]
+    kind: Kind
+    severity: Severity
     subject: str | None = None  # which GPU / API / phase the finding is about
     message: str
     impact: float | None = Field(None, description="Estimated share (0-1) of the profiled time this costs.")

@@ -18,6 +18,7 @@ from . import charts
 from .model import Report
 from ..cli.output import is_stdout
 from ..text import md_inline, shorten, strip_controls, term
+from ..vocabulary import Severity
 from ..units import column_unit, fmt_bytes, fmt_duration, fmt_number, fmt_ratio, fmt_value
 
 GITHUB_COMMENT_LIMIT = 65_536
@@ -27,7 +28,7 @@ FORMATS = ("terminal", "md", "html", "json")
 
 _ANSI = {"red": "\x1b[31m", "yellow": "\x1b[33m", "green": "\x1b[32m", "cyan": "\x1b[36m", "bold": "\x1b[1m",
          "dim": "\x1b[2m", "reset": "\x1b[0m"}
-SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "info": "cyan"}
+SEVERITY_COLOUR = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
 def _templates_dir() -> str:
