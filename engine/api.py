@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import importlib.metadata
 from pathlib import Path
 from typing import Callable
 
@@ -12,6 +11,7 @@ from .duck import reraise_interrupt
 from .diagnosis.evaluate import evaluate, verdict
 from .facts.compute import FactSet, compute_facts
 from .facts import Fact, FactError, load_facts
+from .version import tool_version
 from .reports.model import ParamOverride, ProfileSummary, Report
 from .diagnosis.rules import Rule, load_rules
 from .reading.source import Export, open_export
@@ -25,13 +25,6 @@ REPORTED_FACTS = (
     "utilization_timeline", "gap_histogram",
 )
 _ROW_LIMITS = {"kernel_summary": 50, "api_summary": 50, "kernel_gaps": 200}
-
-
-def tool_version() -> str:
-    try:
-        return importlib.metadata.version("nsys-diagnose")
-    except importlib.metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 def _suggest(name: str, options: list[str]) -> str:

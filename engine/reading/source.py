@@ -326,7 +326,7 @@ def _cache_file(p: Path, profile: ProfileFile, directory: Path | None, say: Prog
 
 
 def _cache_key(profile: ProfileFile) -> str:
-    from ..api import tool_version
+    from ..version import tool_version
 
     return json.dumps({"format": store.CACHE_FORMAT, "schema": store.schema_digest(), "tool": tool_version(),
                        "duckdb": duckdb.__version__, **profile.fingerprint()}, sort_keys=True)
