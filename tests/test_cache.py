@@ -19,7 +19,7 @@ import pytest
 from nsys_diagnose.reading import cache as store
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.fixtures.generator import generate, generate_large
-from nsys_diagnose.reading.source import open_export
+from nsys_diagnose.reading.export import open_export
 
 REPO = Path(__file__).resolve().parents[1]
 DIAGNOSE = Path(sys.executable).parent / "diagnose"

@@ -21,7 +21,7 @@ from nsys_diagnose.reading import cache as store
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.errors import InputError
 from nsys_diagnose.fixtures.generator import generate
-from nsys_diagnose.reading.source import open_export
+from nsys_diagnose.reading.export import open_export
 
 DIAGNOSE = Path(sys.executable).parent / "diagnose"
 SECRET = "TOP-SECRET-api-key-0xC0FFEE"
@@ -61,7 +61,7 @@ def _plant(cache: Path, statements: list[str], fingerprint_of: Path | None = Non
             con.execute(sql)
         if fingerprint_of is not None:
             from nsys_diagnose.reading.profile_file import ProfileFile
-            from nsys_diagnose.reading.source import _cache_key
+            from nsys_diagnose.reading.export import _cache_key
 
             with ProfileFile.open(fingerprint_of) as pf:
                 key = _cache_key(pf)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nsys_diagnose.errors import InputError
-from nsys_diagnose.reading.source import open_export
+from nsys_diagnose.reading.export import open_export
 
 KERNEL_COLUMNS = "start INTEGER, \"end\" INTEGER, deviceId INTEGER, streamId INTEGER, correlationId INTEGER, " \
                  "globalPid INTEGER, demangledName INTEGER, shortName INTEGER"

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from nsys_diagnose.reading.canonical import VIEWS
-from nsys_diagnose.reading.source import open_export
+from nsys_diagnose.reading.export import open_export
 
 from conftest import REAL_EXPORTS, raw_count, real, requires_real, sqlite_ro, table_exists
 

@@ -4,7 +4,7 @@
 #
 # usage: tools/make_nsys_golden.sh [PROFILES_DIR] [STATS_OUT_DIR] [ANALYZE_OUT_DIR]
 #   PROFILES_DIR     directory of real *.sqlite exports (read only; never modified)
-#                    default: shared/real-profiles in the repo, else ../shared/real-profiles
+#                    default: the real-profiles directory the tests read (see tests/conftest.py REAL_DIR)
 #   STATS_OUT_DIR    default: tests/golden/nsys_stats
 #   ANALYZE_OUT_DIR  default: tests/golden/nsys_analyze
 # env:

@@ -32,6 +32,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import importlib.resources
+import io
 import os
 import re
 import resource
@@ -40,18 +42,19 @@ import shutil
 import stat
 import tempfile
 import time
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
+from . import canonical
 from .canonical import database_ddl
 from ..duck import offline_connection, reraise_interrupt, sql_literal
 from ..errors import DiagnoseError, SetupError
 
-# Bump when the meaning of a stored value changes; a change of the tables' shape changes SCHEMA_DIGEST instead,
-# and a new tool version invalidates every cache anyway.
-CACHE_FORMAT = 5
+# The code that decides what a cache holds, besides the canonical definitions: part of format_version().
+FILLING_CODE = ("adapters.py", "loader.py", "metadata.py")
 CACHE_SUFFIX = ".nsys-diagnose.duckdb"
 CACHE_DIR_ENV = "NSYS_DIAGNOSE_CACHE_DIR"
 MEMORY_LIMIT_ENV = "NSYS_DIAGNOSE_MEMORY_LIMIT"
@@ -273,8 +276,22 @@ def expected_tables() -> dict[str, str]:
         con.close()
 
 
-def schema_digest() -> str:
-    return hashlib.sha256(repr(sorted(expected_tables().items())).encode()).hexdigest()[:16]
+def _code_tokens(source: bytes) -> str:
+    """Python source without its comments and layout: editing a comment does not change the format."""
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING}
+    return " ".join(t.string for t in tokenize.tokenize(io.BytesIO(source).readline) if t.type not in skip)
+
+
+@functools.lru_cache(maxsize=1)
+def format_version() -> str:
+    """The format of a cache: a digest of everything that decides its contents, the canonical tables and views
+    (canonical.definition_text) and the code that fills them (FILLING_CODE). Any change to either gives a new
+    format, so a cache of other contents is never reused and there is no version number to forget to bump."""
+    digest = hashlib.sha256(canonical.definition_text().encode())
+    package = importlib.resources.files(__package__)
+    for name in FILLING_CODE:
+        digest.update(b"\0" + name.encode() + b"\0" + _code_tokens(package.joinpath(name).read_bytes()).encode())
+    return digest.hexdigest()[:16]
 
 
 def foreign_objects(con: duckdb.DuckDBPyConnection, catalog: str) -> str | None:

@@ -1,12 +1,20 @@
-"""The canonical views every later stage reads: stable names, unit-suffixed columns, decoded values.
+"""The canonical tables every later stage reads: stable names, unit-suffixed columns, decoded values.
 
-Whatever nsys version wrote the export, these tables have exactly these columns and types. The
-schema doubles as documentation (README "Canonical views" is generated from it).
+Whatever nsys version wrote the export, these tables have exactly these columns and types. They are filled only
+through `fill`, which checks every adapter query against them by column name and type. The column reference in
+engine/reading/nsys-schema.md is generated from these definitions; regenerate it with
+
+    python -m nsys_diagnose.reading.canonical --update engine/reading/nsys-schema.md
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
 
 
 @dataclass(frozen=True)
@@ -14,6 +22,7 @@ class Column:
     name: str
     type: str
     doc: str
+    unit: str = ""
 
 
 @dataclass(frozen=True)
@@ -23,22 +32,26 @@ class View:
     columns: tuple[Column, ...]
 
     def ddl(self) -> str:
-        cols = ", ".join(f'"{c.name}" {c.type}' for c in self.columns)
-        return f'CREATE TABLE "{self.name}" ({cols})'
+        return _ddl(self.name, self.columns)
 
     @property
     def column_names(self) -> list[str]:
         return [c.name for c in self.columns]
 
 
-def _c(name: str, type_: str, doc: str) -> Column:
-    return Column(name, type_, doc)
+def _c(name: str, type_: str, doc: str, unit: str = "") -> Column:
+    return Column(name, type_, doc, unit)
+
+
+def _ddl(table: str, columns: tuple[Column, ...]) -> str:
+    cols = ", ".join(f'"{c.name}" {c.type}' for c in columns)
+    return f'CREATE TABLE "{table}" ({cols})'
 
 
 _TIME = (
-    _c("start_ns", "BIGINT", "Start on the capture timeline (ns)."),
-    _c("end_ns", "BIGINT", "End on the capture timeline (ns)."),
-    _c("dur_ns", "BIGINT", "end_ns - start_ns (ns)."),
+    _c("start_ns", "BIGINT", "Start on the capture timeline (ns).", "ns"),
+    _c("end_ns", "BIGINT", "End on the capture timeline (ns).", "ns"),
+    _c("dur_ns", "BIGINT", "end_ns - start_ns (ns).", "ns"),
 )
 _GPU_PLACE = (
     _c("device_id", "INTEGER", "CUDA device index (TARGET_INFO_GPU.id)."),
@@ -63,9 +76,9 @@ VIEWS: dict[str, View] = {
                                         "and match millions of kernels on an integer instead of a string."),
                 _c("graph_node_id", "BIGINT", "CUDA graph node id when traced with --cuda-graph-trace=node, else NULL."),
                 _c("graph_id", "BIGINT", "CUDA graph id (nsys 2025.5+ node mode), else NULL."),
-                _c("grid_size", "BIGINT", "gridX*gridY*gridZ (blocks)."),
-                _c("block_size", "BIGINT", "blockX*blockY*blockZ (threads per block)."),
-                _c("registers_per_thread", "INTEGER", "Registers per thread."),
+                _c("grid_size", "BIGINT", "gridX*gridY*gridZ (blocks).", "blocks"),
+                _c("block_size", "BIGINT", "blockX*blockY*blockZ (threads per block).", "threads"),
+                _c("registers_per_thread", "INTEGER", "Registers per thread.", "registers"),
             ),
         ),
         View(
@@ -90,7 +103,7 @@ VIEWS: dict[str, View] = {
             _TIME
             + _GPU_PLACE
             + (
-                _c("bytes", "BIGINT", "Bytes copied."),
+                _c("bytes", "BIGINT", "Bytes copied.", "bytes"),
                 _c("copy_kind", "VARCHAR", "Direction: HtoD, DtoH, DtoD, HtoH, PtoP, HtoA, AtoH, AtoA, AtoD, DtoA, "
                    "'UVM HtoD', 'UVM DtoH', 'UVM DtoD' or unknown."),
                 _c("src_mem", "VARCHAR", "Source memory: pageable, pinned, device, array, managed, device_static, "
@@ -107,7 +120,7 @@ VIEWS: dict[str, View] = {
             _TIME
             + _GPU_PLACE
             + (
-                _c("bytes", "BIGINT", "Bytes set."),
+                _c("bytes", "BIGINT", "Bytes set.", "bytes"),
                 _c("mem_kind", "VARCHAR", "Memory kind (same words as memcpys.src_mem)."),
                 _c("graph_node_id", "BIGINT", "CUDA graph node id when issued from a graph, else NULL."),
             ),
@@ -151,10 +164,10 @@ VIEWS: dict[str, View] = {
             "gpu_metrics",
             "GPU-metrics samples (nsys --gpu-metrics-devices), one row per sample and metric.",
             (
-                _c("ts_ns", "BIGINT", "Sample time on the capture timeline (ns)."),
+                _c("ts_ns", "BIGINT", "Sample time on the capture timeline (ns).", "ns"),
                 _c("device_id", "INTEGER", "GPU the sample belongs to (low byte of GPU_METRICS.typeId)."),
                 _c("metric", "VARCHAR", "Metric name as nsys writes it, e.g. 'DRAM Read Bandwidth [Throughput %]'."),
-                _c("value", "DOUBLE", "Sample value (percent for throughput metrics)."),
+                _c("value", "DOUBLE", "Sample value (percent for throughput metrics).", "as the metric name says"),
             ),
         ),
         View(
@@ -164,10 +177,10 @@ VIEWS: dict[str, View] = {
                 _c("device_id", "INTEGER", "CUDA device index."),
                 _c("name", "VARCHAR", "Marketing name, e.g. 'NVIDIA H100 80GB HBM3' (NULL when the export lists no GPU)."),
                 _c("used", "BOOLEAN", "True when the capture holds kernels, copies, memsets or graph replays on it."),
-                _c("sm_count", "INTEGER", "Streaming multiprocessors."),
-                _c("memory_bandwidth_bytes_per_s", "BIGINT", "Peak DRAM bandwidth (B/s)."),
-                _c("total_memory_bytes", "BIGINT", "Device memory (bytes)."),
-                _c("clock_rate_hz", "BIGINT", "SM clock (Hz)."),
+                _c("sm_count", "INTEGER", "Streaming multiprocessors.", "SMs"),
+                _c("memory_bandwidth_bytes_per_s", "BIGINT", "Peak DRAM bandwidth (B/s).", "B/s"),
+                _c("total_memory_bytes", "BIGINT", "Device memory (bytes).", "bytes"),
+                _c("clock_rate_hz", "BIGINT", "SM clock (Hz).", "Hz"),
                 _c("compute_capability", "VARCHAR", "e.g. '9.0'."),
             ),
         ),
@@ -200,19 +213,20 @@ class Stored:
     stored for them. Millions of kernels and API calls share a few hundred names, so the rows keep string
     ids and the names live once in kernel_names / api_names."""
 
-    extra: str
+    extra: tuple[Column, ...]
     derived: dict[str, str]
     joins: str
 
 
 STORED = {
     "kernels": Stored(
-        extra="short_name_id BIGINT",
+        extra=(_c("short_name_id", "BIGINT", "StringIds id of `short_name`."),),
         derived={"name": "coalesce(dn.value, sn.value)", "short_name": "coalesce(sn.value, dn.value)"},
         joins="LEFT JOIN {catalog}.kernel_names dn ON dn.id = t.name_id "
               "LEFT JOIN {catalog}.kernel_names sn ON sn.id = t.short_name_id"),
     "api_calls": Stored(  # the class from eventClass, or from the name when the export does not record it
-        extra="event_class TINYINT",
+        extra=(_c("event_class", "TINYINT",
+                  "nsys eventClass: 0 CUDA runtime, 1 CUDA driver, NULL when not recorded."),),
         derived={"name": "n.name",
                  "api_class": "CASE WHEN t.event_class = 0 THEN 'runtime' WHEN t.event_class = 1 THEN 'driver' "
                               "WHEN n.value LIKE 'cuda%' THEN 'runtime' ELSE 'driver' END"},
@@ -221,25 +235,43 @@ STORED = {
 
 # Tables of a canonical database besides the views: the names the stored views join back, and the state
 # (fingerprint of the profile, what was learned about it) saved with a cache.
-SIDE_TABLES = {
-    "kernel_names": 'CREATE TABLE "kernel_names" ("id" BIGINT, "value" VARCHAR)',
-    "api_names": 'CREATE TABLE "api_names" ("id" BIGINT, "name" VARCHAR, "value" VARCHAR)',
-    "_state": 'CREATE TABLE "_state" ("key" VARCHAR, "value" VARCHAR)',
+SIDE_TABLES: dict[str, View] = {
+    t.name: t
+    for t in (
+        View("kernel_names", "Kernel names, once per StringIds id (joined back by `kernels`).", (
+            _c("id", "BIGINT", "StringIds id."),
+            _c("value", "VARCHAR", "The string."),
+        )),
+        View("api_names", "API names, once per StringIds id (joined back by `api_calls`).", (
+            _c("id", "BIGINT", "StringIds id."),
+            _c("name", "VARCHAR", "The name without its _vNNNN version suffix."),
+            _c("value", "VARCHAR", "The name as recorded."),
+        )),
+        View("_state", "What a cache was built from and what was learned while reading the export.", (
+            _c("key", "VARCHAR", "Name."),
+            _c("value", "VARCHAR", "Value (JSON or text)."),
+        )),
+    )
 }
 
 
-def stored_ddl(view: str) -> str:
-    """The table as stored: the canonical columns that are not derived, then the extra ones."""
-    stored = STORED.get(view)
+def stored_columns(table: str) -> tuple[Column, ...]:
+    """The columns `table` has in the database: a view's columns that are not derived, then its extra ones."""
+    if table in SIDE_TABLES:
+        return SIDE_TABLES[table].columns
+    stored = STORED.get(table)
     if stored is None:
-        return VIEWS[view].ddl()
-    cols = [f'"{c.name}" {c.type}' for c in VIEWS[view].columns if c.name not in stored.derived]
-    return f'CREATE TABLE "{view}" ({", ".join(cols)}, {stored.extra})'
+        return VIEWS[table].columns
+    return tuple(c for c in VIEWS[table].columns if c.name not in stored.derived) + stored.extra
+
+
+def stored_ddl(table: str) -> str:
+    return _ddl(table, stored_columns(table))
 
 
 def database_ddl() -> dict[str, str]:
     """Every table of a canonical database and the statement that creates it: nothing else may be in one."""
-    return {**{name: stored_ddl(name) for name in VIEWS}, **SIDE_TABLES}
+    return {name: stored_ddl(name) for name in (*VIEWS, *SIDE_TABLES)}
 
 
 def view_sql(view: str, catalog: str) -> str:
@@ -250,3 +282,129 @@ def view_sql(view: str, catalog: str) -> str:
     cols = ", ".join(f'{stored.derived.get(c.name, "t." + chr(34) + c.name + chr(34))} AS "{c.name}"'
                      for c in VIEWS[view].columns)
     return f'SELECT {cols} FROM {catalog}."{view}" t {stored.joins.format(catalog=catalog)}'
+
+
+def definition_text() -> str:
+    """Everything that decides the shape of a canonical database: part of the cache format (see cache.py)."""
+    return "\n".join([*database_ddl().values(), *(view_sql(v, "canon") for v in VIEWS)])
+
+
+# -- Filling a table by name ------------------------------------------------------------------------------------
+
+class AdapterMismatch(Exception):
+    """An adapter's query does not produce the columns of the canonical table it fills: a bug in nsys-diagnose,
+    never a problem of the profile."""
+
+
+_INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+             "UBIGINT", "UHUGEINT"}
+
+
+def _family(type_: str) -> str:
+    t = type_.upper()
+    if t in _INTEGERS:
+        return "integer"
+    if t in ("FLOAT", "DOUBLE") or t.startswith("DECIMAL"):
+        return "number"
+    return t
+
+
+def compatible(column_type: str, found_type: str) -> bool:
+    """Whether a value of `found_type` belongs in a column of `column_type`: same kind (integer, number, text,
+    boolean ...); a narrower or wider integer is fine, and an integer fits a floating-point column. DuckDB types a
+    bare NULL as INTEGER, so an adapter writes a NULL for a text column as NULL::VARCHAR."""
+    want, got = _family(column_type), _family(found_type)
+    return got == want or got == "NULL" or (want == "number" and got == "integer")
+
+
+def mismatches(table: str, found: list[tuple[str, str]]) -> list[str]:
+    """What is wrong with a query whose columns are `found` (name, type) for filling `table`; empty when nothing."""
+    expected = {c.name: c for c in stored_columns(table)}
+    names = [name for name, _ in found]
+    problems = [f"column {name!r} appears {names.count(name)} times" for name in dict.fromkeys(names)
+                if names.count(name) > 1]
+    problems += [f"column {name!r} is missing" for name in expected if name not in names]
+    problems += [f"column {name!r} is not a column of the table" for name in dict.fromkeys(names)
+                 if name not in expected]
+    problems += [f"column {name!r} is {type_}, which does not fit its {expected[name].type}"
+                 for name, type_ in found if name in expected and not compatible(expected[name].type, type_)]
+    return problems
+
+
+def check_columns(table: str, adapter: str, found: list[tuple[str, str]]) -> None:
+    problems = mismatches(table, found)
+    if problems:
+        raise AdapterMismatch(f"adapter {adapter!r} does not match canonical table {table!r}: "
+                              f"{'; '.join(problems)}")
+
+
+def fill(con: duckdb.DuckDBPyConnection, table: str, adapter: str, select: str) -> None:
+    """Insert the rows of `select` into the canonical table `table` by column name, once the query's columns
+    are checked against the table's (AdapterMismatch names the adapter and the column otherwise)."""
+    found = [(str(r[0]), str(r[1])) for r in con.execute(f"DESCRIBE {select}").fetchall()]
+    check_columns(table, adapter, found)
+    con.execute(f'INSERT INTO "{table}" BY NAME {select}')
+
+
+# -- Documentation ----------------------------------------------------------------------------------------------
+
+BEGIN_MARKER = "<!-- BEGIN canonical-tables: generated from engine/reading/canonical.py, do not edit by hand -->"
+END_MARKER = "<!-- END canonical-tables -->"
+UPDATE_COMMAND = "python -m nsys_diagnose.reading.canonical --update engine/reading/nsys-schema.md"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _columns_table(columns: tuple[Column, ...]) -> list[str]:
+    lines = ["| Column | Type | Unit | Description |", "|---|---|---|---|"]
+    lines += [f"| `{c.name}` | {c.type} | {_cell(c.unit) or '–'} | {_cell(c.doc)} |" for c in columns]
+    return lines
+
+
+def markdown() -> str:
+    """The reference of every canonical view and stored table, between the markers."""
+    lines = [BEGIN_MARKER, ""]
+    for view in VIEWS.values():
+        lines += [f"#### `{view.name}`", "", _cell(view.doc), "", *_columns_table(view.columns), ""]
+        stored = STORED.get(view.name)
+        if stored is not None:
+            derived = ", ".join(f"`{name}`" for name in stored.derived)
+            extra = ", ".join(f"`{c.name}` {c.type}" for c in stored.extra)
+            lines += [f"Stored without {derived}, which the view computes; stored with {extra} instead.", ""]
+    lines += ["#### Stored side tables", "", "| Table | Columns | Holds |", "|---|---|---|"]
+    lines += [f"| `{t.name}` | {', '.join(f'`{c.name}` {c.type}' for c in t.columns)} | {_cell(t.doc)} |"
+              for t in SIDE_TABLES.values()]
+    lines += ["", END_MARKER]
+    return "\n".join(lines) + "\n"
+
+
+def replace_section(text: str, section: str) -> str:
+    """`text` with the part from BEGIN_MARKER to END_MARKER (and its line end) replaced by `section`."""
+    start, end = text.index(BEGIN_MARKER), text.index(END_MARKER)
+    return text[:start] + section + text[end + len(END_MARKER):].removeprefix("\n")
+
+
+def committed_section(text: str) -> str:
+    start, end = text.index(BEGIN_MARKER), text.index(END_MARKER)
+    return text[start:end + len(END_MARKER)] + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nsys_diagnose.reading.canonical",
+                                     description="Print or update the generated reference of the canonical tables.")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--markdown", action="store_true", help="print the generated section")
+    what.add_argument("--update", metavar="FILE", type=Path, help="rewrite the generated section of FILE in place")
+    args = parser.parse_args(argv)
+    if args.markdown:
+        sys.stdout.write(markdown())
+        return 0
+    text = args.update.read_text(encoding="utf-8")
+    args.update.write_text(replace_section(text, markdown()), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

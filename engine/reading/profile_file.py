@@ -19,10 +19,10 @@ import stat
 import threading
 from pathlib import Path
 
+from .inputs import live_reason
 from ..errors import InputError
 
 _CHUNK = 1 << 22
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 class ProfileFile:
@@ -50,7 +50,7 @@ class ProfileFile:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise InputError(f"{path} is not a regular file; give the path of an nsys SQLite export.")
-            opened = cls(path, fd, st, _live_reason(Path(os.path.realpath(path)), fd))  # side files sit by the file
+            opened = cls(path, fd, st, live_reason(Path(os.path.realpath(path)), fd))  # side files sit by the file
             opened.check_unchanged()  # the path still leads to the file just opened
             return opened
         except BaseException:
@@ -116,18 +116,3 @@ class ProfileFile:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _live_reason(path: Path, fd: int) -> str | None:
-    header = os.pread(fd, 100, 0)
-    if not header.startswith(SQLITE_MAGIC):  # an .nsys-rep, or no database at all
-        return None
-    for suffix, what in (("-wal", "a write-ahead log"), ("-journal", "a rollback journal")):
-        side = Path(str(path) + suffix)
-        try:
-            if side.stat().st_size > 0:
-                return f"{what} ({side.name})"
-        except OSError:
-            continue
-    if len(header) >= 20 and header[18] == 2 and header[19] == 2:
-        return "write-ahead-log mode"
-    return None

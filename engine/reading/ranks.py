@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import InputError
-from .source import check_profile_path
+from .inputs import check_profile_path
 
 EXPORT_SUFFIXES = (".sqlite", ".nsys-rep")
 RANK_PATTERNS: tuple[re.Pattern[str], ...] = (

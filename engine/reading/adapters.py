@@ -1,0 +1,376 @@
+"""The table adapters: for each canonical table, the SQL that fills it from the raw tables of an nsys export.
+
+This is the only place that knows how nsys versions differ (engine/reading/nsys-schema.md has the evidence):
+two metadata-table names, legacy TARGET_INFO_GPU columns, columns added over the years, NVTX text inline or in
+StringIds, pid/tid packed into globalTid, `_vNNNN` API suffixes, enum tables that may be absent (so the codes
+are written here), GPUs listed that did no work, graph-mode CUDA graphs.
+
+An adapter is a query whose columns carry the canonical names (`AS start_ns` ...): canonical.fill checks them
+against the table and inserts them by name. A column an export lacks reads as a typed NULL (or a default), so
+one query serves every version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..duck import sql_literal
+
+# Enum codes, identical in every export that has the ENUM_* tables (2022.4 to 2026.2); older exports have no
+# ENUM tables, so the codes are written here (nsys-schema.md, "Enum codes").
+COPY_KINDS = {
+    0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+    8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD",
+}
+UVM_COPY_KINDS = (11, 12, 13)
+MEM_KINDS = {
+    0: "pageable", 1: "pinned", 2: "device", 3: "array", 4: "managed", 5: "device_static",
+    6: "managed_static", 7: "unknown",
+}
+SYNC_TYPES = {0: "unknown", 1: "event_sync", 2: "stream_wait_event", 3: "stream_sync", 4: "context_sync"}
+NVTX_PUSH_POP, NVTX_START_END, NVTX_DOMAIN_CREATE = 59, 60, 75
+PID_MASK = 0xFFFFFF  # globalTid / globalPid: tid in bits 0-23, pid in bits 24-47 (nsys-schema.md, "Pitfalls the reader handles")
+
+METADATA_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")  # renamed in 2023.3
+
+MISSING_REASON = {
+    "kernels": "the export has no CUPTI_ACTIVITY_KIND_KERNEL table: no CUDA kernel was traced "
+               "(profile with `nsys profile --trace=cuda`)",
+    "api_calls": "the export has no CUPTI_ACTIVITY_KIND_RUNTIME table: CUDA API calls were not traced",
+    "memcpys": "the export has no CUPTI_ACTIVITY_KIND_MEMCPY table: the capture has no CUDA memcpy data",
+    "memsets": "the export has no CUPTI_ACTIVITY_KIND_MEMSET table: the capture has no CUDA memset data",
+    "syncs": "the export has no CUPTI_ACTIVITY_KIND_SYNCHRONIZATION table: no CPU-blocking synchronisation was traced",
+    "graph_launches": "the export has no CUPTI_ACTIVITY_KIND_GRAPH_TRACE table: no CUDA graph replay was "
+                      "traced in graph mode",
+    "nvtx_ranges": "the export has no NVTX_EVENTS table: the application emitted no NVTX ranges or "
+                   "NVTX tracing was off (`--trace=nvtx`)",
+    "gpu_metrics": "the export has no GPU_METRICS table: capture with `nsys profile --gpu-metrics-devices=all` "
+                   "to get DRAM and SM throughput",
+    "devices": "the export lists no GPU (no TARGET_INFO_GPU table)",
+    "processes": "the export has no PROCESSES table",
+}
+
+
+@dataclass(frozen=True)
+class Source:
+    """The tables of the export and their columns."""
+
+    tables: dict[str, list[str]]
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def col(self, table: str, column: str, alias: str, default: str | None = None, type_: str = "BIGINT") -> str:
+        """`alias."column"` when the table has the column, else `default` (a NULL of `type_` when none)."""
+        if column in self.tables.get(table, ()):
+            return f'{alias}."{column}"'
+        return default if default is not None else f"NULL::{type_}"
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """How one raw table (`reads`) fills the canonical `table`. `select` gets the name under which `reads` is to
+    be read (the attached table, or a lossy copy of it; see loader.py). `reads` is None when the query reads
+    nothing that may need that copy; `announce`: report the table in the progress messages."""
+
+    table: str
+    reads: str | None
+    select: Callable[[str], str]
+    announce: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"{self.table} from {self.reads or 'the export'}"
+
+
+def _case(expr: str, mapping: dict[int, str], default: str) -> str:
+    whens = " ".join(f"WHEN {k} THEN {sql_literal(v)}" for k, v in mapping.items())
+    return f"(CASE {expr} {whens} ELSE {sql_literal(default)} END)"
+
+
+def _pid(expr: str) -> str:
+    return f"CAST(({expr} >> 24) & {PID_MASK} AS BIGINT)"
+
+
+def _tid(expr: str) -> str:
+    return f"CAST({expr} & {PID_MASK} AS BIGINT)"
+
+
+def _gpu_place(c: Callable[..., str]) -> str:
+    """The columns every GPU activity table has, named as canonical._GPU_PLACE."""
+    return (f"{c('deviceId')} AS device_id, {c('streamId')} AS stream_id, {_pid(c('globalPid'))} AS pid, "
+            f"{c('correlationId')} AS correlation_id")
+
+
+def _times(alias: str) -> str:
+    return f'{alias}.start AS start_ns, {alias}."end" AS end_ns, {alias}."end" - {alias}.start AS dur_ns'
+
+
+def _columns(source: Source, table: str, alias: str) -> Callable[..., str]:
+    return lambda name, default=None, type_="BIGINT": source.col(table, name, alias, default, type_)
+
+
+# -- The adapters, one function per canonical table ----------------------------------------------------------
+
+def kernels(source: Source) -> list[Adapter]:
+    T = "CUPTI_ACTIVITY_KIND_KERNEL"
+    c = _columns(source, T, "k")
+
+    # The rows keep the string ids of the names; kernel_names holds each name once (canonical.STORED).
+    def select(src: str) -> str:
+        return f"""
+        SELECT {_times('k')}, {_gpu_place(c)}, {c('contextId')} AS context_id,
+               COALESCE({c('demangledName')}, {c('shortName')}) AS name_id,
+               NULLIF({c('graphNodeId')}, 0) AS graph_node_id, NULLIF({c('graphId')}, 0) AS graph_id,
+               {c('gridX', '1')} * {c('gridY', '1')} * {c('gridZ', '1')} AS grid_size,
+               {c('blockX', '1')} * {c('blockY', '1')} * {c('blockZ', '1')} AS block_size,
+               {c('registersPerThread')} AS registers_per_thread, {c('shortName')} AS short_name_id
+        FROM {src} k"""
+
+    return [Adapter("kernels", T, select)] if source.has(T) else []
+
+
+def api_calls(source: Source) -> list[Adapter]:
+    """Runtime and driver calls: both live in CUPTI_ACTIVITY_KIND_RUNTIME (eventClass tells them apart); a
+    separate DRIVER table is documented but seen in no export, and read when present."""
+    adapters = []
+    for T in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+        c = _columns(source, T, "r")
+
+        def select(src: str, c: Callable[..., str] = c) -> str:
+            return f"""
+            SELECT {_times('r')}, {_pid('r.globalTid')} AS pid, {_tid('r.globalTid')} AS tid,
+                   r.globalTid AS global_tid, {c('correlationId')} AS correlation_id, {c('nameId')} AS name_id,
+                   {c('returnValue')} AS return_value, CAST({c('eventClass')} AS TINYINT) AS event_class
+            FROM {src} r"""
+
+        if source.has(T):
+            adapters.append(Adapter("api_calls", T, select))
+    return adapters
+
+
+def memcpys(source: Source) -> list[Adapter]:
+    T = "CUPTI_ACTIVITY_KIND_MEMCPY"
+    c = _columns(source, T, "m")
+    kind = c("copyKind", "0")
+    uvm = ", ".join(map(str, UVM_COPY_KINDS))
+
+    def select(src: str) -> str:
+        return f"""
+        SELECT {_times('m')}, {_gpu_place(c)}, {c('bytes')} AS bytes,
+               {_case(kind, COPY_KINDS, 'unknown')} AS copy_kind,
+               {_case(c('srcKind', '7'), MEM_KINDS, 'unknown')} AS src_mem,
+               {_case(c('dstKind', '7'), MEM_KINDS, 'unknown')} AS dst_mem,
+               {kind} IN ({uvm}) AS is_uvm,
+               CASE WHEN {kind} IN ({uvm}) THEN {c('migrationCause')} END AS migration_cause,
+               NULLIF({c('graphNodeId')}, 0) AS graph_node_id
+        FROM {src} m"""
+
+    return [Adapter("memcpys", T, select)] if source.has(T) else []
+
+
+def memsets(source: Source) -> list[Adapter]:
+    T = "CUPTI_ACTIVITY_KIND_MEMSET"
+    c = _columns(source, T, "m")
+
+    def select(src: str) -> str:
+        return f"""
+        SELECT {_times('m')}, {_gpu_place(c)}, {c('bytes')} AS bytes,
+               {_case(c('memKind', '7'), MEM_KINDS, 'unknown')} AS mem_kind,
+               NULLIF({c('graphNodeId')}, 0) AS graph_node_id
+        FROM {src} m"""
+
+    return [Adapter("memsets", T, select)] if source.has(T) else []
+
+
+def syncs(source: Source) -> list[Adapter]:
+    """Reads api_calls (filled before) for the name of the call that blocked."""
+    T = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+    c = _columns(source, T, "s")
+
+    def select(src: str) -> str:
+        return f"""
+        SELECT {_times('s')}, {_gpu_place(c)}, {_case(c('syncType', '0'), SYNC_TYPES, 'unknown')} AS sync_type,
+               a.name AS api_name
+        FROM {src} s
+        LEFT JOIN (SELECT a.pid, a.correlation_id, any_value(n.name) AS name
+                   FROM api_calls a LEFT JOIN api_names n ON n.id = a.name_id
+                   WHERE a.correlation_id IN (SELECT correlationId FROM {src}) GROUP BY ALL) a
+          ON a.correlation_id = {c('correlationId')} AND a.pid = {_pid(c('globalPid'))}"""
+
+    return [Adapter("syncs", T, select)] if source.has(T) else []
+
+
+def graph_launches(source: Source) -> list[Adapter]:
+    T = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+    c = _columns(source, T, "g")
+
+    def select(src: str) -> str:
+        return f"""
+        SELECT {_times('g')}, {_gpu_place(c)}, {c('graphId')} AS graph_id, {c('graphExecId')} AS graph_exec_id
+        FROM {src} g"""
+
+    return [Adapter("graph_launches", T, select)] if source.has(T) else []
+
+
+def nvtx_ranges(source: Source) -> list[Adapter]:
+    """Complete ranges only (eventType 59 push/pop, 60 start/end); the label is inline `text` or a StringIds
+    `textId`; a domain's name is the text of its eventType-75 row, per process."""
+    T = "NVTX_EVENTS"
+    c = _columns(source, T, "e")
+    d = _columns(source, T, "d")
+
+    def select(src: str) -> str:
+        return f"""
+        WITH domains AS (
+            SELECT {d('domainId')} AS domain_id, {_pid('d.globalTid')} AS pid,
+                   any_value(COALESCE({d('text', type_='VARCHAR')}, ds.value)) AS name
+            FROM {src} d LEFT JOIN _strings ds ON ds.id = {d('textId')}
+            WHERE d.eventType = {NVTX_DOMAIN_CREATE}
+            GROUP BY ALL)
+        SELECT {_times('e')}, {_pid('e.globalTid')} AS pid, {_tid('e.globalTid')} AS tid, e.globalTid AS global_tid,
+               COALESCE({c('text', type_='VARCHAR')}, st.value) AS text, dom.name AS domain,
+               CASE e.eventType WHEN {NVTX_PUSH_POP} THEN 'push_pop' ELSE 'start_end' END AS range_kind
+        FROM {src} e
+        LEFT JOIN _strings st ON st.id = {c('textId')}
+        LEFT JOIN domains dom ON dom.domain_id = {c('domainId')} AND dom.pid = {_pid('e.globalTid')}
+                             AND {c('domainId', '0')} <> 0
+        WHERE e.eventType IN ({NVTX_PUSH_POP}, {NVTX_START_END})
+          AND e."end" IS NOT NULL AND e."end" >= e.start"""
+
+    return [Adapter("nvtx_ranges", T, select)] if source.has(T) else []
+
+
+def gpu_metrics(source: Source) -> list[Adapter]:
+    """The GPU is the low byte of typeId; metric names come from TARGET_INFO_GPU_METRICS, joined on (typeId,
+    metricId), since metric ids are not stable across versions (nsys-schema.md, "Pitfalls the reader handles")."""
+    T = "GPU_METRICS"
+    info = "TARGET_INFO_GPU_METRICS"
+    c = _columns(source, T, "g")
+    ts = c("timestamp", c("rawTimestamp"))
+    device = f"CAST({c('typeId', '0')} & 255 AS INTEGER)"
+
+    def select(src: str) -> str:
+        if source.has(info):
+            return f"""
+            SELECT {ts} AS ts_ns, {device} AS device_id,
+                   COALESCE(t.metric_name, 'metric ' || {c('metricId')}) AS metric,
+                   CAST({c('value')} AS DOUBLE) AS value
+            FROM {src} g
+            LEFT JOIN (SELECT typeId AS type_id, metricId AS metric_id, any_value(metricName) AS metric_name
+                       FROM src."{info}" GROUP BY ALL) t
+              ON t.type_id = {c('typeId')} AND t.metric_id = {c('metricId')}"""
+        return f"""
+        SELECT {ts} AS ts_ns, {device} AS device_id, 'metric ' || {c('metricId')} AS metric,
+               CAST({c('value')} AS DOUBLE) AS value
+        FROM {src} g"""
+
+    return [Adapter("gpu_metrics", T, select)] if source.has(T) else []
+
+
+def devices(source: Source) -> list[Adapter]:
+    """Every GPU the export lists plus every GPU that did work (TARGET_INFO_GPU lists all GPUs of the host, and
+    may be missing). Reads the GPU tables of canonical kernels, memcpys, memsets and graph_launches."""
+    T = "TARGET_INFO_GPU"
+    g = _columns(source, T, "g")
+    device_id = g("id", g("deviceId"))  # legacy exports call it deviceId
+    listed = ("SELECT NULL::INTEGER AS device_id, NULL::VARCHAR AS name, NULL::INTEGER AS sm, NULL::BIGINT AS bw, "
+              "NULL::BIGINT AS mem, NULL::BIGINT AS clk, NULL::VARCHAR AS cc WHERE false")
+    if source.has(T) and "smCount" in source.tables[T]:
+        listed = f"""SELECT {device_id}, {g('name', type_='VARCHAR')}, {g('smCount')}, {g('memoryBandwidth')},
+                            {g('totalMemory')}, {g('clockRate')}, {g('computeMajor')} || '.' || {g('computeMinor')}
+                     FROM src."{T}" g"""
+    elif source.has(T) and source.has("TARGET_INFO_CUDA_GPU"):  # legacy: details in a second table, in kB/s and kHz
+        listed = f"""SELECT {device_id}, {g('name', type_='VARCHAR')}, c.numMultiprocessors,
+                            c.globalMemoryBandwidth * 1000, c.globalMemorySize, c.coreClockRate * 1000,
+                            c.computeCapabilityMajor || '.' || c.computeCapabilityMinor
+                     FROM src."{T}" g LEFT JOIN src."TARGET_INFO_CUDA_GPU" c ON c.deviceId = {device_id}"""
+    elif source.has(T):
+        listed = f"""SELECT {device_id}, {g('name', type_='VARCHAR')}, NULL::INTEGER, NULL::BIGINT, NULL::BIGINT,
+                            NULL::BIGINT, NULL::VARCHAR
+                     FROM src."{T}" g"""
+
+    def select(_src: str) -> str:
+        return f"""
+        WITH listed AS (
+            SELECT device_id, any_value(name) AS name, any_value(sm) AS sm, any_value(bw) AS bw,
+                   any_value(mem) AS mem, any_value(clk) AS clk, any_value(cc) AS cc
+            FROM ({listed}) l(device_id, name, sm, bw, mem, clk, cc)
+            WHERE device_id IS NOT NULL GROUP BY device_id),
+        used AS (
+            SELECT DISTINCT device_id FROM kernels UNION SELECT DISTINCT device_id FROM memcpys
+            UNION SELECT DISTINCT device_id FROM memsets UNION SELECT DISTINCT device_id FROM graph_launches)
+        SELECT COALESCE(l.device_id, u.device_id) AS device_id, l.name AS name, u.device_id IS NOT NULL AS used,
+               l.sm AS sm_count, l.bw AS memory_bandwidth_bytes_per_s, l.mem AS total_memory_bytes,
+               l.clk AS clock_rate_hz, l.cc AS compute_capability
+        FROM listed l FULL OUTER JOIN (SELECT device_id FROM used WHERE device_id IS NOT NULL) u
+          ON u.device_id = l.device_id
+        ORDER BY 1"""
+
+    return [Adapter("devices", None, select, announce=False)]
+
+
+def processes(source: Source) -> list[Adapter]:
+    """Every process the export lists (PROCESSES, absent before 2022 and in some Windows captures) plus every
+    pid seen in kernels, api_calls, memcpys and nvtx_ranges."""
+    T = "PROCESSES"
+
+    def select(src: str) -> str:
+        listed = (f"SELECT pid, name FROM {src}" if source.has(T)
+                  else "SELECT NULL::BIGINT AS pid, NULL::VARCHAR AS name WHERE false")
+        return f"""
+        WITH listed AS (SELECT pid, any_value(name) AS name FROM ({listed}) WHERE pid IS NOT NULL GROUP BY pid),
+             seen AS (SELECT pid FROM kernels UNION SELECT pid FROM api_calls UNION SELECT pid FROM memcpys
+                      UNION SELECT pid FROM nvtx_ranges)
+        SELECT COALESCE(l.pid, s.pid) AS pid, l.name AS name
+        FROM listed l FULL OUTER JOIN (SELECT pid FROM seen WHERE pid IS NOT NULL) s ON s.pid = l.pid
+        ORDER BY 1"""
+
+    return [Adapter("processes", T if source.has(T) else None, select, announce=False)]
+
+
+# In the order the tables are filled: syncs read api_calls; devices and processes read the GPU tables.
+ADAPTERS: dict[str, Callable[[Source], list[Adapter]]] = {
+    "kernels": kernels,
+    "api_calls": api_calls,
+    "memcpys": memcpys,
+    "memsets": memsets,
+    "syncs": syncs,
+    "graph_launches": graph_launches,
+    "nvtx_ranges": nvtx_ranges,
+    "gpu_metrics": gpu_metrics,
+    "devices": devices,
+    "processes": processes,
+}
+
+
+def empty_reason(table: str, adapters: list[Adapter]) -> str:
+    """Why `table` is empty once filled by `adapters` (none: the export lacks the table it is read from)."""
+    if not adapters or table in ("devices", "processes"):
+        return MISSING_REASON.get(table, f"the export has no data for {table}")
+    if table == "api_calls":
+        return "the CUDA API tables of the export are empty"
+    return f"the {adapters[0].reads} table of the export is empty"
+
+
+# -- Strings and the names the stored tables join back ------------------------------------------------------
+
+# A scratch table of StringIds; api_name is the string without an API version suffix (cudaLaunchKernel_v7000),
+# computed once per string rather than once per call.
+STRINGS_TABLE = "CREATE TABLE _strings (id BIGINT, value VARCHAR, api_name VARCHAR)"
+
+
+def strings_insert(src: str) -> str:
+    return (f"INSERT INTO _strings BY NAME SELECT id, value, regexp_replace(value, '_v[0-9]+$', '') AS api_name "
+            f"FROM {src}")
+
+
+KERNEL_NAMES = """
+    SELECT id, any_value(value) AS value FROM _strings
+    WHERE id IN (SELECT name_id FROM kernels UNION SELECT short_name_id FROM kernels)
+    GROUP BY id"""
+
+API_NAMES = """
+    SELECT id, any_value(api_name) AS name, any_value(value) AS value FROM _strings
+    WHERE id IN (SELECT DISTINCT name_id FROM api_calls) GROUP BY id"""

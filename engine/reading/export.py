@@ -1,0 +1,272 @@
+"""Open an Nsight Systems export read-only and expose the canonical views: check the input (inputs.py), reuse its
+cache or read it into a new canonical database (loader.py, cache.py), and open the facts' connection over it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+import duckdb
+
+from . import cache as store
+from .cache import Workspace
+from .canonical import VIEWS, database_ddl, view_sql
+from .inputs import (DiskFullError, check_nsys_export, check_profile_path, convert_report, describe_sqlite_failure,
+                     is_report, source_columns, unreadable)
+from .loader import Loader, ViewStatus
+from .metadata import ProfileInfo
+from .profile_file import ProfileFile
+from ..duck import load_sqlite_scanner, reraise_interrupt, sql_literal
+from ..errors import DiagnoseError, InputError
+
+Progress = Callable[[str], None]
+
+
+class Export:
+    """An opened export: a DuckDB connection whose views show the canonical tables, plus what we learned.
+
+    The canonical tables live in a compressed DuckDB file attached as `canon` (the cache, or a scratch copy);
+    the connection's own database is a private scratch file where facts create their tables."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, info: ProfileInfo, views: dict[str, ViewStatus],
+                 workspace: Workspace | None = None, cache_file: Path | None = None, cache_hit: bool = False):
+        self.con = con
+        self.info = info
+        self.views = views
+        self.workspace = workspace
+        self.cache_file = cache_file   # the cache holding the canonical tables, None when not cached
+        self.cache_hit = cache_hit     # True when that cache was reused rather than built now
+
+    def query(self, sql: str, params: list | None = None) -> list[tuple]:
+        return self.con.execute(sql, params or []).fetchall()
+
+    def count(self, view: str) -> int:
+        return self.views[view].rows
+
+    @property
+    def used_devices(self) -> list[int]:
+        return [r[0] for r in self.query("SELECT device_id FROM devices WHERE used ORDER BY device_id")]
+
+    def close(self) -> None:
+        if self.workspace is not None:
+            self.workspace.close()
+        else:
+            self.con.close()
+
+    def __enter__(self) -> "Export":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_export(path: str | os.PathLike, *, threads: int | None = None, progress: Progress | None = None,
+                cache: bool = False, share: int = 1, cache_dir: str | os.PathLike | None = None) -> Export:
+    """Open `path` read-only and expose the canonical views.
+
+    With `cache`, the canonical tables are saved in the cache directory (the user's own, or `cache_dir`; see
+    engine/reading/cache.py) and reused on the next run while the profile is unchanged; without it they are built in a
+    scratch directory that is removed at close; a cache that does not fit on its disk is given up and the
+    export read without one. `share`: diagnoses running side by side, which split the memory limit. An
+    .nsys-rep is converted with `nsys export` (when nsys is on PATH) into the scratch directory. Every
+    temporary file goes when the export is closed, on failure, on Ctrl-C and on SIGTERM/SIGHUP."""
+    p = check_profile_path(path)
+    store.check_address_space()
+    say = progress or (lambda _stage: None)
+    directory = store.cache_dir(cache_dir) if cache else None
+    store.sweep_once(directory)
+    try:
+        return _open(p, threads, say, directory, share)
+    except DiskFullError:
+        if directory is None:
+            raise
+        say("no space for the cache; reading the export without one")
+        return _open(p, threads, say, None, share)
+
+
+def empty_export() -> Export:
+    """An export whose canonical tables are all empty, opened through the same sandbox as a real one: `rules
+    check` runs team facts on it to refuse what a run would refuse."""
+    workspace = Workspace.create(threads=1)
+    try:
+        target = workspace.root / "canonical.duckdb"
+        con = workspace.reader()
+        try:
+            con.execute(f"ATTACH {sql_literal(str(target))} AS canon")
+            con.execute("USE canon")
+            for ddl in database_ddl().values():
+                con.execute(ddl)
+            con.execute("USE memory")
+            con.execute("DETACH canon")
+        finally:
+            con.close()
+        workspace.open_facts(target)
+        reason = "the export is empty"
+        return _finish(workspace, Path("empty.sqlite"), ProfileInfo(path="empty.sqlite"),
+                       {name: ViewStatus(0, reason) for name in VIEWS}, cache_file=None, cache_hit=False)
+    except BaseException:
+        workspace.close()
+        raise
+
+
+def _open(p: Path, threads: int | None, say: Progress, directory: Path | None, share: int) -> Export:
+    workspace = Workspace.create(threads, share)
+    build_dir: Path | None = None
+    try:
+        with ProfileFile.open(p) as profile:
+            final = _cache_file(p, profile, directory, say)
+            if final is not None and final.exists():
+                reused = _reuse(workspace, final, profile)
+                if reused is not None:
+                    say(f"reusing the canonical tables cached in {final.name}")
+                    return _finish(workspace, p, *reused, cache_file=final, cache_hit=True)
+            target = workspace.root / "canonical.duckdb"
+            if final is not None:
+                try:
+                    build_dir = store.new_build_dir(final)
+                    target = build_dir / "canonical.duckdb"
+                except OSError:  # the directory became unwritable: diagnose without a cache
+                    final = None
+            info, views = _build_canonical(workspace, target, p, profile, say, cached=final is not None)
+            if final is not None:
+                store.publish(target, final, store.cache_mode(profile.stat.st_mode))
+                target = final
+            workspace.open_facts(target)
+            return _finish(workspace, p, info, views, cache_file=final, cache_hit=False)
+    except BaseException:
+        workspace.close()
+        raise
+    finally:
+        if build_dir is not None:
+            shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def _cache_file(p: Path, profile: ProfileFile, directory: Path | None, say: Progress) -> Path | None:
+    """The cache to reuse or write for `p`, or None to read the export without one."""
+    if directory is None:
+        return None
+    if profile.live:
+        say(f"{p.name} has {profile.live}: reading it afresh, without a cache")
+        return None
+    if store.cache_secret() is None:
+        say(f"no private key for caches in {store.user_cache_dir()}; reading the export without a cache")
+        return None
+    final = store.cache_path(p, directory)
+    if final is not None and os.path.lexists(final) and not store.trusted_cache_file(final):
+        say(f"{final} was not written by this user; reading the export without a cache")
+        return None
+    return final
+
+
+def _cache_key(profile: ProfileFile) -> str:
+    from ..version import tool_version
+
+    return json.dumps({"format": store.format_version(), "tool": tool_version(), "duckdb": duckdb.__version__,
+                       **profile.fingerprint()}, sort_keys=True)
+
+
+def _reuse(workspace: Workspace, cache_file: Path,
+           profile: ProfileFile) -> tuple[ProfileInfo, dict[str, ViewStatus]] | None:
+    """Attach a cache when it is one of ours built from this very content; None (detached) otherwise."""
+    try:
+        con = workspace.open_facts(cache_file)
+    except duckdb.Error as exc:
+        reraise_interrupt(exc)
+        workspace.close_facts()
+        return None  # damaged, foreign or locked by a writer: build afresh
+    try:
+        if store.foreign_objects(con, "canon") is not None:
+            raise ValueError("foreign")
+        state = store.read_state(con, "canon")
+        key = _cache_key(profile)
+        if state is None or state.get("fingerprint") != key or not store.sealed(key, state.get("seal")):
+            raise ValueError("stale, or not written by this user")
+        info = ProfileInfo(**json.loads(state["info"]))
+        views = {k: ViewStatus(**v) for k, v in json.loads(state["views"]).items()}
+        if set(views) != set(VIEWS):
+            raise ValueError("incomplete")
+    except (ValueError, KeyError, TypeError, duckdb.Error) as exc:
+        reraise_interrupt(exc)
+        workspace.close_facts()
+        return None
+    return info, views
+
+
+def _build_canonical(workspace: Workspace, target: Path, p: Path, profile: ProfileFile, say: Progress, *,
+                     cached: bool) -> tuple[ProfileInfo, dict[str, ViewStatus]]:
+    """Read the export into a new canonical database at `target`, in a DuckDB instance of its own (the only one
+    that ever loads the SQLite extension), closed before the facts run."""
+    if cached:
+        profile.start_hashing()  # in the background, while the tables are read
+    con = workspace.reader()
+    converted: Path | None = None
+    try:
+        con.execute(f"ATTACH {sql_literal(str(target))} AS canon")
+        con.execute("USE canon")
+        scan = profile.scan_path
+        if is_report(p):
+            say("converting with nsys export")
+            converted = convert_report(p, workspace.root / "converted.sqlite")
+            profile.check_unchanged()  # nsys read the report through its path
+            scan = str(converted)
+        try:
+            info, views = _build(con, p, say, scan, profile.live)
+        except DiagnoseError:
+            profile.check_unchanged()  # an export replaced mid-read explains a failure better than its symptom
+            raise
+        profile.check_unchanged()
+        info.path = str(p)
+        key = _cache_key(profile) if cached else ""
+        store.write_state(con, "canon", {"fingerprint": key, "seal": store.seal(key) or "",
+                                         "info": json.dumps(asdict(info)),
+                                         "views": json.dumps({k: asdict(v) for k, v in views.items()})})
+        con.execute("USE memory")
+        con.execute("DETACH canon")  # checkpoints: the file is complete before it is published
+    except duckdb.Error as exc:
+        reraise_interrupt(exc)
+        raise unreadable(p, exc) from None
+    finally:
+        con.close()
+        if converted is not None:
+            converted.unlink(missing_ok=True)
+    return info, views
+
+
+def _build(con: duckdb.DuckDBPyConnection, p: Path, progress: Progress | None, scan: str,
+           live: str | None) -> tuple[ProfileInfo, dict[str, ViewStatus]]:
+    """Read the SQLite export `p` (through the path `scan`) into the canonical tables of the current database.
+    `live`: why the export may still be written by SQLite, for the error messages."""
+    load_sqlite_scanner(con)
+    try:
+        tables = source_columns(scan)
+        con.execute(f"ATTACH {sql_literal(scan)} AS src (TYPE sqlite, READ_ONLY)")
+    except (duckdb.Error, sqlite3.Error) as exc:
+        reraise_interrupt(exc)
+        raise InputError(describe_sqlite_failure(p, exc, live)) from None
+    check_nsys_export(p, tables)
+    try:
+        info, views = Loader(con, p, scan, tables, progress).build()
+    except duckdb.Error as exc:  # a value no nsys export holds (e.g. an id beyond its column type)
+        reraise_interrupt(exc)
+        raise unreadable(p, exc) from None
+    con.execute("DETACH src")
+    return info, views
+
+
+def _finish(workspace: Workspace, p: Path, info: ProfileInfo, views: dict[str, ViewStatus], *,
+            cache_file: Path | None, cache_hit: bool) -> Export:
+    """Views in the scratch database over the canonical tables; the profile path is today's, not the cached."""
+    con = workspace.con
+    info.path = str(p)
+    for name in VIEWS:
+        if name == "profile_info":
+            con.execute(f"CREATE OR REPLACE VIEW profile_info AS SELECT key, CASE WHEN key = 'path' THEN "
+                        f"{sql_literal(str(p))} ELSE value END AS value FROM canon.profile_info")
+        else:
+            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {view_sql(name, "canon")}')
+    return Export(con, info, views, workspace, cache_file, cache_hit)

@@ -1,0 +1,159 @@
+"""Fill the canonical tables of the current DuckDB database from an export attached as `src`, running the
+adapters (adapters.py) through canonical.fill.
+
+The needed columns of the big tables are copied once into native DuckDB tables, so facts that scan them
+several times never go back to SQLite. Text that DuckDB's SQLite scanner rejects (invalid UTF-8, BLOBs in a
+text column) is read again through Python's sqlite3 with lossy decoding.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import duckdb
+
+from . import adapters as adapt
+from .adapters import Adapter, Source
+from .canonical import fill, stored_ddl
+from .inputs import sqlite_uri, unreadable
+from .metadata import ProfileInfo, read_metadata, read_window_and_graph_mode, write_profile_info
+from ..duck import reraise_interrupt
+
+# Tables whose rows are intervals on the capture timeline; rows with impossible times are dropped from them.
+_TIMED_TABLES = ("kernels", "api_calls", "memcpys", "memsets", "syncs", "graph_launches")
+
+
+@dataclass
+class ViewStatus:
+    rows: int
+    reason: str | None = None  # why the view is empty, when it is
+
+
+def _lossy_text(data: bytes) -> str:
+    return data.decode("utf-8", "replace").replace("\x00", "")
+
+
+class Loader:
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, scan: str, tables: dict[str, list[str]],
+                 progress: Callable[[str], None] | None):
+        self.con = con
+        self.path = path                   # as the user named it, for messages
+        self.scan_uri = sqlite_uri(scan)   # what SQLite opens: the profile's descriptor, or its path
+        self.source = Source(tables)
+        self.progress = progress or (lambda _msg: None)
+        self.views: dict[str, ViewStatus] = {}
+        self.info = ProfileInfo(path=str(path), source_tables=sorted(tables))
+        self.invalid_times: dict[str, int] = {}
+
+    def build(self) -> tuple[ProfileInfo, dict[str, ViewStatus]]:
+        read_metadata(self.con, self.source, self.info)
+        self._strings()
+        for table in adapt.ADAPTERS:
+            self._fill_table(table)
+        read_window_and_graph_mode(self.con, self.source, self.info, self.views["graph_launches"].rows)
+        self.views["profile_info"] = ViewStatus(write_profile_info(self.con, self.info, self.invalid_times))
+        self.con.execute("DROP TABLE _strings")
+        return self.info, self.views
+
+    def _strings(self) -> None:
+        self.con.execute(adapt.STRINGS_TABLE)
+        if self.source.has("StringIds"):
+            self._read("StringIds", lambda t: self.con.execute(adapt.strings_insert(t)))
+
+    def _fill_table(self, table: str) -> None:
+        self.con.execute(stored_ddl(table))
+        if table == "kernels":
+            self.con.execute(stored_ddl("kernel_names"))
+        elif table == "api_calls":
+            self.con.execute(stored_ddl("api_names"))
+        adapters = adapt.ADAPTERS[table](self.source)
+        for adapter in adapters:
+            self._run(adapter)
+        if adapters and table in _TIMED_TABLES:
+            self._drop_impossible_times(table)
+        # Millions of kernels and API calls share a few hundred names: the names are kept once (canonical.STORED).
+        if table == "kernels":
+            fill(self.con, "kernel_names", "kernel_names from StringIds", adapt.KERNEL_NAMES)
+        elif table == "api_calls" and adapters:
+            fill(self.con, "api_names", "api_names from StringIds", adapt.API_NAMES)
+        rows = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] if adapters else 0
+        self.views[table] = ViewStatus(rows, None if rows else adapt.empty_reason(table, adapters))
+
+    def _run(self, adapter: Adapter) -> None:
+        if adapter.announce and adapter.reads is not None:
+            self._announce(adapter.reads)
+
+        def insert(src: str) -> None:
+            fill(self.con, adapter.table, adapter.name, adapter.select(src))
+
+        if adapter.reads is None:
+            insert("")
+        else:
+            self._read(adapter.reads, insert)
+
+    def _announce(self, table: str) -> None:
+        """Progress: which table is being read and how many rows it holds (SQLite's largest rowid, which
+        costs one B-tree descent instead of a count)."""
+        rows = None
+        try:
+            lite = sqlite3.connect(self.scan_uri, uri=True)
+            try:
+                rows = lite.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0]
+            finally:
+                lite.close()
+        except sqlite3.Error:
+            pass
+        self.progress(f"reading {table}" + (f" ({rows:,} rows)" if rows else ""))
+
+    def _read(self, source_table: str, run: Callable[[str], object]) -> None:
+        """Run `run` on the attached `source_table`; if DuckDB rejects its text (invalid UTF-8 bytes, seen in
+        real exports, or BLOBs in a text column), copy the table through Python's sqlite3 with lossy decoding
+        and run again on the copy. Which of the two errors the scanner meets first depends on its threads."""
+        try:
+            run(f'src."{source_table}"')
+        except (duckdb.Error, UnicodeDecodeError) as exc:  # the scanner can raise the latter for BLOB text
+            reraise_interrupt(exc)
+            text = str(exc).lower()
+            if not isinstance(exc, UnicodeDecodeError) and not any(
+                    word in text for word in ("unicode", "utf", 'of type "blob"')):
+                raise unreadable(self.path, exc, source_table) from None
+            native = self._copy_lossy(source_table)
+            try:
+                run(native)
+            except duckdb.Error as exc2:
+                reraise_interrupt(exc2)
+                raise unreadable(self.path, exc2, source_table) from None
+
+    def _copy_lossy(self, table: str) -> str:
+        native = f'"_lossy_{table}"'
+        columns = self.source.tables[table]
+        lite = sqlite3.connect(self.scan_uri, uri=True)
+        try:
+            lite.text_factory = _lossy_text
+            types = dict(self.con.execute(
+                "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name='src' AND table_name=?",
+                [table]).fetchall())
+            # A text column may hold BLOBs (invalid UTF-8 written as bytes): read them as text, lossily.
+            selected = [f'CAST("{c}" AS TEXT)' if types.get(c, "VARCHAR") == "VARCHAR" else f'"{c}"' for c in columns]
+            cursor = lite.execute(f'SELECT {", ".join(selected)} FROM "{table}"')
+            self.con.execute(f"CREATE TEMP TABLE {native} ("
+                             + ", ".join(f'"{c}" {types.get(c, "VARCHAR")}' for c in columns) + ")")
+            placeholders = ", ".join("?" for _ in columns)
+            while chunk := cursor.fetchmany(50_000):
+                self.con.executemany(f"INSERT INTO {native} VALUES ({placeholders})", chunk)
+        finally:
+            lite.close()
+        return native
+
+    def _drop_impossible_times(self, table: str) -> None:
+        """Rows that end before they start, or start before the capture's time origin, cannot be placed on the
+        timeline: they are left out of every number, and counted so the report says so (profile_info
+        `invalid_times:<view>`, read by the invalid_timestamps fact)."""
+        bad = "NOT coalesce(start_ns >= 0 AND end_ns >= start_ns, false)"
+        count = self.con.execute(f'SELECT count(*) FROM "{table}" WHERE {bad}').fetchone()[0]
+        if count:
+            self.con.execute(f'DELETE FROM "{table}" WHERE {bad}')
+        self.invalid_times[table] = count

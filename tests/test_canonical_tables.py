@@ -1,0 +1,176 @@
+"""The canonical tables are filled by column name and checked against their definitions; the cache format and the
+generated schema reference follow those definitions."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from nsys_diagnose.fixtures.generator import generate
+from nsys_diagnose.reading import adapters, cache, canonical
+from nsys_diagnose.reading.adapters import Adapter
+from nsys_diagnose.reading.canonical import AdapterMismatch, fill, stored_ddl
+from nsys_diagnose.reading.export import open_export
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA_DOC = REPO / "engine" / "reading" / "nsys-schema.md"
+
+_MEMSET = ("1 AS start_ns, 3 AS end_ns, 2 AS dur_ns, 0 AS device_id, 7 AS stream_id, 42 AS pid, 5 AS correlation_id, "
+           "64 AS bytes, 'device' AS mem_kind, NULL::BIGINT AS graph_node_id")
+
+
+@pytest.fixture
+def con():
+    connection = duckdb.connect()
+    connection.execute(stored_ddl("memsets"))
+    yield connection
+    connection.close()
+
+
+def test_an_adapter_fills_by_name_whatever_its_column_order(con):
+    columns = _MEMSET.split(", ")
+    fill(con, "memsets", "memsets from a test", "SELECT " + ", ".join(reversed(columns)))
+    assert con.execute("SELECT pid, bytes, mem_kind, stream_id FROM memsets").fetchall() == [(42, 64, "device", 7)]
+
+
+@pytest.mark.parametrize("select, says", [
+    (_MEMSET.replace("64 AS bytes, ", ""), "column 'bytes' is missing"),
+    (_MEMSET + ", 1 AS value", "column 'value' is not a column of the table"),
+    (_MEMSET.replace("'device' AS mem_kind", "2 AS mem_kind"),
+     "column 'mem_kind' is INTEGER, which does not fit its VARCHAR"),
+    (_MEMSET.replace("64 AS bytes", "'64' AS bytes"),
+     "column 'bytes' is VARCHAR, which does not fit its BIGINT"),
+    (_MEMSET.replace("NULL::BIGINT AS graph_node_id", "NULL AS graph_node_id, 1 AS pid"), "column 'pid' appears 2 times"),
+])
+def test_a_wrong_adapter_is_an_internal_error_naming_table_adapter_and_column(con, select, says):
+    with pytest.raises(AdapterMismatch) as caught:
+        fill(con, "memsets", "memsets from a test", f"SELECT {select}")
+    message = str(caught.value)
+    assert "'memsets'" in message and "'memsets from a test'" in message and says in message
+    assert not isinstance(caught.value, duckdb.Error)  # a bug of ours, never reported as a bad profile
+    assert con.execute("SELECT count(*) FROM memsets").fetchone()[0] == 0
+
+
+def test_a_bare_null_for_a_text_column_is_refused_and_a_typed_one_fits(con):
+    # DuckDB types a bare NULL as INTEGER: adapters write NULL::VARCHAR for text they cannot read.
+    with pytest.raises(AdapterMismatch, match="column 'mem_kind' is INTEGER"):
+        fill(con, "memsets", "memsets from a test", "SELECT " + _MEMSET.replace("'device'", "NULL"))
+    fill(con, "memsets", "memsets from a test", "SELECT " + _MEMSET.replace("'device'", "NULL::VARCHAR"))
+    assert con.execute("SELECT mem_kind FROM memsets").fetchall() == [(None,)]
+
+
+def test_integer_widths_and_integers_into_floating_point_are_compatible():
+    assert canonical.compatible("INTEGER", "BIGINT") and canonical.compatible("BIGINT", "TINYINT")
+    assert canonical.compatible("DOUBLE", "BIGINT") and canonical.compatible("DOUBLE", "DECIMAL(2,1)")
+    assert not canonical.compatible("BIGINT", "DOUBLE") and not canonical.compatible("BOOLEAN", "INTEGER")
+    assert not canonical.compatible("VARCHAR", "BIGINT") and not canonical.compatible("BIGINT", "VARCHAR")
+
+
+def test_a_wrong_adapter_stops_the_read_with_an_internal_error(tmp_path, monkeypatch):
+    profile = tmp_path / "run.sqlite"
+    generate("eager_decode", profile)
+    right = adapters.ADAPTERS["kernels"]
+
+    def misnamed(source: adapters.Source) -> list[Adapter]:
+        return [dataclasses.replace(a, select=lambda src, a=a: a.select(src).replace(" AS grid_size", " AS grid"))
+                for a in right(source)]
+
+    monkeypatch.setitem(adapters.ADAPTERS, "kernels", misnamed)
+    with pytest.raises(AdapterMismatch) as caught:
+        open_export(profile)
+    message = str(caught.value)
+    assert "'kernels from CUPTI_ACTIVITY_KIND_KERNEL'" in message
+    assert "column 'grid_size' is missing" in message and "column 'grid' is not a column" in message
+
+    from nsys_diagnose.cli.main import main
+
+    assert main([str(profile), "-q", "--no-cache"]) == 3  # exit 3: an internal error, not a bad profile (exit 2)
+
+
+def test_every_stored_table_is_made_of_canonical_columns():
+    for name, view in canonical.VIEWS.items():
+        stored = {c.name for c in canonical.stored_columns(name)}
+        derived = set(canonical.STORED[name].derived) if name in canonical.STORED else set()
+        assert stored | derived >= set(view.column_names), name
+        assert not stored & derived, name
+
+
+# -- The cache format follows the definitions -------------------------------------------------------------------
+
+@pytest.fixture
+def fresh_format():
+    cache.format_version.cache_clear()
+    yield
+    cache.format_version.cache_clear()
+
+
+def test_changing_a_canonical_column_changes_the_cache_format(monkeypatch, fresh_format):
+    before = cache.format_version()
+    kernels = canonical.VIEWS["kernels"]
+    changed = tuple(dataclasses.replace(c, type="BIGINT") if c.name == "registers_per_thread" else c
+                    for c in kernels.columns)
+    monkeypatch.setitem(canonical.VIEWS, "kernels", dataclasses.replace(kernels, columns=changed))
+    cache.format_version.cache_clear()
+    assert cache.format_version() != before
+
+
+def test_changing_a_stored_column_changes_the_cache_format(monkeypatch, fresh_format):
+    before = cache.format_version()
+    stored = canonical.STORED["api_calls"]
+    extra = (dataclasses.replace(stored.extra[0], type="SMALLINT"),)
+    monkeypatch.setitem(canonical.STORED, "api_calls", dataclasses.replace(stored, extra=extra))
+    cache.format_version.cache_clear()
+    assert cache.format_version() != before
+
+
+def test_the_filling_code_is_part_of_the_cache_format_but_not_its_comments(monkeypatch, fresh_format):
+    assert set(cache.FILLING_CODE) >= {"adapters.py", "loader.py", "metadata.py"}
+    code = b"def f():\n    return 1\n"
+    assert cache._code_tokens(code) == cache._code_tokens(b"# why\ndef f():  # note\n\n    return 1\n")
+    assert cache._code_tokens(code) != cache._code_tokens(b"def f():\n    return 2\n")
+    before = cache.format_version()
+    monkeypatch.setattr(cache, "FILLING_CODE", ("adapters.py", "loader.py"))
+    cache.format_version.cache_clear()
+    assert cache.format_version() != before
+
+
+def test_the_cache_key_holds_the_format(tmp_path):
+    import json
+
+    from nsys_diagnose.reading.export import _cache_key
+    from nsys_diagnose.reading.profile_file import ProfileFile
+
+    profile = tmp_path / "run.sqlite"
+    generate("eager_decode", profile)
+    with ProfileFile.open(profile) as pf:
+        assert json.loads(_cache_key(pf))["format"] == cache.format_version()
+
+
+# -- The schema document ----------------------------------------------------------------------------------------
+
+def test_the_committed_canonical_reference_is_the_generated_one():
+    committed = canonical.committed_section(SCHEMA_DOC.read_text(encoding="utf-8"))
+    assert committed == canonical.markdown(), (
+        f"engine/reading/nsys-schema.md is out of date; regenerate it with `{canonical.UPDATE_COMMAND}`")
+
+
+def test_update_rewrites_only_the_generated_section(tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"before\n{canonical.BEGIN_MARKER}\nstale\n{canonical.END_MARKER}\nafter\n", encoding="utf-8")
+    assert canonical.main(["--update", str(doc)]) == 0
+    text = doc.read_text(encoding="utf-8")
+    assert text == "before\n" + canonical.markdown() + "after\n"
+    for name in (*canonical.VIEWS, *canonical.SIDE_TABLES):
+        assert f"`{name}`" in text
+
+
+def test_the_schema_document_cites_public_sources_and_lists_every_enum_code_used():
+    text = SCHEMA_DOC.read_text(encoding="utf-8")
+    assert "https://docs.nvidia.com/nsight-systems/UserGuide/" in text
+    for code, word in [*adapters.COPY_KINDS.items(), *adapters.MEM_KINDS.items(), *adapters.SYNC_TYPES.items()]:
+        assert f"{code} {word}" in text, (code, word)
+    for code in (adapters.NVTX_PUSH_POP, adapters.NVTX_START_END, adapters.NVTX_DOMAIN_CREATE):
+        assert str(code) in text
