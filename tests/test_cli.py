@@ -20,7 +20,7 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
                           cwd=cwd, env=env, timeout=300)
 
 
-def test_terminal_summary_names_the_bottleneck_and_the_seed_metrics():
+def test_terminal_summary_names_the_bottleneck_and_the_headline_metrics():
     p = run(str(EXAMPLES / "eager_decode.sqlite"))
     assert p.returncode == 0, p.stderr
     out = p.stdout
@@ -111,3 +111,71 @@ def test_tokens_turn_time_into_throughput():
     assert "tokens/s" in text and "per output token" in text
     bad = run(str(EXAMPLES / "eager_decode.sqlite"), "--tokens", "-5")
     assert bad.returncode == 2 and "positive whole number" in bad.stderr
+
+
+CLI = REPO / "engine" / "cli"
+
+
+def _cli_imports() -> dict[str, set[str]]:
+    """engine/cli module -> the engine/cli modules it imports (anywhere in its body)."""
+    import ast
+
+    names = {p.stem for p in CLI.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in CLI.glob("*.py"):
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                found |= {node.module} if node.module else {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nsys_diagnose.cli"):
+                found.add((node.module or "").rpartition(".")[2])
+        graph[path.stem] = {m.split(".")[0] for m in found} & names - {path.stem}
+    return graph
+
+
+def test_one_module_defines_the_command_line_and_no_command_imports_it():
+    graph = _cli_imports()
+    assert not [m for m, deps in graph.items() if "main" in deps and m != "__main__"]
+    assert graph["main"] >= {"compare", "rules", "facts"}
+    sources = {p.stem: p.read_text(encoding="utf-8") for p in CLI.glob("*.py")}
+    assert [m for m, text in sources.items() if "ArgumentParser(" in text] == ["main"]
+    visiting: list[str] = []
+    done: set[str] = set()
+
+    def visit(module: str) -> None:  # depth first: a module met again while still on the path closes a cycle
+        assert module not in visiting, f"import cycle: {' -> '.join(visiting + [module])}"
+        if module in done:
+            return
+        visiting.append(module)
+        for dep in sorted(graph[module]):
+            visit(dep)
+        visiting.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module)
+
+
+@pytest.mark.parametrize("module", ["nsys_diagnose.cli", "nsys_diagnose.cli.main"])
+def test_both_module_entry_points_run_every_command(module):
+    for args in (["--help"], ["compare", "--help"], ["rules", "--help"], ["facts", "show", "--help"]):
+        done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stdout.startswith("usage: diagnose"), (args, done.stderr)
+
+
+@pytest.mark.parametrize("word", ["compare", "rules", "facts"])
+def test_a_file_named_like_a_command_is_a_profile(tmp_path, word):
+    (tmp_path / word).write_bytes((EXAMPLES / "eager_decode.sqlite").read_bytes())
+    p = run(word, "-q", "--no-cache", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "VERDICT  launch-bound" in p.stdout
+
+
+def test_rule_options_go_before_or_after_the_subcommand():
+    pack = REPO / "examples" / "team-rules"
+    before = run("rules", "--rule-dir", str(pack), "list")
+    after = run("rules", "list", "--rule-dir", str(pack))
+    assert before.returncode == after.returncode == 0, before.stderr + after.stderr
+    assert before.stdout == after.stdout and "acme/decode-step-budget" in after.stdout
+    both = run("rules", "--rule-dir", str(pack), "explain", "acme/decode-step-budget", "--rule-dir", str(pack))
+    assert both.returncode == 2 and "is already defined" in both.stderr  # the two lists add up

@@ -42,3 +42,52 @@ def test_every_rule_has_a_firing_and_a_quiet_case(results):
         mine = [r for r in results if r.rule == rule_id]
         assert any(r.expected for r in mine), f"{rule_id} has no case where it fires"
         assert any(not r.expected for r in mine), f"{rule_id} has no case where it must stay quiet"
+
+
+THREE_MISTAKES = """\
+id: acme/slow-decode
+title: Slow decode kernels
+category: launch-bound
+severity: warning
+fact: launch_overhead
+params:
+  max_ratio: {default: 0.5, unit: ratio, doc: Overhead ratio budget.}
+when:
+  - overhead_ration > $max_ratio
+message: "GPU {{ row.device_id | pcent }}"
+why: Because.
+remediation: [Use CUDA graphs.]
+sevrity: error
+"""
+
+
+def test_a_broken_rule_file_lists_every_independent_problem(tmp_path):
+    from nsys_diagnose.diagnosis.rules import RuleError, load_rule_file
+
+    path = tmp_path / "slow-decode.yaml"
+    path.write_text(THREE_MISTAKES)
+    with pytest.raises(RuleError) as err:
+        load_rule_file(path, FACTS, str(tmp_path))
+    prefix = f'{path}:{{}}: rule "acme/slow-decode": '
+    assert err.value.problems == [
+        prefix.format("9:5") + "fact 'launch_overhead' has no column 'overhead_ration'; did you mean 'overhead_ratio'?",
+        prefix.format("10:1") + "its message template uses the unknown filter 'pcent'; did you mean 'percent'?",
+        prefix.format("13:1") + "unknown key 'sevrity'; did you mean 'severity'?",
+    ]
+    assert str(err.value) == "\n".join(err.value.problems)
+
+
+def test_checks_that_depend_on_a_broken_key_are_left_out(tmp_path):
+    """A bad params block must not also blame every condition that uses a param."""
+    from nsys_diagnose.diagnosis.rules import RuleError, load_rule_file
+
+    path = tmp_path / "slow-decode.yaml"
+    path.write_text(THREE_MISTAKES.replace("unit: ratio", "unit: furlongs").replace("sevrity: error\n", "")
+                    .replace("fact: launch_overhead", "fact: launch_overhed"))
+    with pytest.raises(RuleError) as err:
+        load_rule_file(path, FACTS, str(tmp_path))
+    problems = err.value.problems
+    assert len(problems) == 3, problems
+    assert ":5:1: " in problems[0] and "unknown fact 'launch_overhed'; did you mean 'launch_overhead'?" in problems[0]
+    assert ":7:3: " in problems[1] and "params.max_ratio.unit: Value error, unknown unit 'furlongs'" in problems[1]
+    assert ":10:1: " in problems[2] and "unknown filter 'pcent'" in problems[2]

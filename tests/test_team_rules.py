@@ -180,3 +180,103 @@ def test_yaml_object_tags_never_execute(tmp_path):
     diag = run(str(EXAMPLE), cwd=tmp_path)
     assert diag.returncode == 2 and "invalid YAML" in diag.stderr and "Traceback" not in diag.stderr
     assert not marker.exists()
+
+
+def test_every_mistake_of_a_rule_file_is_listed_by_check_and_by_diagnose(tmp_path):
+    broken = (GOOD_RULE.replace("overhead_ratio > $max_ratio", "overhead_ration > $max_ratio")
+              .replace("{{ row.device_id }}", "{{ row.device_id | pcent }}") + "sevrity: error\n")
+    d = pack(tmp_path, broken)
+    f = d / "slow-decode.yaml"
+    where = f'{f}:{{}}: rule "acme/slow-decode": '
+    expected = [
+        where.format("9:5") + "fact 'launch_overhead' has no column 'overhead_ration'; did you mean 'overhead_ratio'?",
+        where.format("10:1") + "its message template uses the unknown filter 'pcent'; did you mean 'percent'?",
+        where.format("13:1") + "unknown key 'sevrity'; did you mean 'severity'?",
+    ]
+    check = run("rules", "check", str(d))
+    assert check.returncode == 2
+    assert check.stdout.splitlines() == [*expected, "checked 1 rule file: 3 errors"]
+    diag = run(str(EXAMPLE), "--rule-dir", str(d))
+    assert diag.returncode == 2 and "Traceback" not in diag.stderr
+    assert diag.stderr.splitlines() == [f"diagnose: error: {e}" for e in expected]
+
+
+TEAM_FACT = """\
+-- @fact team_fact
+-- @doc Kernel time per device.
+-- @column device_id CUDA device.
+-- @column kernel_count Kernels.
+-- @column stale_ns A column the query no longer returns.
+-- @check kernel_count not_null
+SELECT device_id,
+       count(*) AS kernel_count,
+       sum(dur_ns) AS total_ns
+FROM kernels
+GROUP BY device_id
+"""
+TEAM_RULE = GOOD_RULE.replace("fact: launch_overhead", "fact: team_fact").replace(
+    "overhead_ratio > $max_ratio", "kernel_count > 0").replace("params:\n  max_ratio: {default: 0.5, unit: ratio, "
+                                                               "doc: Overhead ratio budget.}\n", "").replace(
+    " overhead {{ row.overhead_ratio }}", "")
+
+
+def test_rules_check_compiles_team_sql_and_points_at_the_typo(tmp_path):
+    d = pack(tmp_path, TEAM_RULE, sql=TEAM_FACT.replace("sum(dur_ns)", "sum(durr_ns)"))
+    check = run("rules", "check", str(d))
+    assert check.returncode == 2, check.stdout
+    sql = d / "team_fact.sql"
+    assert check.stdout.splitlines()[0].startswith(
+        f"{sql}:9:12: fact 'team_fact' does not compile: Binder Error: Referenced column \"durr_ns\" not found")
+    assert check.stdout.splitlines()[-1] == "checked 1 rule file: 1 error"
+
+
+def test_rules_check_reports_stale_and_missing_column_docs(tmp_path):
+    d = pack(tmp_path, TEAM_RULE, sql=TEAM_FACT)
+    check = run("rules", "check", str(d))
+    sql = d / "team_fact.sql"
+    assert check.returncode == 2
+    assert check.stdout.splitlines() == [
+        f"{sql}:5:1: fact 'team_fact' declares column 'stale_ns', which its query does not return; did you mean "
+        f"'total_ns'?",
+        f"{sql}:5:1: fact 'team_fact' returns column 'total_ns', which no @column declares; add "
+        f"`-- @column total_ns DESCRIPTION`",
+        "checked 1 rule file: 2 errors",
+    ]
+    (d / "team_fact.sql").write_text(TEAM_FACT.replace("stale_ns A column the query no longer returns", "total_ns Time"))
+    fixed = run("rules", "check", str(d))
+    assert fixed.returncode == 0, fixed.stdout
+
+
+def test_rules_check_runs_a_team_facts_column_tests_over_an_empty_export(tmp_path):
+    sql = ("-- @fact team_fact\n-- @doc Kernels.\n-- @column device_id GPU.\n-- @column kernel_count Kernels.\n"
+           "-- @column busiest Busiest GPU.\n-- @check busiest not_null\n"
+           "SELECT 0 AS device_id, count(*) AS kernel_count, max(device_id) AS busiest FROM kernels\n")
+    d = pack(tmp_path, TEAM_RULE, sql=sql)
+    check = run("rules", "check", str(d))
+    assert check.returncode == 2
+    assert check.stdout.splitlines() == [
+        f"{d / 'team_fact.sql'}:6:1: team_fact.busiest: not_null failed on an empty export: row 0 "
+        f"{{'device_id': 0, 'kernel_count': 0, 'busiest': None}}",
+        "checked 1 rule file: 1 error",
+    ]
+
+
+def test_rules_check_of_the_bundled_rules_and_facts_passes():
+    check = run("rules", "check")
+    assert check.returncode == 0, check.stdout
+    assert check.stdout.splitlines()[-1].endswith(": 0 errors")
+
+
+def test_a_bundled_fact_with_a_typo_would_be_caught(tmp_path):
+    """check_facts compiles bundled facts too; one is copied with a typo under another name."""
+    from nsys_diagnose.facts import load_facts, parse_fact
+    from nsys_diagnose.facts.compute import check_facts
+
+    facts = load_facts()
+    source = Path(facts["launch_overhead"].path).read_text(encoding="utf-8")
+    broken = source.replace("-- @fact launch_overhead", "-- @fact launch_overhead_copy").replace(
+        "JOIN kernel_gaps g", "JOIN kernel_gap g")
+    facts["launch_overhead_copy"] = parse_fact(broken, "copy.sql")
+    line = next(i for i, text in enumerate(broken.splitlines(), 1) if "JOIN kernel_gap g" in text)
+    assert check_facts(facts) == [f"copy.sql:{line}:6: fact 'launch_overhead_copy' does not compile: Catalog Error: "
+                                  f"Table with name kernel_gap does not exist! Did you mean \"kernel_gaps\"?"]

@@ -41,7 +41,8 @@ def finish(prog: str, body: Callable[[], int], stop: StopRequest | None = None, 
     try:
         return body()
     except DiagnoseError as exc:
-        say(f"error: {one_line(exc)}")
+        for problem in getattr(exc, "problems", None) or [exc]:  # a broken rule file lists each of its problems
+            say(f"error: {one_line(problem)}")
         return EXIT_ERROR
     except KeyboardInterrupt:
         sys.stderr.write("\n")

@@ -1,11 +1,18 @@
-"""Command line: `diagnose PROFILE` (one export) or `diagnose RANK0 RANK1 ...` / `diagnose DIR` (a multi-rank
-run). Parses arguments and calls the library; nothing else."""
+"""The command line, all of it: every parser, option and help text, and the dispatch.
+
+    diagnose PROFILE...                  one export, or the ranks of a run (no command word)
+    diagnose compare BEFORE AFTER        compare.py
+    diagnose rules list|explain|check|test   rules.py, rules_check.py
+    diagnose facts list|show             facts.py
+
+The command modules receive the parsed arguments and never import this one; diagnosing profiles, the
+default command, is implemented here.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,14 +22,17 @@ from .interrupt import StopRequest
 _STARTING = StopRequest().__enter__()
 try:
     from ..api import diagnose
-    from ..diagnosis.config import Config, resolve_config
-    from ..errors import InputError
-    from .exits import EXIT_CODES_HELP, EXIT_FINDINGS, EXIT_OK, finish
+    from ..diagnosis.config import resolve_config
     from ..diagnosis.multirank import diagnose_run
-    from .output import check_output, emit
-    from ..reports.render import FORMATS, render, wants_colour
-    from ..reports.render_run import render_run
+    from ..errors import InputError
+    from ..reports.compare import known_metrics
+    from ..reports.render import FORMATS, render
     from ..vocabulary import Severity
+    from . import compare, facts, rules
+    from .exits import EXIT_CODES_HELP, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, finish
+    from .output import check_output, emit, wants_colour
+    from .progress import Progress
+    from .tables import ROW_FORMATS
 except (KeyboardInterrupt, ImportError) as exc:
     # A signal that lands while a C extension (DuckDB) initialises surfaces as "ImportError: initialization failed".
     if isinstance(exc, ImportError) and not _STARTING.requested:
@@ -32,66 +42,13 @@ except (KeyboardInterrupt, ImportError) as exc:
 finally:
     _STARTING.__exit__()
 
-EXIT_ERROR = 2
+Command = Callable[[argparse.Namespace, StopRequest], int]
 
 
 class _ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse exits 2 too; keep its usage line
         self.print_usage(sys.stderr)
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(
-        prog="diagnose",
-        description="Diagnose an Nsight Systems SQLite export of an LLM-inference run: names the bottleneck, "
-                    "proves it with numbers and says what to do. Two or more exports (or a directory of them) "
-                    "are the ranks of one distributed run: each rank is diagnosed, in parallel, and the ranks are "
-                    "compared (straggler, imbalance, NCCL time per rank).",
-        epilog="Rule tooling: `diagnose rules list|explain ID|check [PATHS]|test [PATHS]`. "
-               "Before/after: `diagnose compare BEFORE AFTER [--fail-on-regression METRIC:N]`. "
-               "Multi-rank: `diagnose rank0.sqlite rank1.sqlite ...` or `diagnose RUN_DIR`; --fail-on then "
-               "counts every rank's findings and the cross-rank ones. " + EXIT_CODES_HELP)
-    p.add_argument("profiles", nargs="+", metavar="PROFILE",
-                   help="SQLite export written by `nsys export --type sqlite` (read-only); two or more, or a "
-                        "directory of *.sqlite / *.nsys-rep exports, diagnose one multi-rank run (rank numbers from "
-                        "names such as rank0, rank_3, -r2, .3.sqlite, else sorted order)")
-    p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
-                   help="terminal summary (default), GitHub Markdown, self-contained HTML with charts, or JSON")
-    p.add_argument("-o", "--output", type=Path, help="write the report to this file instead of standard output")
-    p.add_argument("--fail-on", choices=Severity.names(), help="exit 1 when a finding has this severity or worse")
-    p.add_argument("--tokens", type=_positive_int, metavar="N",
-                   help="output tokens the profiled run generated: adds tokens/s and time per output token "
-                        "(one profile only)")
-    p.add_argument("--config", type=Path,
-                   help="configuration file (default: ./diagnose.yaml when present)")
-    p.add_argument("--rule-dir", dest="rule_dirs", action="append", type=Path, default=[],
-                   help="extra directory of team rules and fact .sql files (repeatable)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="RULE.PARAM=VALUE",
-                   help="override a rule param, e.g. launch-bound.max_overhead_ratio=0.2 "
-                        "(also RULE.severity=, RULE.enabled=false, facts.PARAM=); repeatable")
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                   help="colour in the terminal summary (default: auto, when writing to a terminal)")
-    add_cache_arguments(p)
-    p.add_argument("-j", "--jobs", type=_positive_int_of("ranks"), metavar="N",
-                   help="multi-rank runs: ranks read at once (default: one per CPU); the ranks read side by side "
-                        "share the CPUs and DuckDB's memory limit")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
-    add_debug_argument(p)
-    return p
-
-
-def add_cache_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--no-cache", dest="cache", action="store_false",
-                   help="read the export afresh instead of reusing its cached canonical tables")
-    p.add_argument("--cache-dir", type=Path, metavar="DIR",
-                   help="keep the cache of canonical tables in DIR (e.g. beside the profile) instead of the private "
-                        "$XDG_CACHE_HOME/nsys-diagnose; also NSYS_DIAGNOSE_CACHE_DIR")
-
-
-def add_debug_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--debug", action="store_true",
-                   help="on an internal error (exit 3), print the traceback to include in a bug report")
 
 
 def _positive_int_of(what: str) -> Callable[[str], int]:
@@ -103,55 +60,194 @@ def _positive_int_of(what: str) -> Callable[[str], int]:
     return parse
 
 
-_positive_int = _positive_int_of("tokens")
+# Options shared by several commands. Those of `rules` and `facts` may come before or after the subcommand
+# word (`diagnose rules --rule-dir D check`, `diagnose rules check --rule-dir D`): after it, they use their
+# own destination or no default, so they never reset what was given before it (see _merge_after).
+
+def _add_config(p: argparse.ArgumentParser, *, after: bool = False) -> None:
+    p.add_argument("--config", type=Path, default=argparse.SUPPRESS if after else None, metavar="FILE",
+                   help="configuration file (default: ./diagnose.yaml when present)")
+    p.add_argument("--rule-dir", dest="rule_dirs_after" if after else "rule_dirs", action="append", type=Path,
+                   default=[], metavar="DIR", help="extra directory of team rules and fact .sql files (repeatable)")
 
 
-def _config(args: argparse.Namespace) -> Config:
-    return resolve_config(args.config, args.rule_dirs, args.sets)
+def _add_set(p: argparse.ArgumentParser, help_text: str, metavar: str = "RULE.PARAM=VALUE") -> None:
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar=metavar, help=help_text)
 
 
-def _progress(enabled: bool, stop: StopRequest) -> Callable[[str], None]:
-    start = time.monotonic()
+def _add_cache(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-cache", dest="cache", action="store_false",
+                   help="read the export afresh instead of reusing its cached canonical tables")
+    p.add_argument("--cache-dir", type=Path, metavar="DIR",
+                   help="keep the cache of canonical tables in DIR (e.g. beside the profile) instead of the private "
+                        "$XDG_CACHE_HOME/nsys-diagnose; also NSYS_DIAGNOSE_CACHE_DIR")
 
-    def show(stage: str) -> None:
-        stop.check()
-        if enabled:
-            sys.stderr.write(f"\r\x1b[2K[{time.monotonic() - start:5.1f}s] {stage}")
-            sys.stderr.flush()
 
-    return show
+def _add_debug(p: argparse.ArgumentParser, *, after: bool = False) -> None:
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS if after else False,
+                   help="on an internal error (exit 3), print the traceback to include in a bug report")
+
+
+def _add_colour(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help=f"colour in the {what} (default: auto, when writing to a terminal)")
+
+
+def _merge_after(args: argparse.Namespace) -> argparse.Namespace:
+    args.rule_dirs = [*getattr(args, "rule_dirs", []), *getattr(args, "rule_dirs_after", [])]
+    return args
+
+
+def profile_parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(
+        prog="diagnose",
+        description="Diagnose an Nsight Systems SQLite export of an LLM-inference run: names the bottleneck, "
+                    "proves it with numbers and says what to do. Two or more exports (or a directory of them) "
+                    "are the ranks of one distributed run: each rank is diagnosed, in parallel, and the ranks are "
+                    "compared (straggler, imbalance, NCCL time per rank).",
+        epilog="Rule tooling: `diagnose rules list|explain ID|check [PATHS]|test [PATHS]`. "
+               "Facts: `diagnose facts list`, `diagnose facts show FACT PROFILE` (its rows on an export). "
+               "Before/after: `diagnose compare BEFORE AFTER [--fail-on-regression METRIC:N]`. "
+               "Multi-rank: `diagnose rank0.sqlite rank1.sqlite ...` or `diagnose RUN_DIR`; --fail-on then "
+               "counts every rank's findings and the cross-rank ones. A file named compare, rules or facts in "
+               "the working directory is a profile, not a command. " + EXIT_CODES_HELP)
+    p.add_argument("profiles", nargs="+", metavar="PROFILE",
+                   help="SQLite export written by `nsys export --type sqlite` (read-only); two or more, or a "
+                        "directory of *.sqlite / *.nsys-rep exports, diagnose one multi-rank run (rank numbers from "
+                        "names such as rank0, rank_3, -r2, .3.sqlite, else sorted order)")
+    p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
+                   help="terminal summary (default), GitHub Markdown, self-contained HTML with charts, or JSON")
+    p.add_argument("-o", "--output", type=Path, help="write the report to this file instead of standard output")
+    p.add_argument("--fail-on", choices=Severity.names(), help="exit 1 when a finding has this severity or worse")
+    p.add_argument("--tokens", type=_positive_int_of("tokens"), metavar="N",
+                   help="output tokens the profiled run generated: adds tokens/s and time per output token "
+                        "(one profile only)")
+    _add_config(p)
+    _add_set(p, "override a rule param, e.g. launch-bound.max_overhead_ratio=0.2 "
+                "(also RULE.severity=, RULE.enabled=false, facts.PARAM=); repeatable")
+    _add_colour(p, "terminal summary")
+    _add_cache(p)
+    p.add_argument("-j", "--jobs", type=_positive_int_of("ranks"), metavar="N",
+                   help="multi-rank runs: ranks read at once (default: one per CPU); the ranks read side by side "
+                        "share the CPUs and DuckDB's memory limit")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    _add_debug(p)
+    return p
+
+
+def compare_parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(
+        prog="diagnose compare",
+        description="Diagnose two Nsight Systems SQLite exports (before and after a change) and show what "
+                    "changed: metrics with absolute and relative change, findings that appeared or disappeared, "
+                    "and a verdict (improved, regressed, unchanged).",
+        epilog="Gates: METRIC:+N fails when the metric rises by more than N (absolute, in its unit: a 0-1 "
+               "ratio, ns, a count), METRIC:-N%% when it falls by more than N %% of its before value. Metrics: "
+               + ", ".join(known_metrics()) + ", phase_<name>_ns. "
+               + EXIT_CODES_HELP.replace("a finding at or above --fail-on", "a gate crossed"))
+    p.add_argument("before", help="SQLite export of the baseline run")
+    p.add_argument("after", help="SQLite export of the changed run")
+    p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
+                   help="terminal (default), GitHub Markdown, self-contained HTML with a chart, or JSON")
+    p.add_argument("-o", "--output", type=Path, help="write the comparison to this file instead of standard output")
+    p.add_argument("--fail-on-regression", dest="gates", action="append", default=[], metavar="METRIC:[+|-]N[%]",
+                   help="exit 1 when METRIC moves beyond the threshold, e.g. gpu_utilization:-5%% or "
+                        "overhead_ratio:+0.05; repeatable")
+    p.add_argument("--tokens", type=_positive_int_of("tokens"), metavar="N",
+                   help="output tokens generated in each run: adds tokens/s and time per output token")
+    _add_config(p)
+    _add_set(p, "override a rule param for both runs (as for diagnose); repeatable")
+    _add_cache(p)
+    _add_colour(p, "terminal output")
+    _add_debug(p)
+    return p
+
+
+def rules_parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(prog="diagnose rules", description="List, explain, check and test diagnosis rules.",
+                        epilog="Exit codes: 0 success, 1 a failed rule test, 2 a broken rule or fact file, usage or "
+                               "input error, 3 internal error (a bug: rerun with --debug and report it).")
+    _add_config(p)
+    _add_debug(p)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+    commands = [
+        sub.add_parser("list", help="every rule: id, category, severity, scope (profile or multi-rank run), source"),
+        explain := sub.add_parser("explain", help="what a rule detects, why, its params, remediation and an example"),
+        check := sub.add_parser("check", help="validate rule files and compile every fact's SQL; every error as "
+                                              "file:line:col"),
+        test := sub.add_parser("test", help="run <id>.test.yaml cases"),
+    ]
+    explain.add_argument("rule_id")
+    check.add_argument("paths", nargs="*", type=Path, help="rule directories or files (default: all loaded)")
+    test.add_argument("paths", nargs="*", type=Path, help="directories or .test.yaml files (default: all loaded)")
+    for command in commands:
+        _add_config(command, after=True)
+        _add_debug(command, after=True)
+    return p
+
+
+def facts_parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(prog="diagnose facts",
+                        description="The facts rules read: documented SQL over the canonical views of an export, "
+                                    "bundled and from team rule directories.",
+                        epilog="Exit codes: 0 success, 2 usage, input, configuration or fact error, 3 internal error "
+                               "(a bug: rerun with --debug and report it), 128+N stopped by signal N.")
+    _add_config(p)
+    _add_debug(p)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+    listing = sub.add_parser("list", help="every fact: name, what it holds, columns, params; helpers and team facts "
+                                          "marked")
+    listing.add_argument("-f", "--format", choices=("terminal", "json"), default="terminal",
+                         help="readable blocks (default), or JSON with every doc, column and @check")
+    show = sub.add_parser("show", help="compute one fact (and the facts it needs) on an export and print its rows",
+                          description="Compute one fact, and the facts it needs, on an export and print its rows. "
+                                      "A cross-rank fact (rank_balance) reads the exports of a multi-rank run: give "
+                                      "two or more, or their directory.")
+    show.add_argument("fact", metavar="FACT", help="a fact name, as `diagnose facts list` shows it")
+    show.add_argument("profiles", nargs="+", metavar="PROFILE", help="SQLite export written by `nsys export --type "
+                                                                     "sqlite` (read-only)")
+    show.add_argument("-f", "--format", choices=ROW_FORMATS, default="terminal",
+                      help="aligned table (default), JSON ({fact, columns, row_count, rows, skipped}) or CSV")
+    show.add_argument("-o", "--output", type=Path, help="write the rows to this file instead of standard output")
+    show.add_argument("--limit", type=_positive_int_of("rows"), metavar="N", help="print the first N rows only")
+    _add_set(show, "set a fact param, e.g. facts.gap_threshold_ns=5000 (rule settings are checked as for "
+                   "diagnose); repeatable", "facts.PARAM=VALUE")
+    _add_cache(show)
+    show.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    for command in (listing, show):
+        _add_config(command, after=True)
+        _add_debug(command, after=True)
+    return p
+
+
+# command word -> (its parser, its implementation, the name its error messages start with)
+COMMANDS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Command, str]] = {
+    "compare": (compare_parser, compare.run, "diagnose compare"),
+    "rules": (rules_parser, rules.run, "diagnose"),
+    "facts": (facts_parser, facts.run, "diagnose"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "rules" and not Path("rules").is_file():
-        from .rules import main as rules_main
-
-        return rules_main(argv[1:])
-    if argv and argv[0] == "compare" and not Path("compare").is_file():
-        from .compare import main as compare_main
-
-        return compare_main(argv[1:])
-    args = _parser().parse_args(argv)
+    # A file named like a command in the working directory is a profile: `diagnose rules` diagnoses ./rules.
+    word = argv[0] if argv and argv[0] in COMMANDS and not Path(argv[0]).is_file() else None
+    if word is None:
+        args = profile_parser().parse_args(argv)
+        with StopRequest() as stop:
+            progress = Progress(stop, quiet=args.quiet)
+            return finish("diagnose", lambda: _diagnose(args, stop, progress), stop, debug=args.debug,
+                          clear=progress.clear)
+    build, command, prog = COMMANDS[word]
+    args = _merge_after(build().parse_args(argv[1:]))
     with StopRequest() as stop:
-        return _run(args, stop)
+        return finish(prog, lambda: command(args, stop), stop, debug=args.debug)
 
 
-def _run(args: argparse.Namespace, stop: StopRequest) -> int:
-    shown = not args.quiet and sys.stderr.isatty()
-
-    def clear() -> None:
-        if shown:
-            sys.stderr.write("\r\x1b[2K")
-
-    return finish("diagnose", lambda: _diagnose(args, stop, shown, clear), stop, debug=args.debug, clear=clear)
-
-
-def _diagnose(args: argparse.Namespace, stop: StopRequest, shown: bool, clear: Callable[[], None]) -> int:
-    progress = _progress(shown, stop)
+def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -> int:
     multi_rank = len(args.profiles) > 1 or (args.profiles[0] != "" and Path(args.profiles[0]).is_dir())
     check_output(args.output, args.profiles, args.cache_dir)  # fail fast: before any diagnosis work
-    config = _config(args)
+    config = resolve_config(args.config, args.rule_dirs, args.sets)
     colour = wants_colour(args.color, args.output) and args.format == "terminal"
     if multi_rank:
         if args.tokens:
@@ -160,18 +256,17 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, shown: bool, clear: C
         run = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs,
                            cache_dir=args.cache_dir)
         findings = [f for _, f in run.all_findings()]
-        text = render_run(run, args.format, colour=colour)
+        text = render(run, args.format, colour=colour)
     else:
         report = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
                           cache=args.cache, cache_dir=args.cache_dir)
         findings = report.findings
         text = render(report, args.format, colour=colour)
     stop.check()
-    clear()
+    progress.clear()
     emit(text, args.output, inputs=args.profiles, cache_dir=args.cache_dir)
-    if args.fail_on:
-        if any(f.severity.at_least(args.fail_on) for f in findings):
-            return EXIT_FINDINGS
+    if args.fail_on and any(f.severity.at_least(args.fail_on) for f in findings):
+        return EXIT_FINDINGS
     return EXIT_OK
 
 

@@ -296,3 +296,10 @@ def _interrupts_deferred() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
         if caught:
             signal.raise_signal(signal.SIGINT)
+
+
+def wants_colour(choice: str, output: Path | None) -> bool:
+    """--color auto|always|never: auto means colour only on a terminal, and never when NO_COLOR is set."""
+    if choice == "always":
+        return True
+    return choice == "auto" and is_stdout(output) and sys.stdout.isatty() and "NO_COLOR" not in os.environ

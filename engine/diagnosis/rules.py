@@ -23,15 +23,11 @@ from .categories import CATEGORY_FILE, Category, CategoryError, load_categories,
 
 
 class RuleError(DiagnoseError):
-    """A rule file is broken; the message starts with file:line:col."""
-
-
-class RuleTemplateError(RuleError):
-    """Templates of a rule file do not compile: str() is the first error, `problems` all of them; `rule` is the
-    rule otherwise loaded (so `rules check` can check its other templates too)."""
+    """A rule file is broken: each of `problems` starts with file:line:col (str() lists them, one per line).
+    `rule` is the rule otherwise loaded when its spec is sound, so `rules check` can render its templates."""
 
     def __init__(self, *problems: str, rule: Rule | None = None):
-        super().__init__(problems[0])
+        super().__init__("\n".join(problems))
         self.problems = list(problems)
         self.rule = rule
 
@@ -71,7 +67,7 @@ class RuleSpec(BaseModel):
     category: str
     kind: Kind | None = None  # default: the kind of the rule's category (rules/categories.yaml)
     # profile: judges one export (the facts of engine/facts); run: judges the ranks of a multi-rank run
-    # together (`diagnose RANK0 RANK1 ...`, the cross-rank facts of engine/run_facts).
+    # together (`diagnose RANK0 RANK1 ...`, the cross-rank facts of engine/facts/cross_rank).
     scope: Literal["profile", "run"] = "profile"
     blocking: bool = False  # capture problems that make the rest of the diagnosis meaningless
     severity: Severity
@@ -178,37 +174,80 @@ def _key_lines(text: str) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _check_condition(text: str, key: str, spec: RuleSpec, check_column, err) -> Condition:
+def _check_condition(text: str, key: str, spec: RuleSpec, check_column, err,
+                     params_known: bool) -> tuple[Condition | None, list[RuleError]]:
+    """The parsed condition and its problems: unknown columns and params, a param unit the column does not
+    share. `check_column` returns the problem of a column, or None; `params_known`: the params validated."""
     try:
         cond = parse_condition(text)
     except ValueError as exc:
-        raise err(key, str(exc)) from None
+        return None, [err(key, str(exc))]
+    problems: list[RuleError] = []
     col_unit = None
     for side in (cond.left, cond.right):
         if side.kind == "column":
-            check_column(side.value, key)
+            problem = check_column(side.value, key)
+            if problem is not None:
+                problems.append(problem)
             col_unit = column_unit(side.value)
-        elif side.kind == "param" and side.value not in spec.params:
-            raise err(key, f"param ${side.value} is not declared under params"
-                           f"{_did_you_mean(side.value, list(spec.params))}")
+        elif side.kind == "param" and params_known and side.value not in spec.params:
+            problems.append(err(key, f"param ${side.value} is not declared under params"
+                                     f"{_did_you_mean(side.value, list(spec.params))}"))
+    if problems or not params_known:
+        return cond, problems
     for side in (cond.left, cond.right):
         if side.kind == "param" and col_unit is not None:
             p_unit = spec.params[side.value].unit
             if PARAM_UNITS[p_unit][0] != col_unit and col_unit not in ("number", "id"):
-                raise err(key, f"param ${side.value} is in {p_unit!r} but the column it is compared "
-                               f"with is in {col_unit!r}")
-    return cond
+                problems.append(err(key, f"param ${side.value} is in {p_unit!r} but the column it is compared "
+                                         f"with is in {col_unit!r}"))
+    return cond, problems
+
+
+# Valid stand-ins for the required keys a file gets wrong, so its other keys are still checked.
+_STAND_INS: dict[str, Any] = {"id": "x", "title": "", "category": "", "severity": Severity.INFO, "fact": "",
+                              "when": ["x == 0"], "message": "", "why": "", "remediation": [""]}
+
+
+def _validation_problem(error: dict[str, Any], err) -> RuleError:
+    loc = ".".join(str(p) for p in error["loc"])
+    key = ".".join(str(p) for p in error["loc"][:2])
+    if error["type"] == "extra_forbidden":
+        return err(key, f"unknown key {loc!r}{_did_you_mean(str(error['loc'][-1]), list(RuleSpec.model_fields))}")
+    if error["type"] == "missing":
+        return err(key, f"missing required key {loc!r}")
+    return err(key, f"{loc}: {error['msg']}")
+
+
+def _validate(data: dict[str, Any], err, problems: list[RuleError]) -> tuple[RuleSpec | None, set[str]]:
+    """The spec, and the top-level keys that failed validation (each failure appended to `problems`). When
+    keys fail, the spec is built from the others and stand-ins, so the checks that do not depend on the
+    failed keys still run; None when even that fails."""
+    try:
+        return RuleSpec.model_validate(data), set()
+    except ValidationError as exc:
+        errors = exc.errors()
+    problems += [_validation_problem(e, err) for e in errors]
+    bad = {str(e["loc"][0]) for e in errors if e["loc"]}
+    try:
+        return RuleSpec.model_validate({**_STAND_INS, **{k: v for k, v in data.items() if k not in bad}}), bad
+    except ValidationError:
+        return None, bad
 
 
 def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled",
                    categories: dict[str, Category] | None = None) -> Rule:
     """One rule file, checked against the facts and the categories (default: the bundled ones and, for a team
-    file, the categories.yaml of its directory or above)."""
+    file, the categories.yaml of its directory or above). A broken file raises one RuleError listing every
+    independent problem (a YAML syntax error alone stops the reading)."""
     where = str(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise RuleError(f"{where}:1:1: cannot read rule file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise RuleError(f"{where}:1:1: not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x}); save "
+                        f"the rule file as UTF-8") from None
     try:
         data = yaml.load(text, Loader=_SAFE_LOADER)
     except yaml.YAMLError as exc:
@@ -216,7 +255,7 @@ def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled",
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise RuleError(f"{where}:{line}:{col}: invalid YAML: {problem}") from None
-    rule_id = data.get("id") if isinstance(data, dict) else None
+    rule_id = data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
     key_lines: dict[str, tuple[int, int]] = {}
 
     def lines() -> dict[str, tuple[int, int]]:  # composed again only when a message needs a position
@@ -231,71 +270,98 @@ def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled",
 
     if not isinstance(data, dict):
         raise err("", "a rule file must be a YAML mapping with id, title, fact, when, message ...")
-    try:
-        spec = RuleSpec.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        key = str(first["loc"][0]) if first["loc"] else ""
-        msg = first["msg"]
-        if first["type"] == "extra_forbidden":
-            valid = list(RuleSpec.model_fields)
-            msg = f"unknown key {loc!r}{_did_you_mean(str(first['loc'][-1]), valid)}"
-        elif first["type"] == "missing":
-            msg = f"missing required key {loc!r}"
-        else:
-            msg = f"{loc}: {msg}"
-        raise err(key, msg) from None
+    problems: list[RuleError] = []
+    spec, bad = _validate(data, err, problems)
+    rule = None
+    if spec is not None:
+        rule = _check_spec(spec, bad, path, source, facts, categories, err, problems)
+    problems += _template_errors(data, err)
+    if problems:
+        messages = sorted(dict.fromkeys(str(p) for p in problems), key=problem_position)
+        raise RuleError(*messages, rule=rule if not bad else None)
+    assert rule is not None
+    return rule
+
+
+def problem_position(message: str) -> tuple[int, int]:
+    """(line, col) of a `FILE:LINE:COL: ...` message, to list a file's problems top to bottom."""
+    match = re.match(r"^.*?:(\d+):(\d+): ", message)
+    return (int(match[1]), int(match[2])) if match else (0, 0)
+
+
+def _check_spec(spec: RuleSpec, bad: set[str], path: Path, source: str, facts: dict[str, Fact],
+                categories: dict[str, Category] | None, err, problems: list[RuleError]) -> Rule | None:
+    """Check a validated spec against the categories, the file name, the facts and its params, appending each
+    problem; keys in `bad` failed validation, and the checks that read them are left out. The rule, or None
+    when its fact is unknown (its templates cannot be tried on the fact's columns then)."""
     if categories is None:
         team_file = None if source == "bundled" else team_category_file(path)
         try:
             categories = load_categories([team_file] if team_file else [])
         except CategoryError as exc:
-            raise RuleError(str(exc)) from None
-    if spec.category not in categories:
-        raise err("category", f"unknown category {spec.category!r}{_did_you_mean(spec.category, list(categories))}; "
-                              f"use one of {', '.join(categories)}, or define it in a {CATEGORY_FILE} beside "
-                              f"your team rules")
-    if spec.kind is None:
-        spec.kind = categories[spec.category].kind
-    if spec.id.split("/")[-1] != path.stem and spec.id != path.stem:
-        raise err("id", f"id {spec.id!r} must equal the file name stem {path.stem!r}")
-    if spec.scope == "run":  # cross-rank rules read the facts of engine/run_facts
+            problems.append(RuleError(str(exc)))
+            categories = None
+    if categories is not None and "category" not in bad:
+        if spec.category not in categories:
+            problems.append(err("category", f"unknown category {spec.category!r}"
+                                            f"{_did_you_mean(spec.category, list(categories))}; use one of "
+                                            f"{', '.join(categories)}, or define it in a {CATEGORY_FILE} beside "
+                                            f"your team rules"))
+        elif spec.kind is None:
+            spec.kind = categories[spec.category].kind
+    if "id" not in bad and spec.id.split("/")[-1] != path.stem and spec.id != path.stem:
+        problems.append(err("id", f"id {spec.id!r} must equal the file name stem {path.stem!r}"))
+    fact = None
+    if not bad & {"fact", "scope"}:
+        fact, problem = _rule_fact(spec, facts, err)
+        if problem is not None:
+            problems.append(problem)
+    columns = fact.column_names if fact is not None else None
+    rule = Rule(spec, str(path), source)
+
+    def check_column(name: str, key: str) -> RuleError | None:
+        if columns is None or name in columns:
+            return None
+        return err(key, f"fact {fact.name!r} has no column {name!r}{_did_you_mean(name, columns)}")
+
+    params_known = "params" not in bad
+    for group, texts, target in (("when", spec.when, rule.conditions), ("when_any", spec.when_any, rule.any_conditions)):
+        if group in bad:
+            continue
+        for i, text_cond in enumerate(texts):
+            cond, found = _check_condition(text_cond, f"{group}.{i}", spec, check_column, err, params_known)
+            problems += found
+            if cond is not None:
+                target.append(cond)
+    if spec.impact is not None and "impact" not in bad:
+        problem = check_column(spec.impact, "impact")
+        if problem is None and column_unit(spec.impact) != "ratio":
+            problem = err("impact", f"impact column {spec.impact!r} must be a 0-1 share of time (a *_fraction column)")
+        if problem is not None:
+            problems.append(problem)
+    if isinstance(spec.info_below_impact, str) and "info_below_impact" not in bad:
+        ref = spec.info_below_impact.lstrip("$")
+        if params_known and ref not in spec.params:
+            problems.append(err("info_below_impact", f"param ${ref} is not declared under params"))
+        elif spec.impact is None and "impact" not in bad:
+            problems.append(err("info_below_impact", "info_below_impact needs an impact column"))
+    if "evidence" not in bad:
+        problems += [p for i, ev in enumerate(spec.evidence) if (p := check_column(ev.column, f"evidence.{i}"))]
+    return rule if fact is not None else None
+
+
+def _rule_fact(spec: RuleSpec, facts: dict[str, Fact], err) -> tuple[Fact | None, RuleError | None]:
+    """The fact the rule reads (a cross-rank one for `scope: run`), or the problem naming it."""
+    if spec.scope == "run":  # cross-rank rules read the facts of engine/facts/cross_rank
         facts, other = load_run_facts(), facts
-        hint = "; a rule with `scope: run` reads a cross-rank fact of engine/run_facts, such as 'rank_balance'"
+        hint = "; a rule with `scope: run` reads a cross-rank fact of engine/facts/cross_rank, such as 'rank_balance'"
     else:
         other, hint = load_run_facts(), "; it is a cross-rank fact: add `scope: run` to judge multi-rank runs"
     if spec.fact not in facts or facts[spec.fact].is_helper:
         public = [n for n, f in facts.items() if not f.is_helper]
         extra = hint if spec.fact in other else _did_you_mean(spec.fact, public)
-        raise err("fact", f"unknown fact {spec.fact!r}{extra}")
-    fact = facts[spec.fact]
-    columns = fact.column_names
-    rule = Rule(spec, where, source)
-
-    def check_column(name: str, key: str) -> None:
-        if name not in columns:
-            raise err(key, f"fact {fact.name!r} has no column {name!r}{_did_you_mean(name, columns)}")
-
-    for group, texts, target in (("when", spec.when, rule.conditions), ("when_any", spec.when_any, rule.any_conditions)):
-        for i, text_cond in enumerate(texts):
-            target.append(_check_condition(text_cond, f"{group}.{i}", spec, check_column, err))
-    if spec.impact is not None:
-        check_column(spec.impact, "impact")
-        if column_unit(spec.impact) != "ratio":
-            raise err("impact", f"impact column {spec.impact!r} must be a 0-1 share of time (a *_fraction column)")
-    if isinstance(spec.info_below_impact, str):
-        ref = spec.info_below_impact.lstrip("$")
-        if ref not in spec.params:
-            raise err("info_below_impact", f"param ${ref} is not declared under params")
-        if spec.impact is None:
-            raise err("info_below_impact", "info_below_impact needs an impact column")
-    for i, ev in enumerate(spec.evidence):
-        check_column(ev.column, f"evidence.{i}")
-    problems = _template_errors(data, err)
-    if problems:
-        raise RuleTemplateError(*map(str, problems), rule=rule)
-    return rule
+        return None, err("fact", f"unknown fact {spec.fact!r}{extra}")
+    return facts[spec.fact], None
 
 
 def template_fields(rule: RuleSpec | dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -320,23 +386,6 @@ def key_position(path: str | Path, key: str) -> tuple[int, int]:
     except (OSError, UnicodeDecodeError):
         return (1, 1)
     return lines.get(key, lines.get(key.split(".")[0], (1, 1)))
-
-
-def template_errors(path: Path) -> list[str]:
-    """The template compile errors of a rule file, found even when the file has other errors."""
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return []
-    if not isinstance(data, dict):
-        return []
-    prefix = f'rule "{data["id"]}": ' if isinstance(data.get("id"), str) else ""
-
-    def err(key: str, message: str) -> RuleError:
-        line, col = key_position(path, key)
-        return RuleError(f"{path}:{line}:{col}: {prefix}{message}")
-
-    return [str(e) for e in _template_errors(data, err)]
 
 
 def bundled_rules_dir() -> Path:

@@ -33,7 +33,7 @@ from .evaluate import evaluate
 from ..facts.compute import FactSet, compute_facts
 from ..facts import Fact
 from .rules import Rule
-from ..reading.source import open_export
+from ..reading.export import open_export
 
 _CASE_KEYS = {"name", "scenario", "profile", "params", "facts", "expect"}
 _EXPECT_KEYS = {"subject", "severity"}

@@ -8,17 +8,33 @@ Header of each file (Perfetto stdlib is the model):
     -- @requires kernels               canonical views that must hold rows for the fact to mean anything
     -- @param gap_threshold_ns 10000   numeric parameter, written ${gap_threshold_ns} in the SQL
     -- @column device_id  CUDA device index.
+    -- @check device_id not_null       a test every row must pass (dbt-style column tests, below)
 
 Facts whose name starts with `_` are helpers, not shown in reports: created as views, or as tables
 when marked `-- @materialize` because several facts read them.
+
+Column tests, `-- @check COLUMN TEST [ARG ...]`, one per line, on a declared column of a fact that is not
+a helper; NULL passes every test but `not_null`:
+
+    not_null                 every row has a value
+    non_negative             the value is >= 0
+    range LO HI              LO <= value <= HI (both finite numbers)
+    unique                   no two rows share a value
+    accepted_values V ...    the value is one of the words V ...
+
+The test suite runs them on every fixture scenario, and `diagnose rules check` on a team fact's rows over
+an empty export.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib.resources
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -34,6 +50,61 @@ _PARAM_REF = re.compile(r"\$\{(\w+)\}")
 class FactColumn:
     name: str
     doc: str
+    line: int = 0  # of its `-- @column` header line in the file
+
+
+# Column tests: name -> (how many arguments, what they look like). None: any number, at least one.
+CHECK_TESTS: dict[str, tuple[int | None, str]] = {
+    "not_null": (0, ""),
+    "non_negative": (0, ""),
+    "range": (2, " LO HI"),
+    "unique": (0, ""),
+    "accepted_values": (None, " VALUE ..."),
+}
+_RANGE_SLACK = 1e-9  # a share computed as a sum of doubles may land a rounding error past 1
+
+
+@dataclass(frozen=True)
+class FactCheck:
+    """One `-- @check COLUMN TEST [ARG ...]` header line."""
+
+    column: str
+    test: str
+    args: tuple[str, ...] = ()
+    line: int = 0
+
+    def __str__(self) -> str:
+        return " ".join((self.test, *self.args))
+
+    def passes(self, value: Any) -> bool:
+        """Whether one value passes (`unique` looks at all rows: see check_rows)."""
+        if self.test == "not_null":
+            return value is not None
+        if value is None or self.test == "unique":
+            return True
+        if self.test == "accepted_values":
+            return str(value) in self.args
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if self.test == "non_negative":
+            return value >= 0
+        low, high = (float(a) for a in self.args)
+        return low - _RANGE_SLACK <= value <= high + _RANGE_SLACK
+
+
+@dataclass(frozen=True)
+class CheckFailure:
+    fact: str
+    check: FactCheck
+    index: int  # 0-based row
+    row: dict[str, Any]
+
+    def describe(self, where: str = "") -> str:
+        """`fact.column: TEST failed[ on WHERE]: row N {...}`."""
+        shown = repr(self.row)
+        shown = shown if len(shown) <= 400 else shown[:399] + "…"
+        on = f" on {where}" if where else ""
+        return f"{self.fact}.{self.check.column}: {self.check} failed{on}: row {self.index} {shown}"
 
 
 @dataclass
@@ -46,8 +117,10 @@ class Fact:
     requires: list[str] = field(default_factory=list)
     params: dict[str, float] = field(default_factory=dict)
     columns: list[FactColumn] = field(default_factory=list)
+    checks: list[FactCheck] = field(default_factory=list)
     materialized: bool = False  # helpers are views unless marked @materialize (read several times)
     team: bool = False  # loaded from a team directory: runs sandboxed, after the bundled facts
+    line: int = 1  # of its `-- @fact` header line
 
     @property
     def is_helper(self) -> bool:
@@ -57,24 +130,95 @@ class Fact:
     def column_names(self) -> list[str]:
         return [c.name for c in self.columns]
 
+    @property
+    def summary(self) -> str:
+        """The first sentence of the doc (a full stop inside parentheses does not end it)."""
+        depth = 0
+        for i, ch in enumerate(self.doc):
+            depth += (ch in "([") - (ch in ")]")
+            if ch == "." and depth <= 0 and self.doc[i + 1:i + 2] in ("", " "):
+                return self.doc[:i + 1]
+        return self.doc
+
 
 class FactError(DiagnoseError):
-    def __init__(self, message: str, fact: str | None = None):
+    def __init__(self, message: str, fact: str | None = None, detail: str | None = None):
         super().__init__(message)
         self.fact = fact
+        self.detail = detail  # DuckDB's whole message when the SQL failed (it may say LINE N: where)
+
+
+def check_rows(fact: Fact, rows: list[dict[str, Any]]) -> list[CheckFailure]:
+    """The rows that fail the fact's column tests: the first failing row of each test."""
+    failures: list[CheckFailure] = []
+    for check in fact.checks:
+        seen: set[Any] = set()
+        for index, row in enumerate(rows):
+            value = row.get(check.column)
+            if check.test == "unique" and value is not None:
+                key = repr(value)
+                ok = key not in seen
+                seen.add(key)
+            else:
+                ok = check.passes(value)
+            if not ok:
+                failures.append(CheckFailure(fact.name, check, index, row))
+                break
+    return failures
+
+
+def did_you_mean(name: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(name, options, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _parse_check(value: str, path: str, line: int) -> FactCheck:
+    words = value.split()
+    if len(words) < 2:
+        raise FactError(f"{path}:{line}: write -- @check COLUMN TEST [ARG ...], e.g. -- @check device_id not_null")
+    column, test, args = words[0], words[1], tuple(words[2:])
+    if test not in CHECK_TESTS:
+        known = ", ".join(f"{name}{shape}" for name, (_, shape) in CHECK_TESTS.items())
+        raise FactError(f"{path}:{line}: @check {column}: unknown test {test!r}{did_you_mean(test, list(CHECK_TESTS))}"
+                        f"; the tests are {known}")
+    count, shape = CHECK_TESTS[test]
+    if (count is None and not args) or (count is not None and len(args) != count):
+        wanted = "no arguments" if count == 0 else f"the arguments{shape}"
+        raise FactError(f"{path}:{line}: @check {column} {test} takes {wanted}, e.g. -- @check {column} {test}{shape}")
+    if test == "range":
+        try:
+            low, high = float(args[0]), float(args[1])
+        except ValueError:
+            low = high = math.nan
+        if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+            raise FactError(f"{path}:{line}: @check {column} range needs two finite numbers LO <= HI, not "
+                            f"{' '.join(args)!r}; e.g. -- @check {column} range 0 1")
+    return FactCheck(column, test, args, line)
+
+
+def _validate_checks(fact: Fact) -> None:
+    declared = fact.column_names
+    for check in fact.checks:
+        if fact.is_helper:
+            raise FactError(f"{fact.path}:{check.line}: @check on the helper fact {fact.name!r}: only facts that "
+                            f"rules and reports read are checked; put the test on one of those", fact.name)
+        if check.column not in declared:
+            raise FactError(f"{fact.path}:{check.line}: @check names column {check.column!r}, which no @column of "
+                            f"fact {fact.name!r} declares{did_you_mean(check.column, declared)}", fact.name)
 
 
 def parse_fact(text: str, path: str) -> Fact:
     name = None
     doc_lines: list[str] = []
     fact = Fact(name="", sql=text, path=path)
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         m = _HEADER.match(line.strip())
         if not m:
             continue
         key, value = m.group(1), m.group(2).strip()
         if key == "fact":
             name = value
+            fact.line = number
         elif key == "doc":
             doc_lines.append(value)
         elif key == "materialize":
@@ -95,7 +239,9 @@ def parse_fact(text: str, path: str) -> Fact:
             fact.params[pname] = number
         elif key == "column":
             cname, _, cdoc = value.partition(" ")
-            fact.columns.append(FactColumn(cname, cdoc.strip()))
+            fact.columns.append(FactColumn(cname, cdoc.strip(), number))
+        elif key == "check":
+            fact.checks.append(_parse_check(value, path, number))
     if not name:
         raise FactError(f"{path}: missing '-- @fact NAME' header")
     fact.name = name
@@ -103,6 +249,7 @@ def parse_fact(text: str, path: str) -> Fact:
     unknown = set(_PARAM_REF.findall(text)) - set(fact.params)
     if unknown:
         raise FactError(f"{path}: ${{{sorted(unknown)[0]}}} is used but not declared with @param")
+    _validate_checks(fact)
     return fact
 
 
@@ -177,7 +324,9 @@ def run_order(facts: dict[str, Fact]) -> list[Fact]:
     return order
 
 
-def render_sql(fact: Fact, overrides: dict[str, float] | None = None) -> str:
+def render_sql(fact: Fact, overrides: dict[str, float] | None = None, *, keep_lines: bool = False) -> str:
+    """The fact's query with its params filled in. `keep_lines`: the header stays as comments, so line N of
+    the query is line N of the file (DuckDB's `LINE N:` in an error then points into the file)."""
     values = dict(fact.params)
     for key, value in (overrides or {}).items():
         if key in values:
@@ -187,6 +336,8 @@ def render_sql(fact: Fact, overrides: dict[str, float] | None = None) -> str:
         v = values[m.group(1)]
         return repr(int(v)) if float(v).is_integer() else repr(float(v))
 
+    if keep_lines:
+        return _PARAM_REF.sub(sub, fact.sql).rstrip().rstrip(";")
     body = "\n".join(line for line in fact.sql.splitlines() if not _HEADER.match(line.strip()))
     return _PARAM_REF.sub(sub, body).strip().rstrip(";")
 
@@ -197,10 +348,13 @@ def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str,
                        "database_name = current_database() ORDER BY column_index", [table]).fetchall()
 
 
-def materialize(con: duckdb.DuckDBPyConnection, fact: Fact, overrides: dict[str, float] | None = None) -> None:
+def materialize(con: duckdb.DuckDBPyConnection, fact: Fact, overrides: dict[str, float] | None = None, *,
+                keep_lines: bool = False, check_columns: bool = True) -> None:
+    """Create the fact's view or table. `keep_lines`: see render_sql; `check_columns`: refuse a fact whose
+    query returns other columns than its header documents."""
     kind = "VIEW" if fact.is_helper and not fact.materialized else "TABLE"
     try:
-        con.execute(f'CREATE OR REPLACE {kind} "{fact.name}" AS {render_sql(fact, overrides)}')
+        con.execute(f'CREATE OR REPLACE {kind} "{fact.name}" AS {render_sql(fact, overrides, keep_lines=keep_lines)}')
     except duckdb.Error as exc:
         reraise_interrupt(exc)
         if is_out_of_memory(exc):
@@ -212,8 +366,8 @@ def materialize(con: duckdb.DuckDBPyConnection, fact: Fact, overrides: dict[str,
             raise FactError(f"{fact.path}: team fact {fact.name!r} was stopped by the sandbox ({detail}); team SQL "
                             f"may read only the canonical views and facts: no files, ATTACH, extensions, "
                             f"settings or network", fact.name) from None
-        raise FactError(f"{fact.path}: fact {fact.name!r} failed: {detail}", fact.name) from None
-    if not fact.is_helper:
+        raise FactError(f"{fact.path}: fact {fact.name!r} failed: {detail}", fact.name, str(exc)) from None
+    if check_columns and not fact.is_helper:
         actual = [name for name, _ in table_columns(con, fact.name)]
         if actual != fact.column_names:
             raise FactError(f"{fact.path}: documented columns {fact.column_names} differ from the SQL's {actual}",

@@ -11,6 +11,12 @@
 -- @column p99_ns 99th percentile call duration (ns).
 -- @column max_ns Longest call (ns).
 -- @column share_of_api_time total_ns / CPU time in all CUDA API calls (0-1).
+-- @check name not_null
+-- @check name unique
+-- @check api_class accepted_values runtime driver
+-- @check call_count non_negative
+-- @check total_ns non_negative
+-- @check share_of_api_time range 0 1
 SELECT name, any_value(api_class) AS api_class, count(*) AS call_count, sum(dur_ns) AS total_ns,
        avg(dur_ns) AS mean_ns, quantile_cont(dur_ns, 0.5) AS p50_ns, quantile_cont(dur_ns, 0.99) AS p99_ns,
        max(dur_ns) AS max_ns,

@@ -16,6 +16,15 @@
 -- @column gpu_window_ns From the first GPU operation to the last, over all GPUs (ns).
 -- @column duration_ns Span of all traced activity (ns).
 -- @column graph_trace_mode graph, node or NULL.
+-- @check kernel_count not_null
+-- @check kernel_count non_negative
+-- @check gpu_op_count not_null
+-- @check gpu_op_count non_negative
+-- @check api_call_count non_negative
+-- @check used_device_count non_negative
+-- @check gpu_window_ns non_negative
+-- @check duration_ns non_negative
+-- @check graph_trace_mode accepted_values graph node
 SELECT (SELECT value FROM profile_info WHERE key = 'nsys_version') AS nsys_version,
        (SELECT count(*) FROM kernels) AS kernel_count,
        (SELECT count(*) FROM graph_launches) AS graph_replays,

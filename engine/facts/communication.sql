@@ -14,6 +14,14 @@
 -- @column exposed_comm_fraction exposed_comm_ns / device window (0-1).
 -- @column window_ns Device window (ns).
 -- @column compute_imbalance (max - min) / max compute time across GPUs (0-1); high: collectives wait for a straggler.
+-- @check device_id not_null
+-- @check device_id unique
+-- @check comm_kernel_count non_negative
+-- @check comm_ns non_negative
+-- @check exposed_comm_ns non_negative
+-- @check comm_share_of_busy range 0 1
+-- @check exposed_comm_fraction range 0 1
+-- @check compute_imbalance range 0 1
 -- Unions come from the running maxima of _timeline (no second sort). Communication not hidden behind compute
 -- is |comm ∪ compute| - |compute|, and |comm ∪ compute| is the device's compute busy time.
 WITH totals AS (

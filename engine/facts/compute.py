@@ -5,13 +5,15 @@ from __future__ import annotations
 import datetime
 import decimal
 import math
+import re
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..duck import sql_literal
-from ..facts import Fact, FactError, load_facts, materialize, run_order, table_columns
-from ..reading.source import Export, empty_export
+from ..facts import Fact, FactError, check_rows, did_you_mean, load_facts, materialize, run_order, table_columns
+from ..reading.export import Export, empty_export
 
 # Default NVTX phase patterns (case-insensitive regular expressions on the range text). vLLM and
 # SGLang name their model-runner steps prefill/decode or extend/decode; TensorRT-LLM says context/generation.
@@ -34,7 +36,8 @@ class TeamLimits:
 TEAM_LIMITS = TeamLimits()
 
 
-def _materialize_bounded(con: Any, fact: Fact, params: dict[str, float] | None, limits: TeamLimits) -> None:
+def _materialize_bounded(con: Any, fact: Fact, params: dict[str, float] | None, limits: TeamLimits, *,
+                         keep_lines: bool = False, check_columns: bool = True) -> None:
     """materialize() a team fact, stopped when it runs past `limits.seconds`, runs out of memory, or returns
     more rows or longer text than the limits allow; each is one sentence naming the fact."""
     timed_out = threading.Event()
@@ -47,7 +50,7 @@ def _materialize_bounded(con: Any, fact: Fact, params: dict[str, float] | None, 
     timer.daemon = True
     timer.start()
     try:
-        materialize(con, fact, params)
+        materialize(con, fact, params, keep_lines=keep_lines, check_columns=check_columns)
     except KeyboardInterrupt:
         if not timed_out.is_set():
             raise
@@ -167,7 +170,9 @@ def _lock_for_team_facts(con: Any, limits: TeamLimits) -> None:
 def compute_facts(export: Export, *, params: dict[str, float] | None = None,
                   phase_patterns: dict[str, str] | None = None, extra_fact_dirs: list | None = None,
                   facts: dict[str, Fact] | None = None,
-                  progress: Callable[[str], None] | None = None) -> FactSet:
+                  progress: Callable[[str], None] | None = None, helpers: Collection[str] = ()) -> FactSet:
+    """Compute `facts` (default: the bundled ones and those of `extra_fact_dirs`) over the export. The result
+    holds the rows of every fact that is not a helper, and of the helpers named in `helpers`."""
     facts = facts if facts is not None else load_facts(extra_fact_dirs)
     con = export.con
     _define_phases(con, phase_patterns)
@@ -185,11 +190,9 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
             _materialize_bounded(con, fact, params, TEAM_LIMITS)
         else:
             materialize(con, fact, params)
-        if fact.is_helper:
+        if fact.is_helper and fact.name not in helpers:
             continue
-        cursor = con.execute(f'SELECT * FROM "{fact.name}"')
-        columns = [d[0] for d in cursor.description]
-        rows = [{c: _clean(v) for c, v in zip(columns, row)} for row in cursor.fetchall()]
+        columns, rows = _rows(con, fact)
         skipped = None
         for view in fact.requires:
             status = export.views.get(view)
@@ -200,35 +203,80 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
     return out
 
 
-def check_team_facts(facts: dict[str, Fact], limits: TeamLimits | None = None) -> list[str]:
-    """Run every team fact of `facts` as `diagnose` would (same sandbox, same limits; a shorter time limit by
-    default) over an export whose canonical tables are empty, and return one error per fact that fails: what
-    the run would refuse (a file-reading function, a typo in a column, a second statement), `rules check`
-    refuses first. Facts that need a failed fact are not run."""
+def _rows(con: Any, fact: Fact) -> tuple[list[str], list[dict[str, Any]]]:
+    cursor = con.execute(f'SELECT * FROM "{fact.name}"')
+    columns = [d[0] for d in cursor.description]
+    return columns, [{c: _clean(v) for c, v in zip(columns, row)} for row in cursor.fetchall()]
+
+
+def check_facts(facts: dict[str, Fact], limits: TeamLimits | None = None) -> list[str]:
+    """Compile every fact of `facts` (bundled and team) against the canonical schema and return one
+    `FILE:LINE:COL: message` per problem: SQL that does not compile (a typo in a column, table or function),
+    a declared `-- @column` the query does not return or a returned column no `-- @column` declares, and for
+    team facts what the run's sandbox and bounds would refuse (a shorter time limit by default) and the
+    `-- @check` tests their rows fail. The facts run in dependency order over an export whose canonical tables
+    are empty; facts that need a failed fact are not run."""
     limits = limits or replace(TEAM_LIMITS, seconds=min(TEAM_LIMITS.seconds, 10.0))
-    if not any(f.team for f in facts.values()):
-        return []
+    with empty_export() as export:
+        _define_phases(export.con, None)
+        return compile_facts(export.con, _in_run_order(facts), limits)
+
+
+def compile_facts(con: Any, ordered: list[Fact], limits: TeamLimits = TEAM_LIMITS) -> list[str]:
+    """Create each fact (in dependency order) on `con`, which holds the tables they read, and compare its
+    columns with its header: the problems as in check_facts()."""
     errors: list[str] = []
     failed: set[str] = set()
-    with empty_export() as export:
-        con = export.con
-        _define_phases(con, None)
-        locked = False
-        for fact in _in_run_order(facts):
-            if fact.team and not locked:
-                _lock_for_team_facts(con, limits)
-                locked = True
-            if any(dep in failed for dep in fact.needs):
-                failed.add(fact.name)
-                continue
-            try:
-                if fact.team:
-                    _materialize_bounded(con, fact, None, limits)
-                else:
-                    materialize(con, fact, None)
-            except FactError as exc:
-                if not fact.team:
-                    raise
-                errors.append(str(exc))
-                failed.add(fact.name)
+    locked = False
+    for fact in ordered:
+        if fact.team and not locked:
+            _lock_for_team_facts(con, limits)
+            locked = True
+        if any(dep in failed for dep in fact.needs):
+            failed.add(fact.name)
+            continue
+        try:
+            if fact.team:
+                _materialize_bounded(con, fact, None, limits, keep_lines=True, check_columns=False)
+            else:
+                materialize(con, fact, None, keep_lines=True, check_columns=False)
+        except FactError as exc:
+            errors.append(_compile_error(fact, exc))
+            failed.add(fact.name)
+            continue
+        errors += column_problems(fact, [name for name, _ in table_columns(con, fact.name)])
+        if fact.team and not fact.is_helper:
+            errors += [f"{fact.path}:{failure.check.line}:1: {failure.describe('an empty export')}"
+                       for failure in check_rows(fact, _rows(con, fact)[1])]
     return errors
+
+
+_SQL_LOCATION = re.compile(r"^LINE (\d+):( ?)(.*)\n(\s*)\^", re.MULTILINE)
+
+
+def _compile_error(fact: Fact, exc: FactError) -> str:
+    """`FILE:LINE:COL: fact 'F' does not compile: ...`, the place taken from DuckDB's `LINE N:` and caret."""
+    if exc.detail is None:  # the sandbox, a time or size bound: the message says it all
+        return str(exc)
+    line, col = fact.line, 1
+    location = _SQL_LOCATION.search(exc.detail)
+    if location:
+        line = int(location[1])
+        col = max(1, len(location[4]) - len(f"LINE {location[1]}:{location[2]}") + 1)
+    message = " ".join(exc.detail[:location.start() if location else None].split())
+    return f"{fact.path}:{line}:{col}: fact {fact.name!r} does not compile: {message}"
+
+
+def column_problems(fact: Fact, returned: list[str]) -> list[str]:
+    """What differs between the `-- @column` lines of `fact` and the columns its query `returned`."""
+    declared = fact.column_names
+    problems = [f"{fact.path}:{c.line}:1: fact {fact.name!r} declares column {c.name!r}, which its query does "
+                f"not return{did_you_mean(c.name, [r for r in returned if r not in declared])}"
+                for c in fact.columns if c.name not in returned]
+    after = fact.columns[-1].line if fact.columns else fact.line
+    problems += [f"{fact.path}:{after}:1: fact {fact.name!r} returns column {name!r}, which no @column declares; "
+                 f"add `-- @column {name} DESCRIPTION`" for name in returned if name not in declared]
+    if not problems and returned != declared:
+        problems.append(f"{fact.path}:{fact.columns[0].line}:1: fact {fact.name!r} declares its columns in "
+                        f"another order than its query returns them: {', '.join(returned)}")
+    return problems

@@ -1,7 +1,8 @@
 -- @fact copy_summary
 -- @doc Copies and memsets by device, direction and memory kind: count, bytes, time, effective
--- @doc bandwidth, copies longer than the threshold (default 100 µs, the seed article's mark of a
--- @doc PCIe-bound transfer), and the time the GPU had nothing else to do while they ran.
+-- @doc bandwidth, copies longer than the threshold (default 100 µs, the mark of a PCIe-bound transfer of
+-- @doc the pcie-bound rule, README "Rules and the verdict"), and the time the GPU had nothing else to do
+-- @doc while they ran.
 -- @needs _copy_stalls
 -- @param long_copy_ns 100000
 -- @column device_id CUDA device index.
@@ -18,6 +19,13 @@
 -- @column long_count Operations longer than long_copy_ns.
 -- @column long_ns Time in those long operations (ns).
 -- @column stall_ns Time during which no kernel ran on the device (ns).
+-- @check device_id not_null
+-- @check op accepted_values memcpy memset
+-- @check count non_negative
+-- @check total_bytes non_negative
+-- @check total_ns non_negative
+-- @check long_count non_negative
+-- @check stall_ns non_negative
 SELECT device_id, op, copy_kind, src_mem, dst_mem, is_uvm, count(*) AS count,
        coalesce(sum(bytes), 0) AS total_bytes, sum(dur_ns) AS total_ns, avg(dur_ns) AS mean_ns,
        CASE WHEN sum(dur_ns) > 0 THEN coalesce(sum(bytes), 0) / sum(dur_ns) END AS gbps,

@@ -11,6 +11,12 @@
 -- @column graph_launch_calls cudaGraphLaunch / cuGraphLaunch calls.
 -- @column trace_mode 'graph', 'node' or NULL, from the data first, else from the capture options.
 -- @column trace_setting Graph-trace option recorded by the capture, if any.
+-- @check kernel_count not_null
+-- @check kernel_count non_negative
+-- @check graph_kernel_count non_negative
+-- @check graph_kernel_share range 0 1
+-- @check graph_replays non_negative
+-- @check trace_mode accepted_values graph node
 SELECT (SELECT count(*) FROM kernels) AS kernel_count,
        (SELECT count(*) FROM kernels WHERE graph_node_id IS NOT NULL) AS graph_kernel_count,
        CASE WHEN (SELECT count(*) FROM kernels) > 0

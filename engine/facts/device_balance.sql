@@ -17,6 +17,13 @@
 -- @column wait_fraction behind_ns / this GPU's window (0-1).
 -- @column window_ns Device window (ns).
 -- @column max_wait_fraction The largest wait_fraction of any GPU: what the imbalance costs the run (0-1).
+-- @check device_id not_null
+-- @check device_id unique
+-- @check compute_ns non_negative
+-- @check imbalance range 0 1
+-- @check behind_ns non_negative
+-- @check wait_fraction range 0 1
+-- @check max_wait_fraction range 0 1
 -- Totals come from joined aggregates, not OVER () windows: DuckDB 1.5.5 intermittently fails an
 -- internal assertion on OVER () windows over small aggregated inputs when run on several threads.
 WITH x AS (SELECT count(*) AS n, max(compute_ns) AS max_ns, min(compute_ns) AS min_ns FROM communication),

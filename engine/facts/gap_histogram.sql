@@ -9,18 +9,22 @@
 -- @requires kernels
 -- @column device_id CUDA device index.
 -- @column bucket Bucket index, 0-based, shortest gaps first.
--- @column label Bucket range in words, e.g. '5-10 µs'.
 -- @column lower_ns Shortest gap in the bucket (inclusive, ns).
 -- @column upper_ns Longest gap in the bucket (exclusive, ns); NULL for the last, open-ended bucket.
 -- @column gap_count Gaps in the bucket.
 -- @column total_gap_ns Idle time of the gaps in the bucket (ns).
 -- @column count_share Share of the device's gaps in this bucket (0-1).
 -- @column time_share Share of the device's idle time between kernels in this bucket (0-1).
-WITH buckets(bucket, label, lower_ns, upper_ns) AS (
-    VALUES (0, '< 1 µs', 0, 1000), (1, '1-2 µs', 1000, 2000), (2, '2-5 µs', 2000, 5000),
-           (3, '5-10 µs', 5000, 10000), (4, '10-20 µs', 10000, 20000), (5, '20-50 µs', 20000, 50000),
-           (6, '50-100 µs', 50000, 100000), (7, '100 µs-1 ms', 100000, 1000000),
-           (8, '1-10 ms', 1000000, 10000000), (9, '> 10 ms', 10000000, NULL)
+-- @check device_id not_null
+-- @check bucket non_negative
+-- @check gap_count non_negative
+-- @check total_gap_ns non_negative
+-- @check count_share range 0 1
+-- @check time_share range 0 1
+WITH buckets(bucket, lower_ns, upper_ns) AS (
+    VALUES (0, 0, 1000), (1, 1000, 2000), (2, 2000, 5000), (3, 5000, 10000), (4, 10000, 20000),
+           (5, 20000, 50000), (6, 50000, 100000), (7, 100000, 1000000), (8, 1000000, 10000000),
+           (9, 10000000, NULL)
 ),
 gaps AS (
     SELECT device_id, start_ns - prev_compute_end_ns AS gap_ns
@@ -44,7 +48,7 @@ totals AS (
     SELECT device_id, count(*) AS n, sum(gap_ns) AS ns FROM gaps GROUP BY device_id
 )
 -- Shares from a joined aggregate, not a window: DuckDB 1.5.5 windows over small aggregates can fail.
-SELECT d.device_id, b.bucket, b.label, CAST(b.lower_ns AS BIGINT) AS lower_ns, CAST(b.upper_ns AS BIGINT) AS upper_ns,
+SELECT d.device_id, b.bucket, CAST(b.lower_ns AS BIGINT) AS lower_ns, CAST(b.upper_ns AS BIGINT) AS upper_ns,
        coalesce(x.gap_count, 0) AS gap_count, CAST(coalesce(x.total_gap_ns, 0) AS BIGINT) AS total_gap_ns,
        coalesce(x.gap_count / nullif(t.n, 0), 0) AS count_share,
        coalesce(x.total_gap_ns / nullif(t.ns, 0), 0) AS time_share

@@ -15,6 +15,11 @@
 -- @column pcie_rx_pct Mean PCIe receive throughput (%).
 -- @column pcie_tx_pct Mean PCIe transmit throughput (%).
 -- @column compute_utilization Share of the GPU's window with kernels running (0-1): the time the metrics describe.
+-- @check device_id not_null
+-- @check device_id unique
+-- @check samples non_negative
+-- @check dram_pct range 0 100
+-- @check compute_utilization range 0 1
 WITH win AS (SELECT device_id, window_start_ns AS s, window_end_ns AS e FROM gpu_utilization),
 classified AS (
     SELECT m.device_id, m.ts_ns, m.value,

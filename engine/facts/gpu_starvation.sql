@@ -10,6 +10,11 @@
 -- @column longest_gap_ns The longest gap (ns).
 -- @column longest_gap_start_ns When it began (ns on the capture timeline).
 -- @column long_gap_fraction long_gap_ns / device window (0-1).
+-- @check device_id not_null
+-- @check device_id unique
+-- @check long_gap_count non_negative
+-- @check long_gap_ns non_negative
+-- @check long_gap_fraction range 0 1
 SELECT u.device_id, any_value(u.op_count) AS op_count,
        count(g.gap_ns) AS long_gap_count,
        coalesce(sum(g.gap_ns), 0) AS long_gap_ns,

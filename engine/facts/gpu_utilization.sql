@@ -17,12 +17,25 @@
 -- @column op_count GPU operations of every kind (kernels, graph replays, copies, memsets).
 -- @column kernel_count Kernels executed.
 -- @column graph_replay_count CUDA-graph replays traced in graph mode.
--- @column kernel_time_ns Sum of kernel durations, the seed's "GPU active time" (ns).
+-- @column kernel_time_ns Sum of kernel durations, the "GPU active time" of README "What it measures" (ns).
 -- @column mean_kernel_ns Mean kernel duration (ns).
 -- @column idle_host_ns Idle time whose next operation was issued after the GPU went idle (ns).
 -- @column idle_sync_ns Idle time that follows a blocking synchronisation (ns).
 -- @column idle_uvm_ns Idle time that ends in a unified-memory migration (ns).
 -- @column idle_other_ns Remaining idle time between operations (ns).
+-- @check device_id not_null
+-- @check device_id unique
+-- @check window_ns non_negative
+-- @check busy_ns non_negative
+-- @check idle_ns non_negative
+-- @check utilization range 0 1
+-- @check compute_utilization range 0 1
+-- @check idle_fraction range 0 1
+-- @check kernel_count non_negative
+-- @check idle_host_ns non_negative
+-- @check idle_sync_ns non_negative
+-- @check idle_uvm_ns non_negative
+-- @check idle_other_ns non_negative
 WITH win AS (
     SELECT device_id, min(start_ns) AS s, max(end_ns) AS e, count(*) AS op_count,
            count(*) FILTER (WHERE is_compute AND NOT is_graph) AS kernel_count,

@@ -9,6 +9,8 @@
 -- @column graph_replay_count CUDA-graph replays (graph trace mode) left out.
 -- @column api_call_count CUDA API calls left out.
 -- @column event_count All of them.
+-- @check event_count not_null
+-- @check event_count non_negative
 WITH dropped AS (
     SELECT replace(key, 'invalid_times:', '') AS view, CAST(value AS BIGINT) AS n
     FROM profile_info WHERE key LIKE 'invalid_times:%'

@@ -18,6 +18,13 @@
 -- @column gaps_over_threshold Gaps longer than gap_threshold_ns (default 10 µs).
 -- @column host_wait_gap_ns Gap time where the next launch call had not returned when the GPU went idle (ns).
 -- @column other_gap_ns Remaining gap time (ns).
+-- @check device_id not_null
+-- @check kernel_count non_negative
+-- @check gap_count non_negative
+-- @check total_gap_ns non_negative
+-- @check gaps_over_threshold non_negative
+-- @check host_wait_gap_ns non_negative
+-- @check other_gap_ns non_negative
 WITH compute AS (
     SELECT device_id, stream_id, start_ns, end_ns, api_end_ns, prev_compute_end_ns
     FROM _timeline WHERE is_compute

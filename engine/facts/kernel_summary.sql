@@ -12,6 +12,12 @@
 -- @column max_ns Longest (ns).
 -- @column share_of_kernel_time total_ns / all kernel time (0-1).
 -- @column is_communication NCCL or other collective-communication kernel.
+-- @check name not_null
+-- @check count non_negative
+-- @check total_ns non_negative
+-- @check min_ns non_negative
+-- @check share_of_kernel_time range 0 1
+-- @check is_communication not_null
 -- Grouped on the integer name id (one per distinct name), the text is looked at once per group.
 WITH per_name AS (
     SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name, count(*) AS count,

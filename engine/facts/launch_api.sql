@@ -1,8 +1,8 @@
 -- @fact launch_api
 -- @doc One row per launch API (cudaLaunchKernel, cuLaunchKernel, cuLaunchKernelEx, cudaGraphLaunch ...):
 -- @doc call count and CPU latency, and the queue delay from the call's start to the start of the GPU work
--- @doc it launched (matched on pid and correlation id). The seed article's typical cudaLaunchKernel cost
--- @doc is 5-20 µs.
+-- @doc it launched (matched on pid and correlation id). A mean above 20 µs is slow (the slow-launch-calls
+-- @doc rule, README "Rules and the verdict").
 -- @needs _timeline _api_names
 -- @requires api_calls
 -- @column name Launch API name.
@@ -15,6 +15,11 @@
 -- @column mean_queue_ns Mean delay from call start to GPU start (ns).
 -- @column p50_queue_ns Median delay from call start to GPU start (ns).
 -- @column p99_queue_ns 99th percentile delay from call start to GPU start (ns).
+-- @check name not_null
+-- @check name unique
+-- @check call_count non_negative
+-- @check total_ns non_negative
+-- @check launched_ops non_negative
 -- Launch APIs are recognised once per name id (_api_names) and then matched on the integer id.
 WITH launch_ids AS (
     SELECT name_id, name, name LIKE '%GraphLaunch%' OR name LIKE '%MultiDevice%' AS multi_op

@@ -1,7 +1,7 @@
 -- @fact launch_overhead
--- @doc One row per GPU that ran kernels: the seed article's launch-overhead numbers. The overhead ratio
--- @doc is total gap time between consecutive kernels / (kernel busy time + that gap time); above 0.3
--- @doc the GPU spends a third of its kernel window waiting. host_idle_share tells how much of the
+-- @doc One row per GPU that ran kernels: the launch-overhead numbers (README "What it measures"). The
+-- @doc overhead ratio is total gap time between consecutive kernels / (kernel busy time + that gap time);
+-- @doc above 0.3 the GPU spends a third of its kernel window waiting. host_idle_share tells how much of the
 -- @doc GPU's idle time the CPU caused by launching late (versus synchronisations and other waits).
 -- @needs gpu_utilization kernel_gaps
 -- @requires kernels
@@ -16,6 +16,14 @@
 -- @column host_idle_share host_idle_ns / all idle time between GPU operations (0-1).
 -- @column host_idle_fraction host_idle_ns / the device window: the share of time late launches cost (0-1).
 -- @column window_ns The device window (ns).
+-- @check device_id not_null
+-- @check device_id unique
+-- @check kernel_count non_negative
+-- @check total_gap_ns non_negative
+-- @check overhead_ratio range 0 1
+-- @check host_idle_ns non_negative
+-- @check host_idle_share range 0 1
+-- @check host_idle_fraction range 0 1
 SELECT u.device_id, g.kernel_count, u.mean_kernel_ns, g.mean_gap_ns, g.p50_gap_ns AS median_gap_ns,
        g.total_gap_ns,
        CASE WHEN u.compute_busy_ns + g.total_gap_ns > 0

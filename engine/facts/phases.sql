@@ -17,6 +17,14 @@
 -- @column overhead_ratio gap time / (kernel time + gap time) within the phase.
 -- @column busy_fraction kernel_time_ns / range_ns: how busy the GPU was during the phase's ranges (0-1).
 -- @column kernel_time_share kernel_time_ns / all kernel time (0-1).
+-- @check phase not_null
+-- @check phase unique
+-- @check range_count non_negative
+-- @check kernel_count non_negative
+-- @check kernel_time_ns non_negative
+-- @check overhead_ratio range 0 1
+-- @check busy_fraction range 0 1
+-- @check kernel_time_share range 0 1
 WITH gaps AS (SELECT phase, gap_ns, end_ns - start_ns AS dur_ns FROM _phase_kernels),
 kstats AS (
     SELECT phase, count(*) AS kernel_count, sum(dur_ns) AS kernel_time_ns, avg(dur_ns) AS mean_kernel_ns,

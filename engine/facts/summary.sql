@@ -1,7 +1,8 @@
 -- @fact summary
--- @doc One row with the seed article's headline numbers for the whole profile: GPU utilisation, mean
--- @doc kernel duration, mean and median gap between kernels, launch overhead ratio, launch-call count and
--- @doc latency, GPU active time (sum of kernel durations), CPU time in CUDA API calls, memcpy time.
+-- @doc One row with the headline numbers for the whole profile (README "What it measures"): GPU
+-- @doc utilisation, mean kernel duration, mean and median gap between kernels, launch overhead ratio,
+-- @doc launch-call count and latency, GPU active time (sum of kernel durations), CPU time in CUDA API calls,
+-- @doc memcpy time.
 -- @needs gpu_utilization kernel_gaps launch_api _timeline _api_names
 -- @column used_devices GPUs that did work.
 -- @column duration_ns Span of all traced activity (ns).
@@ -18,6 +19,17 @@
 -- @column cpu_api_ns CPU time inside CUDA API calls (ns).
 -- @column memcpy_ns Sum of memcpy durations (ns).
 -- @column memcpy_bytes Bytes copied.
+-- @check used_devices not_null
+-- @check used_devices non_negative
+-- @check kernel_count not_null
+-- @check kernel_count non_negative
+-- @check gpu_utilization range 0 1
+-- @check overhead_ratio range 0 1
+-- @check launch_calls non_negative
+-- @check gpu_active_ns non_negative
+-- @check cpu_api_ns non_negative
+-- @check memcpy_ns non_negative
+-- @check memcpy_bytes non_negative
 WITH dev_gaps AS (
     SELECT start_ns - prev_compute_end_ns AS gap_ns FROM _timeline
     WHERE is_compute AND prev_compute_end_ns IS NOT NULL

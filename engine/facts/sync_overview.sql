@@ -16,6 +16,13 @@
 -- @column idle_after_share idle_after_ns / all GPU idle time between operations (0-1).
 -- @column idle_after_fraction idle_after_ns / total window time of the used GPUs (0-1).
 -- @column mean_gpu_utilization Busy share of the used GPUs' windows (0-1).
+-- @check sync_calls not_null
+-- @check sync_calls non_negative
+-- @check blocked_ns non_negative
+-- @check idle_after_ns non_negative
+-- @check idle_after_share range 0 1
+-- @check idle_after_fraction range 0 1
+-- @check mean_gpu_utilization range 0 1
 WITH blocking AS (SELECT * FROM _sync_calls WHERE kind IN ('sync', 'sync_copy')),
 top AS (SELECT name, count(*) AS n FROM blocking GROUP BY name ORDER BY n DESC, name LIMIT 1),
 win AS (SELECT device_id, window_ns AS w FROM gpu_utilization),

@@ -11,6 +11,11 @@
 -- @column calls_per_kernel Calls per kernel (or graph replay) in the profile.
 -- @column blocked_ns CPU time inside the calls (ns).
 -- @column mean_blocked_ns Mean CPU time per call (ns).
+-- @check name not_null
+-- @check name unique
+-- @check kind accepted_values sync wait sync_copy
+-- @check call_count non_negative
+-- @check blocked_ns non_negative
 WITH totals AS (
     SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM graph_launches) AS kernels,
            (SELECT greatest(max(end_ns) - min(start_ns), 1) FROM api_calls) AS span_ns

@@ -27,6 +27,17 @@
 -- @column uvm_idle_ns GPU idle time that ends in a migration: the GPU waiting on page faults (ns).
 -- @column uvm_cost_fraction (migration stall time + uvm_idle_ns) / window_ns: what unified memory costs (0-1).
 -- @column compute_utilization Kernel and graph-replay busy share of the window (0-1).
+-- @check device_id not_null
+-- @check device_id unique
+-- @check copy_count non_negative
+-- @check copy_ns non_negative
+-- @check stall_ns non_negative
+-- @check stall_fraction range 0 1
+-- @check long_copy_stall_fraction range 0 1
+-- @check pageable_stall_fraction range 0 1
+-- @check uvm_fraction range 0 1
+-- @check uvm_cost_fraction range 0 1
+-- @check compute_utilization range 0 1
 WITH dir AS (
     SELECT device_id, copy_kind, sum(stall_ns) AS s, sum(bytes) AS b, sum(dur_ns) AS d,
            row_number() OVER (PARTITION BY device_id ORDER BY sum(stall_ns) DESC, copy_kind) AS rk

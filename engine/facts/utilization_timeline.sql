@@ -9,6 +9,10 @@
 -- @column bin_start_ns Bin start (ns).
 -- @column bin_end_ns Bin end (ns).
 -- @column busy_fraction Busy share of the bin (0-1).
+-- @check device_id not_null
+-- @check bin non_negative
+-- @check busy_fraction not_null
+-- @check busy_fraction range 0 1
 WITH span AS (
     SELECT min(start_ns) AS t0, greatest(max(end_ns) - min(start_ns), 1) AS len FROM _timeline
 ),

@@ -40,6 +40,11 @@ RANK_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def ranks_table_ddl() -> str:
+    """CREATE TABLE of the input table `ranks` (RANK_COLUMNS)."""
+    return "CREATE TABLE ranks (" + ", ".join(f'"{n}" {t}' for n, t, _ in RANK_COLUMNS) + ")"
+
+
 def run_fact_files() -> list[Path]:
     return sorted(Path(str(importlib.resources.files(__name__))).glob("*.sql"))
 
@@ -69,7 +74,7 @@ def compute_run_facts(rows: list[dict[str, Any]], facts: dict[str, Fact] | None 
     facts = facts if facts is not None else load_run_facts()
     con = offline_connection(threads=1)  # a handful of rows: threads would only cost start-up time
     try:
-        con.execute("CREATE TABLE ranks (" + ", ".join(f'"{n}" {t}' for n, t, _ in RANK_COLUMNS) + ")")
+        con.execute(ranks_table_ddl())
         con.executemany(f"INSERT INTO ranks VALUES ({', '.join('?' * len(RANK_COLUMNS))})",
                         [[row.get(n) for n, _, _ in RANK_COLUMNS] for row in rows])
         out = FactSet()

@@ -1,0 +1,171 @@
+"""`diagnose facts list|show`: the facts rules read, bundled and team ones, and the rows of one fact on an
+export. The command line itself is defined in main.py."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from ..api import validate_config
+from ..diagnosis.config import Config, ConfigError, resolve_config, split_config
+from ..diagnosis.multirank import diagnose_ranks, run_facts_of
+from ..diagnosis.rules import load_rules
+from ..duck import reraise_interrupt
+from ..errors import DiagnoseError, InputError
+from ..facts import Fact, did_you_mean, load_facts
+from ..facts.compute import FactResult, compute_facts
+from ..facts.cross_rank import load_run_facts
+from ..reading.export import open_export
+from ..reading.ranks import resolve_run
+from ..text import term
+from .exits import EXIT_OK
+from .interrupt import StopRequest
+from .output import check_output, emit
+from .progress import Progress
+from .tables import csv_table, json_document, terminal_table
+
+_WIDTH = 100
+
+
+def run(args: argparse.Namespace, stop: StopRequest) -> int:
+    config = resolve_config(args.config, args.rule_dirs, getattr(args, "sets", []))
+    for d in config.rule_dirs:
+        if not Path(d).is_dir():
+            raise ConfigError(f"rule directory {d} does not exist")
+    facts = load_facts(config.rule_dirs)
+    if args.command == "list":
+        return list_facts(facts, args.format)
+    progress = Progress(stop, quiet=args.quiet)
+    try:
+        return show_fact(args, config, facts, progress)
+    finally:
+        progress.clear()
+
+
+def _entries(facts: dict[str, Fact]) -> list[tuple[Fact, str]]:
+    """(fact, scope) of every fact: the bundled ones, helpers after them, the cross-rank ones, the team's."""
+    every = [(f, "profile") for f in facts.values()] + [(f, "run") for f in load_run_facts().values()]
+    return sorted(every, key=lambda e: (e[0].team, e[1] == "run", e[0].is_helper, e[0].name))
+
+
+def list_facts(facts: dict[str, Fact], fmt: str) -> int:
+    entries = _entries(facts)
+    if fmt == "json":
+        print(json_document([_fact_json(f, scope) for f, scope in entries]), end="")
+        return EXIT_OK
+    blocks = []
+    for fact, scope in entries:
+        traits = ["team" if fact.team else "bundled"]
+        if fact.is_helper:
+            traits.append("helper, " + ("materialized table" if fact.materialized else "view"))
+        if scope == "run":
+            traits.append("cross-rank: multi-rank runs")
+        lines = [f"{fact.name}  ({'; '.join(traits)})", *_wrapped(fact.summary, "    ")]
+        lines += _wrapped(", ".join(fact.column_names) or "none", "    columns: ", "             ")
+        if fact.params:
+            lines += _wrapped(", ".join(f"{n}={_number(v)}" for n, v in fact.params.items()), "    params:  ",
+                              "             ")
+        if fact.team:
+            lines.append(f"    file:    {fact.path}")
+        blocks.append("\n".join(term(line) for line in lines))
+    print("\n\n".join(blocks))
+    print(f"\n{len(entries)} facts; `diagnose facts show FACT PROFILE` prints the rows of one")
+    return EXIT_OK
+
+
+def _wrapped(text: str, first: str, rest: str | None = None) -> list[str]:
+    return textwrap.wrap(text, _WIDTH, initial_indent=first, subsequent_indent=rest or first,
+                         break_on_hyphens=False) or [first.rstrip()]
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(value)
+
+
+def _fact_json(fact: Fact, scope: str) -> dict[str, Any]:
+    return {"name": fact.name, "summary": fact.summary, "doc": fact.doc, "source": "team" if fact.team else "bundled",
+            "path": fact.path, "scope": scope, "helper": fact.is_helper, "needs": fact.needs,
+            "requires": fact.requires, "params": fact.params,
+            "columns": [{"name": c.name, "doc": c.doc} for c in fact.columns],
+            "checks": [{"column": c.column, "test": c.test, "args": list(c.args)} for c in fact.checks]}
+
+
+def needed(facts: dict[str, Fact], name: str) -> dict[str, Fact]:
+    """`name` and every fact it needs, directly or not."""
+    out: dict[str, Fact] = {}
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        if current in out or current not in facts:
+            continue  # an unknown dependency is the loader's error, raised when the facts run
+        out[current] = facts[current]
+        pending += facts[current].needs
+    return out
+
+
+def show_fact(args: argparse.Namespace, config: Config, facts: dict[str, Fact], progress: Progress) -> int:
+    name = args.fact
+    run_facts = load_run_facts()
+    if name not in facts and name not in run_facts:
+        known = [*facts, *run_facts]
+        hint = did_you_mean(name, known) or "; `diagnose facts list` shows them all"
+        raise DiagnoseError(f"no fact {name!r}{hint}")
+    check_output(args.output, args.profiles, args.cache_dir)  # fail fast: before any export is read
+    if name in run_facts:
+        result = _run_fact(args, config, facts, name, progress)
+    else:
+        result = _profile_fact(args, config, facts, name, progress)
+    text = _render(result, args.format, args.limit)
+    progress.stop.check()
+    progress.clear()
+    emit(text, args.output, inputs=args.profiles, cache_dir=args.cache_dir)
+    return EXIT_OK
+
+
+def _profile_fact(args: argparse.Namespace, config: Config, facts: dict[str, Fact], name: str,
+                  progress: Progress) -> FactResult:
+    if len(args.profiles) != 1:
+        raise InputError(f"fact {name!r} is computed over one export; give one PROFILE, not {len(args.profiles)} "
+                         f"(only a cross-rank fact such as 'rank_balance' reads the exports of a multi-rank run).")
+    if config.rule_params or config.severities or config.disabled:  # rule settings of diagnose.yaml or --set
+        validate_config(config, load_rules(facts, config.rule_dirs, scope=None), facts)
+    else:
+        validate_config(config, {}, facts)
+    try:
+        with open_export(args.profiles[0], progress=progress, cache=args.cache, cache_dir=args.cache_dir) as export:
+            fact_set = compute_facts(export, params={k: s.value for k, s in config.fact_params.items()},
+                                     phase_patterns=config.phase_patterns, facts=needed(facts, name),
+                                     progress=progress, helpers={name})
+    except RuntimeError as exc:  # Ctrl-C inside a DuckDB query surfaces as RuntimeError('Query interrupted')
+        reraise_interrupt(exc)
+        raise
+    return fact_set[name]
+
+
+def _run_fact(args: argparse.Namespace, config: Config, facts: dict[str, Fact], name: str,
+              progress: Progress) -> FactResult:
+    """A cross-rank fact: each rank is diagnosed (as `diagnose RANK0 RANK1 ...` does), then the fact runs over
+    one row per rank."""
+    inputs, _ = resolve_run(args.profiles)
+    run_rules = load_rules(facts, config.rule_dirs, scope="run")
+    validate_config(config, {**load_rules(facts, config.rule_dirs), **run_rules}, facts)
+    rank_config, _ = split_config(config, set(run_rules))
+    reports = diagnose_ranks(inputs, rank_config, progress=progress, cache=args.cache, cache_dir=args.cache_dir)
+    return run_facts_of(inputs, reports)[name]
+
+
+def _render(result: FactResult, fmt: str, limit: int | None) -> str:
+    rows = result.rows if limit is None else result.rows[:limit]
+    if fmt == "json":
+        return json_document({"fact": result.name, "columns": result.columns, "row_count": len(result.rows),
+                              "rows": rows, "skipped": result.skipped})
+    if fmt == "csv":
+        return csv_table(result.columns, rows)
+    shown = f"{len(rows):,} of {len(result.rows):,} rows" if len(rows) < len(result.rows) else \
+        f"{len(rows):,} row{'s' if len(rows) != 1 else ''}"
+    notes = [f"({shown})"]
+    if result.skipped:
+        notes.append(term(f"rules on this fact judge nothing on this export: {result.skipped}"))
+    return terminal_table(result.columns, rows) + "\n".join(notes) + "\n"

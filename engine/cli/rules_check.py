@@ -1,0 +1,90 @@
+"""`diagnose rules check [PATHS]`: every problem of the rule files, test files and facts a run would load,
+found before any profile is read, one `FILE:LINE:COL: message` per line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..diagnosis.config import Config
+from ..diagnosis.evaluate import check_templates
+from ..diagnosis.rules import (RuleError, bundled_rules_dir, load_rule_file, load_rules, problem_position,
+                               rule_files)
+from ..diagnosis.ruletest import RuleTestError, find_test_files, load_test_file
+from ..duck import offline_connection
+from ..errors import DiagnoseError
+from ..facts import Fact, FactError, load_facts, run_order
+from ..facts.compute import check_facts, compile_facts
+from ..facts.cross_rank import load_run_facts, ranks_table_ddl
+from .exits import EXIT_ERROR, EXIT_OK
+
+
+def is_bundled(path: Path) -> bool:
+    root = bundled_rules_dir().resolve()
+    p = path.resolve()
+    return p == root or root in p.parents
+
+
+def team_dirs(paths: list[Path]) -> list[Path]:
+    """Directories of the given paths that hold team rules (bundled ones are always loaded)."""
+    dirs = [(p if p.is_dir() else p.parent).resolve() for p in paths]
+    return [d for d in dict.fromkeys(dirs) if not is_bundled(d)]
+
+
+def check_rules(config: Config, paths: list[Path]) -> int:
+    targets = paths or [bundled_rules_dir(), *config.rule_dirs]
+    missing = [p for p in targets if not p.exists()]
+    if missing:
+        raise DiagnoseError(f"{missing[0]}: no such file or directory")
+    team = list(dict.fromkeys(config.rule_dirs + team_dirs(paths)))
+    errors: list[str] = []
+    try:
+        facts: dict[str, Fact] | None = load_facts(team)
+    except FactError as exc:
+        facts, errors = None, [str(exc)]
+    files = [f for p in targets for f in (rule_files(p) if p.is_dir() else [p])
+             if f.suffix in (".yaml", ".yml") and not f.name.endswith(".test.yaml")]
+    if facts is not None:
+        for f in files:
+            errors += check_rule_file(f, facts)
+        errors += check_facts(facts)  # typos, stale @column lines, what the run's sandbox and bounds would refuse
+        errors += _check_run_facts()
+    if not errors:  # namespacing, duplicate ids, and the test files against the whole set
+        try:
+            rules = load_rules(facts, team, scope=None)
+            for t in find_test_files([p for p in targets if p.is_dir() or p.name.endswith(".test.yaml")]):
+                try:
+                    load_test_file(t, rules, facts)
+                except RuleTestError as exc:
+                    errors.append(str(exc))
+        except RuleError as exc:
+            errors += exc.problems
+    for e in errors:
+        print(e)
+    print(f"checked {len(files)} rule file{'s' if len(files) != 1 else ''}: "
+          f"{len(errors)} error{'s' if len(errors) != 1 else ''}")
+    return EXIT_ERROR if errors else EXIT_OK
+
+
+def check_rule_file(path: Path, facts: dict[str, Fact]) -> list[str]:
+    """Every problem of one rule file, top to bottom: those load_rule_file lists, and the templates that fail
+    on sample rows (all columns 0, 1 or None) when the rest of the rule is sound enough to try them."""
+    try:
+        rule = load_rule_file(path, facts, "bundled" if is_bundled(path) else str(path.parent))
+        problems: list[str] = []
+    except RuleError as exc:
+        problems, rule = list(exc.problems), exc.rule
+    if rule is None:
+        return problems
+    fact_defs = load_run_facts() if rule.spec.scope == "run" else facts
+    problems += [str(e) for e in check_templates(rule, fact_defs[rule.spec.fact].column_names)]
+    return sorted(dict.fromkeys(problems), key=problem_position)
+
+
+def _check_run_facts() -> list[str]:
+    """The cross-rank facts compiled over an empty `ranks` table, as check_facts() does for the others."""
+    con = offline_connection(threads=1)
+    try:
+        con.execute(ranks_table_ddl())
+        return compile_facts(con, run_order(load_run_facts()))
+    finally:
+        con.close()
