@@ -13,8 +13,9 @@ from .facts.compute import FactSet, compute_facts
 from .facts import Fact, FactError, load_facts
 from .version import tool_version
 from .reports.model import ParamOverride, ProfileSummary, Report
+from .reports.metrics import key_metric_rows, rule_thresholds
 from .diagnosis.rules import Rule, load_rules
-from .reading.source import Export, open_export
+from .reading.export import Export, open_export
 from .diagnosis.throughput import throughput
 
 # Facts shown in reports and JSON (helpers and very long tables are left out or cut).
@@ -83,9 +84,9 @@ def profile_summary(export: Export) -> ProfileSummary:
 
 def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config: Config,
                  fact_defs: dict[str, Fact], tokens: int | None = None) -> Report:
+    rule_params = {r: config.params_for(r) for r in config.rule_params}
     evaluation = evaluate(
-        rules, facts,
-        rule_params={r: config.params_for(r) for r in config.rule_params},
+        rules, facts, rule_params=rule_params,
         severities={r: s.value for r, s in config.severities.items()},
         disabled=set(config.disabled))
     blocking = {r.id for r in rules.values() if r.spec.blocking}
@@ -97,13 +98,16 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
     for name, result in facts.results.items():  # team facts are reported too
         if name not in reported and fact_defs[name].team:
             reported[name] = result.rows[:200]
-    return Report(
+    report = Report(
         tool_version=tool_version(), profile=profile_summary(export),
         verdict=verdict(evaluation, facts, blocking), metrics=facts.first("summary"),
         findings=evaluation.findings, passed=evaluation.passed, skipped=evaluation.skipped,
         overrides=overrides(config, rules, fact_defs), facts=reported,
         throughput=throughput(export.info.duration_ns, facts.rows("phases") if "phases" in facts.results else [],
                               tokens))
+    # The key metrics are judged against the same rule params the evaluation used (diagnose.yaml, --set).
+    report.key_metrics = key_metric_rows(report, rule_thresholds(rules, rule_params, config.disabled))
+    return report
 
 
 def load_rule_set(config: Config) -> tuple[dict[str, Fact], dict[str, Rule]]:

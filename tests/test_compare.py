@@ -1,4 +1,4 @@
-"""`diagnose compare BEFORE AFTER`: metric deltas, finding changes, verdict, gates and the four renderers.
+"""`diagnose compare BEFORE AFTER`: metric deltas, finding changes, verdict, gates and the four formats.
 
 Each fixture is generated and diagnosed once per module; the CLI runs as a subprocess only for exit codes.
 """
@@ -13,15 +13,12 @@ from pathlib import Path
 
 import pytest
 from nsys_diagnose.api import diagnose
-from nsys_diagnose.reports.compare import (
-    Comparison,
-    GateError,
-    compare,
-    known_metrics,
-    parse_gate,
-    render_compare,
-)
 from nsys_diagnose.fixtures.generator import generate
+from nsys_diagnose.reports.compare import GateError, compare, known_metrics, parse_gate
+from nsys_diagnose.reports.comparemodel import Comparison
+from nsys_diagnose.reports.metrics import METRICS
+from nsys_diagnose.reports.render import render
+from nsys_diagnose.reports.schema import shipped_schema
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +69,7 @@ def test_eager_to_graphs_is_improved_with_overhead_down_and_utilisation_up(impro
 
 
 def test_terminal_output(improved):
-    text = render_compare(improved, "terminal")
+    text = render(improved, "terminal")
     assert "VERDICT  improved" in text
     assert re.search(r"Launch overhead ratio\s+0\.63\s+0\.07", text)
     assert re.search(r"disappeared\s+launch-bound · GPU 0", text)
@@ -84,7 +81,7 @@ def test_swapped_is_regressed_and_gates_cross(regressed):
     assert [g.crossed for g in regressed.gates] == [True, True]
     assert regressed.gate_crossed
     assert {(f.rule, f.change) for f in regressed.findings} >= {("launch-bound", "appeared")}
-    assert "overhead_ratio" in render_compare(regressed, "md")
+    assert "overhead_ratio" in render(regressed, "md")
 
 
 def test_gate_within_threshold_passes(reports):
@@ -109,11 +106,11 @@ def test_tokens_add_throughput(reports):
     tps, tpot = metric(c, "tokens_per_s"), metric(c, "time_per_token_ns")
     assert tps.before == pytest.approx(1000 / reports["eager"].profile.duration_ns * 1e9)
     assert tpot.before == pytest.approx(reports["eager"].profile.duration_ns / 1000)
-    assert "Output tokens per second" in render_compare(c, "terminal")
+    assert "Output tokens per second" in render(c, "terminal")
 
 
 def test_json_has_verdict_and_deltas(improved):
-    data = json.loads(render_compare(improved, "json"))
+    data = json.loads(render(improved, "json"))
     assert data["verdict"] == "improved" and data["reason"]
     by_key = {m["key"]: m for m in data["metrics"]}
     assert by_key["overhead_ratio"]["change"] < 0 and by_key["overhead_ratio"]["relative"] < 0
@@ -122,7 +119,7 @@ def test_json_has_verdict_and_deltas(improved):
 
 
 def test_markdown_tables_are_well_formed(regressed):
-    text = render_compare(regressed, "md")
+    text = render(regressed, "md")
     lines = text.splitlines()
     tables: list[list[str]] = []
     for i, line in enumerate(lines):
@@ -139,7 +136,7 @@ def test_markdown_tables_are_well_formed(regressed):
 
 
 def test_html_is_self_contained_with_one_combined_chart(improved):
-    html = render_compare(improved, "html")
+    html = render(improved, "html")
     assert html.count("<svg") == 1 and html.count("<polyline") == 2
     assert "before" in html and "after" in html and "Content-Security-Policy" in html
     assert "<script" not in html and "http://" not in html and "https://" not in html
@@ -147,7 +144,7 @@ def test_html_is_self_contained_with_one_combined_chart(improved):
 
 def test_html_escapes_untrusted_text(improved):
     evil = improved.model_copy(update={"reason": "<script>alert(1)</script>"})
-    html = render_compare(evil, "html")
+    html = render(evil, "html")
     assert "<script>" not in html and "&lt;script&gt;" in html
 
 
@@ -171,7 +168,43 @@ def test_cli_exit_codes(exports, tmp_path):
 
 def test_markdown_tables_parse_as_github_tables(regressed):
     cmarkgfm = pytest.importorskip("cmarkgfm")
-    html = cmarkgfm.github_flavored_markdown_to_html(render_compare(regressed, "md"))
+    html = cmarkgfm.github_flavored_markdown_to_html(render(regressed, "md"))
     assert html.count("<table>") == 3
     rows = len([m for m in regressed.metrics]) + len(regressed.gates) + len(regressed.findings)
     assert html.count("<tr>") == rows + 3  # plus one header row per table
+
+
+def test_metrics_and_gates_come_from_the_key_metric_definition(improved):
+    compared = [m for m in METRICS if m.compare]
+    assert known_metrics() == sorted(m.key for m in compared)
+    assert {"gpu_utilization", "overhead_ratio", "tokens_per_s", "phase_other_ns"} <= \
+        set(known_metrics()) | {d.key for d in improved.metrics}
+    by_key = {m.key: m for m in METRICS}
+    rows = [d for d in improved.metrics if d.key in by_key]
+    assert [d.key for d in rows] == [m.key for m in compared if m.key in {d.key for d in rows}]  # definition order
+    assert all((d.label, d.unit, d.better) == (by_key[d.key].label, by_key[d.key].unit, by_key[d.key].better)
+               for d in rows)
+    assert [d.key for d in improved.metrics if d.key not in by_key] == ["phase_other_ns"]  # phases come last
+
+
+def test_json_validates_against_the_shipped_compare_schema(regressed):
+    import jsonschema
+
+    schema = shipped_schema("compare")
+    jsonschema.Draft202012Validator.check_schema(schema)
+    data = json.loads(render(regressed, "json"))
+    jsonschema.Draft202012Validator(schema).validate(data)
+    data["verdict"] = "better"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, schema)
+
+
+def test_untrusted_text_is_inert_in_every_format(improved):
+    evil = improved.model_copy(update={
+        "before": improved.before.model_copy(update={"path": "a\x1b[31m|`x`<b>\u202e.sqlite"}),
+        "findings": [f.model_copy(update={"subject": "GPU 0 | <b>\x1b[2J"}) for f in improved.findings]})
+    for fmt in ("terminal", "md", "html"):
+        text = render(evil, fmt)
+        assert "\x1b" not in text and "\u202e" not in text, fmt
+        assert fmt == "terminal" or "<b>" not in text, fmt
+    assert "\\|\\`x\\`&lt;b&gt;" in render(evil, "md")

@@ -28,8 +28,8 @@ from nsys_diagnose.diagnosis.multirank import diagnose_run
 from nsys_diagnose.reading.ranks import number_ranks, resolve_run
 from nsys_diagnose.facts.cross_rank import RANK_COLUMNS, load_run_facts
 from nsys_diagnose.reports.runmodel import RankRow, RunBalance, RunReport
-from nsys_diagnose.reports.render_run import render_run
-from nsys_diagnose.reports.runschema import schema_text, shipped_schema
+from nsys_diagnose.reports.render import render
+from nsys_diagnose.reports.schema import schema_text, shipped_schema
 
 from conftest import REAL_DIR, REAL_EXPORTS, sqlite_ro
 
@@ -375,9 +375,9 @@ def _config(*sets: str):
 def test_json_output_validates_against_the_shipped_schema(tmp_path, runs):
     import jsonschema
 
-    assert (REPO / "reports" / "templates" / "run.schema.json").read_text(encoding="utf-8") == schema_text(), \
-        "regenerate: python -m nsys_diagnose.reports.runschema > reports/templates/run.schema.json"
-    schema = shipped_schema()
+    assert (REPO / "reports" / "templates" / "run.schema.json").read_text(encoding="utf-8") == schema_text("run"), \
+        "run.schema.json is stale; regenerate: .venv/bin/python -m nsys_diagnose.reports.schema --write"
+    schema = shipped_schema("run")
     jsonschema.Draft202012Validator.check_schema(schema)
     target = tmp_path / "run.json"
     p = cli(str(runs["multi_rank_straggler"]), "--no-cache", "-f", "json", "-o", str(target))
@@ -401,13 +401,13 @@ def test_every_rank_balance_column_is_documented_and_reported():
 
 
 def test_markdown_and_html_show_the_table_the_finding_and_each_rank(straggler):
-    md = render_run(straggler, "md")
+    md = render(straggler, "md")
     assert md.startswith("## nsys-diagnose run: multi-gpu-imbalance")
     assert ("| Rank | File | GPU | Busy | Compute | NCCL | Exposed NCCL | NCCL kernels | Behind straggler | Verdict |"
             in md)
     assert "| 2 (most compute) | rank2.sqlite |" in md and "`rank-straggler`" in md
     assert md.count("- **Rank ") == 4 and len(md) < 65_536
-    page = render_run(straggler, "html")
+    page = render(straggler, "html")
     assert "default-src 'none'" in page and "<script" not in page.lower()
     assert page.count('<tr class="straggler">') == 1 and 'class="rank-bars"' in page
 
@@ -440,10 +440,10 @@ def test_hostile_file_names_are_inert_in_every_format(tmp_path, runs):
     for r, name in enumerate(names):
         shutil.copy(runs["multi_rank_balanced"] / f"rank{r}.sqlite", d / name)
     run = diagnose_run([d], cache=False)
-    assert "<b>" not in render_run(run, "html") and "&lt;b&gt;" in render_run(run, "html")
-    assert "<b>" not in render_run(run, "md") and "&lt;b&gt;" in render_run(run, "md")
+    assert "<b>" not in render(run, "html") and "&lt;b&gt;" in render(run, "html")
+    assert "<b>" not in render(run, "md") and "&lt;b&gt;" in render(run, "md")
     for fmt in ("terminal", "md", "html"):
-        text = render_run(run, fmt)
+        text = render(run, fmt)
         assert "\x1b[31m" not in text and "\u202e" not in text
 
 
@@ -503,7 +503,7 @@ def test_fixture_cli_writes_a_run_directory(tmp_path, capsys):
 
 
 # --- real exports -------------------------------------------------------------------------------------------------
-@pytest.mark.skipif(not REAL_EXPORTS, reason=f"real exports not found in {REAL_DIR}")
+@pytest.mark.real_exports
 def test_two_real_exports_as_a_run(tmp_path):
     paths = sorted(p for p in REAL_EXPORTS if p.name.startswith("GindaChen") and "DERIVED-window" in p.name)
     if len(paths) != 2:
@@ -526,4 +526,4 @@ def test_two_real_exports_as_a_run(tmp_path):
     assert sorted(r.comm_kernel_count > 0 for r in run.ranks) == [False, True]
     assert run.findings == [] and run.verdict.headline.startswith("No cross-rank finding")
     for fmt in ("terminal", "md", "html", "json"):
-        assert render_run(run, fmt)
+        assert render(run, fmt)

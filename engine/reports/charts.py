@@ -1,6 +1,6 @@
 """Geometry of the HTML report's charts, computed from the reported facts.
 
-The template (reports/templates/report.html.j2) draws the SVG from these numbers; nothing here emits markup.
+The templates (reports/templates/_charts.html.j2) draw the SVG from these numbers; nothing here emits markup.
 All coordinates are rounded to 0.1 so the output is stable across machines.
 """
 
@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .comparemodel import TimeBin
 from .model import Report
+from .runmodel import RunReport
 from ..units import fmt_duration, fmt_number, fmt_ratio
 
 WIDTH = 760          # plot width in SVG user units (the SVG scales to the page width)
@@ -125,6 +127,24 @@ def timeline(report: Report) -> dict[str, Any] | None:
     return dict(height=height, charts=charts, ticks=ticks, span_ns=span)
 
 
+def _round_duration(ns: float) -> tuple[str, str]:
+    """A round bucket bound as (number, unit): 5000 -> ('5', 'µs')."""
+    for unit, size in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= size:
+            return f"{ns / size:g}", unit
+    return f"{ns:g}", "ns"
+
+
+def bucket_label(lower_ns: float, upper_ns: float | None) -> str:
+    """A gap-length bucket in words: '< 1 µs', '5-10 µs', '100 µs-1 ms', '> 10 ms'."""
+    if upper_ns is None:
+        return "> " + " ".join(_round_duration(lower_ns))
+    if lower_ns <= 0:
+        return "< " + " ".join(_round_duration(upper_ns))
+    (lo, lo_unit), (hi, hi_unit) = _round_duration(lower_ns), _round_duration(upper_ns)
+    return f"{lo}-{hi} {hi_unit}" if lo_unit == hi_unit else f"{lo} {lo_unit}-{hi} {hi_unit}"
+
+
 def _log_position(value: float, buckets: list[dict[str, Any]]) -> float | None:
     """Position of `value` (ns) on the histogram's bucket axis, 0..len(buckets), log-interpolated inside a bucket."""
     for i, b in enumerate(buckets):
@@ -156,7 +176,8 @@ def gap_histogram(report: Report) -> list[dict[str, Any]]:
         for i, b in enumerate(buckets):
             h = b["time_share"] / top * height
             bars.append(dict(x=_r(i * slot + slot * 0.12), w=_r(slot * 0.76), cx=_r(i * slot + slot / 2),
-                             h=_r(h), y=_r(height - h), label=b["label"], count=b["gap_count"],
+                             h=_r(h), y=_r(height - h), label=bucket_label(b["lower_ns"], b["upper_ns"]),
+                             count=b["gap_count"],
                              count_text=f"{fmt_number(b['gap_count'])} gaps" if b["gap_count"] else "–",
                              share_text=fmt_ratio(b["time_share"], 0) if b["gap_count"] else "",
                              total_ns=b["total_gap_ns"], time_share=b["time_share"]))
@@ -184,8 +205,8 @@ RANK_SEGMENTS = (
 )
 
 
-def rank_bars(run: Any) -> dict[str, Any] | None:
-    """Multi-rank run (engine/runmodel.RunReport): one bar per rank over its GPU window, on a shared scale:
+def rank_bars(run: RunReport) -> dict[str, Any] | None:
+    """Multi-rank run: one bar per rank over its GPU window, on a shared scale:
     compute kernels, NCCL with no compute beside it, the rest; a line marks the straggler's compute time."""
     ranks = [r for r in run.ranks if r.window_ns]
     if not ranks:
@@ -211,10 +232,10 @@ def rank_bars(run: Any) -> dict[str, Any] | None:
     return dict(width=WIDTH, left=LEFT, right=RIGHT, bars=bars, ticks=ticks, segments=RANK_SEGMENTS, marker=marker)
 
 
-def compare_timeline(timelines: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
+def compare_timeline(timelines: dict[str, list[TimeBin]]) -> dict[str, Any] | None:
     """Before and after GPU utilisation over time on one chart: a polyline each, time since each profile's
     first GPU operation on a shared axis, 0-100 % busy on the y axis."""
-    spans = [bins[-1]["t_end_ns"] for bins in timelines.values() if bins]
+    spans = [bins[-1].t_end_ns for bins in timelines.values() if bins]
     span = max(spans, default=0)
     if span <= 0:
         return None
@@ -224,11 +245,11 @@ def compare_timeline(timelines: dict[str, list[dict[str, Any]]]) -> dict[str, An
         bins = timelines.get(name) or []
         points = []
         for b in bins:
-            y = _r(height - min(max(b["busy"], 0.0), 1.0) * height)
-            points.append(f"{_r(b['t_start_ns'] / span * WIDTH)},{y}")
-            points.append(f"{_r(b['t_end_ns'] / span * WIDTH)},{y}")
+            y = _r(height - min(max(b.busy, 0.0), 1.0) * height)
+            points.append(f"{_r(b.t_start_ns / span * WIDTH)},{y}")
+            points.append(f"{_r(b.t_end_ns / span * WIDTH)},{y}")
         if points:
-            mean = sum(b["busy"] * (b["t_end_ns"] - b["t_start_ns"]) for b in bins) / (bins[-1]["t_end_ns"] or 1)
+            mean = sum(b.busy * (b.t_end_ns - b.t_start_ns) for b in bins) / (bins[-1].t_end_ns or 1)
             lines.append(dict(name=name, colour=colour, points=" ".join(points), mean=mean))
     ticks = [dict(x=_r(t / span * WIDTH), label=fmt_duration(t)) for t in nice_ticks(span)]
     yticks = [dict(y=_r(height - f * height), label=fmt_ratio(f, 0)) for f in (0, 0.25, 0.5, 0.75, 1.0)]

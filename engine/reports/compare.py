@@ -1,184 +1,41 @@
 """Before/after comparison of two diagnosed profiles: metric deltas, finding changes, a verdict and CI gates.
 
-compare(before, after, tokens=..., gates=[...]) -> Comparison; render_compare(comparison, fmt) renders it with
-reports/templates/compare.{txt,md,html}.j2 or as JSON (the model dump).
+compare(before, after, tokens=..., gates=[...]) -> Comparison (comparemodel.py). The compared metrics, their
+labels, units and good directions are the key metrics of metrics.py; render.py renders the comparison.
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 import re
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel
-
-from ..errors import DiagnoseError
-from ..vocabulary import Severity
-from .model import Report
+from .comparemodel import Comparison, FindingChange, Gate, MetricDelta, Side
 from ..diagnosis.throughput import throughput
-from ..units import fmt_duration, fmt_number, fmt_ratio
+from ..errors import DiagnoseError
+from .metrics import PHASE_KEY, compared, definition, fmt_change, fmt_metric, number, phase_values, raw_value
+from .model import Report
+from ..vocabulary import Severity
 
-COMPARISON_SCHEMA_VERSION = "1.0"
 NOISE = 0.02  # relative changes below 2 % count as unchanged
-
-# key -> (label, unit, better): unit is one of ratio (0-1 shown as 0.00), share (0-1 shown as %), ns, count,
-# rate (per second); better is "higher", "lower" or None (no good direction: reported, never judged).
-METRICS: dict[str, tuple[str, str, str | None]] = {
-    "overhead_ratio": ("Launch overhead ratio", "ratio", "lower"),
-    "gpu_utilization": ("GPU utilisation", "share", "higher"),
-    "mean_gap_ns": ("Mean gap between kernels", "ns", "lower"),
-    "median_gap_ns": ("Median gap between kernels", "ns", "lower"),
-    "kernel_count": ("Kernels", "count", None),
-    "mean_kernel_ns": ("Mean kernel duration", "ns", None),
-    "launch_calls": ("Launch calls", "count", "lower"),
-    "launch_mean_ns": ("Launch latency (mean)", "ns", "lower"),
-    "sync_calls": ("Synchronisations", "count", "lower"),
-    "memcpy_ns": ("Copy time", "ns", "lower"),
-    "gpu_active_ns": ("GPU active time", "ns", None),
-    "cpu_api_ns": ("CPU time in CUDA API calls", "ns", None),
-    "duration_ns": ("Profiled duration", "ns", None),
-    "decode_steps": ("Decode steps (NVTX)", "count", None),
-    "step_time_ns": ("Decode step time (mean)", "ns", "lower"),
-    "steps_per_s": ("Decode steps per second", "rate", "higher"),
-    "tokens_per_s": ("Output tokens per second", "rate", "higher"),
-    "time_per_token_ns": ("Time per output token", "ns", "lower"),
-}
-# The metrics that decide the verdict when one of them changed; the others only when none of these did.
-HEADLINE = ("overhead_ratio", "gpu_utilization", "tokens_per_s", "time_per_token_ns", "step_time_ns", "steps_per_s")
-_PHASE_KEY = re.compile(r"^phase_(\w+)_ns$")
 
 
 class GateError(DiagnoseError):
     """An unknown metric or malformed --fail-on-regression spec (exit 2)."""
 
 
-class MetricDelta(BaseModel):
-    key: str
-    label: str
-    unit: str
-    better: Literal["higher", "lower"] | None
-    before: float | None
-    after: float | None
-    change: float | None       # after - before
-    relative: float | None     # change / |before|; None when before is 0 or missing
-    assessment: Literal["improved", "regressed", "unchanged", "changed", "n/a"]
-    before_display: str
-    after_display: str
-    change_display: str
-
-
-class FindingChange(BaseModel):
-    rule: str
-    subject: str | None
-    title: str
-    change: Literal["appeared", "disappeared", "severity changed"]
-    before_severity: Severity | None
-    after_severity: Severity | None
-
-
-class Side(BaseModel):
-    path: str
-    verdict: str | None
-    headline: str
-    duration_ns: int | None
-    findings: int
-
-
-class Gate(BaseModel):
-    spec: str
-    metric: str
-    direction: Literal["+", "-"]   # '+': fail when the metric rises by more than threshold; '-': falls
-    threshold: float
-    relative: bool                 # threshold in % of the before value (else absolute, in the metric's unit)
-    observed: float | None = None  # the change in the gate's terms (absolute or relative), None: not evaluated
-    crossed: bool = False
-    message: str = ""
-
-
-class Comparison(BaseModel):
-    schema_version: str = COMPARISON_SCHEMA_VERSION
-    tool: str = "nsys-diagnose"
-    tool_version: str
-    before: Side
-    after: Side
-    tokens: int | None
-    verdict: Literal["improved", "regressed", "unchanged"]
-    reason: str
-    metrics: list[MetricDelta]
-    findings: list[FindingChange]
-    gates: list[Gate]
-    gate_crossed: bool
-    timeline: dict[str, list[dict[str, float]]]  # before/after: [{t_ns, busy}] mean over used GPUs
-
-
-def _num(v: Any) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def fmt_metric(value: float | None, unit: str) -> str:
-    if value is None:
-        return "n/a"
-    if unit == "ratio":
-        return f"{value:.2f}"
-    if unit == "share":
-        return fmt_ratio(value)
-    if unit == "ns":
-        return fmt_duration(value)
-    if unit == "rate":
-        return f"{fmt_number(value)}/s"
-    return fmt_number(value)
-
-
-def _fmt_change(change: float | None, relative: float | None, unit: str) -> str:
-    if change is None:
-        return "n/a"
-    if unit == "share":
-        absolute = f"{change * 100:+.1f} pt"
-    elif unit == "ratio":
-        absolute = f"{change:+.2f}"
-    else:
-        absolute = ("+" if change >= 0 else "-") + fmt_metric(abs(change), unit)
-    if relative is None:
-        return absolute
-    return f"{absolute}, {relative * 100:+.0f} %"
-
-
 def extract(report: Report, tokens: int | None = None) -> dict[str, float | None]:
     """The compared values of one report (None where the profile has no such number)."""
-    m = report.metrics or {}
-    out: dict[str, float | None] = {k: _num(m.get(k)) for k in METRICS if k in m}
-    out["duration_ns"] = _num(report.profile.duration_ns) or _num(m.get("duration_ns"))
-    sync = report.facts.get("sync_overview") or []
-    out["sync_calls"] = _num(sync[0].get("sync_calls")) if sync else None
-    phases = report.facts.get("phases") or []
-    for p in phases:
-        name = re.sub(r"\W+", "_", str(p.get("phase") or "other")).lower()
-        out[f"phase_{name}_ns"] = _num(p.get("range_ns")) or _num(p.get("kernel_time_ns"))
-    rates = throughput(out.get("duration_ns"), phases, tokens)
-    if rates is not None:
-        for key in ("decode_steps", "step_time_ns", "steps_per_s", "tokens_per_s", "time_per_token_ns"):
-            value = getattr(rates, key)
-            if value is not None:
-                out[key] = float(value)
+    metrics = compared()
+    out = {m.key: number(raw_value(m, report)) for m in metrics if not m.is_throughput}
+    out.update(phase_values(report))
+    rates = throughput(out.get("duration_ns"), report.facts.get("phases") or [], tokens)
+    out.update({m.key: number(raw_value(m, report, rates)) if rates else None for m in metrics if m.is_throughput})
     return out
 
 
-def _definition(key: str) -> tuple[str, str, str | None]:
-    if key in METRICS:
-        return METRICS[key]
-    phase = _PHASE_KEY.match(key)
-    return (f"Time in phase {phase.group(1) if phase else key}", "ns", None)
-
-
 def _delta(key: str, before: float | None, after: float | None) -> MetricDelta:
-    label, unit, better = _definition(key)
+    m = definition(key)
     change = relative = None
     if before is not None and after is not None:
         change = after - before
@@ -187,13 +44,14 @@ def _delta(key: str, before: float | None, after: float | None) -> MetricDelta:
         assessment = "n/a"
     elif (relative is not None and abs(relative) < NOISE) or change == 0:
         assessment = "unchanged"
-    elif better is None:
+    elif m.better is None:
         assessment = "changed"
     else:
-        assessment = "improved" if (change > 0) == (better == "higher") else "regressed"
-    return MetricDelta(key=key, label=label, unit=unit, better=better, before=before, after=after, change=change,
-                       relative=relative, assessment=assessment, before_display=fmt_metric(before, unit),
-                       after_display=fmt_metric(after, unit), change_display=_fmt_change(change, relative, unit))
+        assessment = "improved" if (change > 0) == (m.better == "higher") else "regressed"
+    return MetricDelta(key=key, label=m.label, unit=m.unit, better=m.better, before=before, after=after,
+                       change=change, relative=relative, assessment=assessment,
+                       before_display=fmt_metric(before, m.unit), after_display=fmt_metric(after, m.unit),
+                       change_display=fmt_change(change, relative, m.unit))
 
 
 def _finding_changes(before: Report, after: Report) -> list[FindingChange]:
@@ -224,7 +82,7 @@ def _describe(d: MetricDelta) -> str:
 
 
 def _verdict(deltas: list[MetricDelta], findings: list[FindingChange]) -> tuple[str, str]:
-    judged = [d for d in deltas if d.key in HEADLINE and _score(d)] or [d for d in deltas if _score(d)]
+    judged = [d for d in deltas if definition(d.key).headline and _score(d)] or [d for d in deltas if _score(d)]
     if judged:
         main = max(judged, key=lambda d: abs(_score(d)))
         verdict = "improved" if _score(main) > 0 else "regressed"
@@ -250,23 +108,23 @@ def parse_gate(spec: str, known: list[str]) -> Gate:
     if not m:
         raise GateError(f"--fail-on-regression {spec!r} is not METRIC:[+|-]NUMBER[%], "
                         f"e.g. gpu_utilization:-5% or overhead_ratio:+0.05")
-    name, sign, number, pct = m.groups()
-    if name not in known and not _PHASE_KEY.match(name):
+    name, sign, amount, pct = m.groups()
+    if name not in known and not PHASE_KEY.match(name):
         close = difflib.get_close_matches(name, known, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else f"; known metrics are {', '.join(known)}"
         raise GateError(f"unknown metric {name!r} in --fail-on-regression{hint}")
     if not sign:
-        better = _definition(name)[2]
+        better = definition(name).better
         if better is None:
             raise GateError(f"metric {name!r} has no good direction; give one in --fail-on-regression, "
-                            f"e.g. {name}:+{number}{pct}")
+                            f"e.g. {name}:+{amount}{pct}")
         sign = "-" if better == "higher" else "+"
-    return Gate(spec=spec.strip(), metric=name, direction=sign, threshold=float(number), relative=bool(pct))
+    return Gate(spec=spec.strip(), metric=name, direction=sign, threshold=float(amount), relative=bool(pct))
 
 
 def known_metrics() -> list[str]:
     """Gate-able metric names (plus phase_<name>_ns for each NVTX phase)."""
-    return sorted(METRICS)
+    return sorted(m.key for m in compared())
 
 
 def _check(gate: Gate, deltas: dict[str, MetricDelta]) -> Gate:
@@ -316,7 +174,8 @@ def _side(report: Report) -> Side:
 
 def compare(before: Report, after: Report, *, tokens: int | None = None, gates: list[str] = ()) -> Comparison:
     vb, va = extract(before, tokens), extract(after, tokens)
-    keys = list(METRICS) + sorted(k for k in set(vb) | set(va) if k not in METRICS)
+    order = [m.key for m in compared()]
+    keys = order + sorted(k for k in set(vb) | set(va) if k not in order)
     deltas = [_delta(k, vb.get(k), va.get(k)) for k in keys
               if vb.get(k) is not None or va.get(k) is not None]
     parsed = [parse_gate(s, known_metrics()) for s in gates]
@@ -329,27 +188,3 @@ def compare(before: Report, after: Report, *, tokens: int | None = None, gates: 
                       gate_crossed=any(g.crossed for g in checked),
                       timeline={"before": _timeline(before), "after": _timeline(after)})
 
-
-FORMATS = ("terminal", "md", "html", "json")
-
-
-def render_compare(comparison: Comparison, fmt: str, *, colour: bool = False) -> str:
-    from . import charts
-    from .render import _ANSI, _environment, para, render_json
-
-    if fmt == "json":
-        return render_json(comparison)  # same inert-JSON writer as the report
-    if fmt == "html":
-        env = _environment(autoescape=True)
-        return env.get_template("compare.html.j2").render(
-            c=comparison, chart=charts.compare_timeline(comparison.timeline))
-    env = _environment(autoescape=False)
-    if fmt == "md":
-        return env.get_template("compare.md.j2").render(c=comparison)
-    if fmt == "terminal":
-        def paint(text: str, style: str) -> str:
-            return f"{_ANSI[style]}{text}{_ANSI['reset']}" if colour else text
-
-        env.filters["para"] = para
-        return env.get_template("compare.txt.j2").render(c=comparison, paint=paint)
-    raise ValueError(f"unknown format {fmt!r}")

@@ -1,76 +1,198 @@
-"""The report data model: what every renderer (terminal, Markdown, HTML, JSON) reads."""
+"""The report model: the pieces every report is made of (verdict, findings with their evidence, metric rows,
+rule outcomes, settings) and the single-profile report. The multi-rank run (runmodel.py) and the comparison
+(comparemodel.py) are built from the same pieces; the renderer (render.py) and the JSON Schemas (schema.py) read
+these classes, nothing else.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
+from typing_extensions import TypedDict
 
 from ..vocabulary import Kind, Severity
 
-REPORT_SCHEMA_VERSION = "1.1"
+REPORT_SCHEMA_VERSION = "1.2"
+Number = int | float  # integer nanoseconds and counts stay integers in the JSON; means may be fractional
+Better = Literal["higher", "lower"] | None
 
 
-class Evidence(BaseModel):
+class Model(BaseModel):
+    """Unknown fields are refused, and the JSON Schema lists every field as required: the JSON always has them."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True,
+                              use_attribute_docstrings=True)
+
+
+class Document(Model):
+    """What every report written by nsys-diagnose starts with."""
+
+    schema_version: str
+    """MAJOR.MINOR: a minor version adds fields, a major one renames or removes them."""
+    tool: Literal["nsys-diagnose"] = "nsys-diagnose"
+    tool_version: str
+
+
+class Evidence(Model):
+    """One number that made the rule fire (with its threshold) or that gives context (op null)."""
+
     label: str
+    """What was measured, in words."""
     column: str
+    """Fact column the value comes from."""
     value: Any
+    """The observed value in the column's unit (number, string, boolean or null)."""
     display: str
-    op: str | None = None          # comparison that fired, e.g. '>'
-    threshold: float | None = None  # in the param's own unit
+    """The value formatted for people, e.g. '9.6 µs'."""
+    op: str | None = None
+    """Comparison that held, e.g. '>'; null for context-only evidence."""
+    threshold: float | None = None
+    """Threshold in the param's own unit; null for context."""
     threshold_display: str | None = None
+    """The threshold formatted for people."""
     param: str | None = None
+    """Rule param holding the threshold (settable with --set)."""
 
 
-class Finding(BaseModel):
+class Finding(Model):
+    """A rule that fired. Findings are ordered by severity, then kind (cause, capture, symptom), then impact."""
+
     rule: str
+    """Rule id, e.g. 'launch-bound' (team rules: 'namespace/id')."""
     title: str
     category: str
+    """Bottleneck category (rules/categories.yaml or a team pack's own)."""
     kind: Kind
     severity: Severity
-    subject: str | None = None  # which GPU / API / phase the finding is about
+    subject: str | None = None
+    """Which GPU / API / phase / rank the finding is about."""
     message: str
-    impact: float | None = Field(None, description="Estimated share (0-1) of the profiled time this costs.")
+    """One paragraph with the numbers."""
+    impact: float | None = Field(None, ge=0, le=1)
+    """Estimated share (0-1) of GPU time this costs; null when not estimated."""
     evidence: list[Evidence]
     remediation: list[str]
+    """Steps, most effective first."""
     references: list[str]
     row: dict[str, Any]
+    """The fact row the rule fired on (its columns)."""
 
 
-class RuleOutcome(BaseModel):
+class RuleOutcome(Model):
+    """A rule that passed or was skipped."""
+
     rule: str
     title: str
     category: str
     reason: str | None = None
+    """Why the rule was skipped (null for passed rules)."""
 
 
-class Verdict(BaseModel):
-    primary: str | None = Field(None, description="Category of the primary bottleneck, or null when none.")
+class Verdict(Model):
+    """The primary bottleneck."""
+
+    primary: str | None = None
+    """Category of the primary bottleneck, or null when none."""
     rule: str | None = None
+    """Rule behind the verdict."""
     subject: str | None = None
     impact: float | None = None
     headline: str
+    """One sentence for people."""
 
 
-class ParamOverride(BaseModel):
-    target: str  # 'rule-id.param' or 'facts.param' or 'rule-id.severity'
+class ParamOverride(Model):
+    """A non-default setting in force."""
+
+    target: str
+    """'rule-id.param', 'rule-id.severity', 'rule-id.enabled' or 'facts.param'."""
     value: Any
+    """The value in force."""
     default: Any
-    origin: str  # 'command line' or the config file path
+    """The default it replaces."""
+    origin: str
+    """'command line' or the configuration file's path."""
 
 
-class ProfileSummary(BaseModel):
+class MetricInfo(Model):
+    """A key metric as engine/reports/metrics.py defines it."""
+
+    key: str
+    """Metric id, e.g. 'overhead_ratio'; `diagnose compare --fail-on-regression` gates use it."""
+    label: str
+    unit: str
+    """How the value reads: ratio (0-1 as 0.00), share (0-1 as %), ns, count, bytes or rate (per second)."""
+    better: Better
+    """Which way is an improvement; null when neither is."""
+
+
+class MetricRow(MetricInfo):
+    """One key metric of the profile, with the rule threshold it is judged against."""
+
+    short_label: str
+    """The label in the terminal summary."""
+    group: str | None
+    """Adjacent rows with the same group are shown as one, labelled with it (e.g. 'Gap mean / median')."""
+    doc: str
+    """What the number is, in words."""
+    value: Number | None
+    """In the unit of its source column (ns, bytes, 0-1 ratio, count, per second)."""
+    display: str
+    """The value formatted for people."""
+    threshold: float | None = None
+    """Where the metric turns bad, in the value's unit: a rule param's effective value (after diagnose.yaml and
+    --set) or another metric's value; null when nothing judges it."""
+    threshold_display: str | None = None
+    op: str | None = None
+    """The bad side of the threshold, e.g. '>' (the comparison of the rule the threshold belongs to)."""
+    param: str | None = None
+    """The rule param holding the threshold, RULE.PARAM (settable with --set)."""
+    past: bool | None = None
+    """The value is on the bad side of the threshold; null without a threshold or a value."""
+
+
+@with_config(ConfigDict(extra="forbid", use_attribute_docstrings=True))
+class Device(TypedDict):
+    """A GPU of the profiled machine."""
+
+    device_id: int
+    name: str | None
+    used: bool
+    """The GPU ran at least one operation."""
+    sm_count: int | None
+    memory_bandwidth_bytes_per_s: Number | None
+
+
+@with_config(ConfigDict(extra="forbid", use_attribute_docstrings=True))
+class View(TypedDict):
+    """A canonical view: its rows, and why it is empty when the export lacks its table."""
+
+    rows: int
+    reason: str | None
+
+
+class ProfileSummary(Model):
+    """The export that was read."""
+
     path: str
+    """The export as given on the command line."""
     nsys_version: str | None
     schema_version: str | None
+    """The export's own schema version."""
     export_time_utc: str | None
     graph_trace_mode: str | None
+    """'graph' or 'node' when CUDA graphs were traced."""
     duration_ns: int | None
-    devices: list[dict[str, Any]]
-    views: dict[str, dict[str, Any]]
+    """Capture duration [nanoseconds]."""
+    devices: list[Device]
+    views: dict[str, View]
+    """Every canonical view by name."""
 
 
-class Throughput(BaseModel):
+class Throughput(Model):
+    """Tokens/s and time per output token (with --tokens N) and NVTX decode steps."""
+
     tokens: int | None = Field(None, description="Output tokens generated in the profiled run (--tokens).")
     duration_ns: float | None = Field(None, description="Profiled duration the rates are computed over (ns).")
     tokens_per_s: float | None = Field(None, description="tokens / duration.")
@@ -80,16 +202,23 @@ class Throughput(BaseModel):
     steps_per_s: float | None = Field(None, description="Decode steps per second at the mean step duration.")
 
 
-class Report(BaseModel):
-    schema_version: str = REPORT_SCHEMA_VERSION
-    tool: str = "nsys-diagnose"
-    tool_version: str
+class Report(Document):
+    """Output of `diagnose PROFILE --format json`."""
+
+    schema_version: Literal[REPORT_SCHEMA_VERSION] = REPORT_SCHEMA_VERSION
     profile: ProfileSummary
     verdict: Verdict
     metrics: dict[str, Any]
+    """The headline numbers: the row of the `summary` fact (empty when the export has nothing to summarise)."""
+    key_metrics: list[MetricRow] = []
+    """The key metrics as the reports show them (engine/reports/metrics.py), with their rule thresholds; empty
+    when the profile ran no kernels."""
     findings: list[Finding]
     passed: list[RuleOutcome]
     skipped: list[RuleOutcome]
     overrides: list[ParamOverride]
     facts: dict[str, list[dict[str, Any]]]
+    """Rows of each reported fact (long tables cut: kernel_summary and api_summary to 50 rows, kernel_gaps to
+    200); team facts (--rule-dir) appear under their own names."""
     throughput: Throughput | None = None
+    """Null when neither --tokens nor NVTX decode ranges give one."""

@@ -1,4 +1,5 @@
-"""The multi-rank run report model: what the run renderers (terminal, Markdown, HTML, JSON) read.
+"""The multi-rank run report: the shared pieces of model.py (verdict, findings, rule outcomes, settings) plus one
+row per rank and the run-wide balance.
 
 Per-rank numbers and the run-wide balance come from the `rank_balance` cross-rank fact
 (engine/facts/cross_rank/rank_balance.sql documents every column); each rank also carries its own verdict and
@@ -9,15 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from .model import Finding, ParamOverride, RuleOutcome, Verdict
+from .model import Document, Finding, Model, Number, ParamOverride, RuleOutcome, Verdict
 
 RUN_SCHEMA_VERSION = "1.0"
-Number = int | float  # integer nanoseconds stay integers in the JSON; means and medians may be fractional
 
 
-class RankRow(BaseModel):
+class RankRow(Model):
     """One rank: its row of the `rank_balance` fact, its own verdict and findings."""
 
     rank: int
@@ -46,7 +46,7 @@ class RankRow(BaseModel):
     findings: list[Finding] = Field(description="The rank's own findings.")
 
 
-class RunBalance(BaseModel):
+class RunBalance(Model):
     """The run-wide columns of the `rank_balance` fact (the same on every row)."""
 
     rank_count: int = 0
@@ -62,10 +62,11 @@ class RunBalance(BaseModel):
     others_behind_ns: Number | None = None
 
 
-class RunReport(BaseModel):
-    schema_version: str = RUN_SCHEMA_VERSION
-    tool: str = "nsys-diagnose"
-    tool_version: str
+class RunReport(Document):
+    """Output of `diagnose RANK0 RANK1 ... --format json` (or `diagnose RUN_DIR`). Per-rank and run-wide numbers
+    are the columns of the `rank_balance` fact (engine/facts/cross_rank/rank_balance.sql)."""
+
+    schema_version: Literal[RUN_SCHEMA_VERSION] = RUN_SCHEMA_VERSION
     kind: Literal["run"] = Field("run", description="A multi-rank run (single-profile reports have no `kind`).")
     source: str = Field(description="The directory given, or the export files joined by ', '.")
     rank_numbering: Literal["file names", "sorted order"] = Field(

@@ -1,0 +1,96 @@
+"""The comparison of two diagnosed profiles (`diagnose compare BEFORE AFTER`): metric deltas over the key
+metrics of metrics.py, finding changes, a verdict and the CI gates. Built by compare.py."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .model import Document, MetricInfo, Model
+from ..vocabulary import Severity
+
+COMPARISON_SCHEMA_VERSION = "1.0"
+Assessment = Literal["improved", "regressed", "unchanged", "changed", "n/a"]
+
+
+class MetricDelta(MetricInfo):
+    """One metric before and after."""
+
+    before: float | None
+    after: float | None
+    change: float | None
+    """after - before, in the metric's unit."""
+    relative: float | None
+    """change / |before|; null when before is 0 or missing."""
+    assessment: Assessment
+    """improved / regressed (by at least 2 %, in the metric's good or bad direction), unchanged, changed (a metric
+    with no good direction) or n/a (missing in a profile)."""
+    before_display: str
+    after_display: str
+    change_display: str
+
+
+class FindingChange(Model):
+    """A finding (matched on rule and subject) that appeared, disappeared or changed severity."""
+
+    rule: str
+    subject: str | None
+    title: str
+    change: Literal["appeared", "disappeared", "severity changed"]
+    before_severity: Severity | None
+    after_severity: Severity | None
+
+
+class Side(Model):
+    """One of the two diagnosed profiles."""
+
+    path: str
+    verdict: str | None
+    """Category of its primary bottleneck; null when none."""
+    headline: str
+    duration_ns: int | None
+    findings: int
+    """How many findings it has."""
+
+
+class Gate(Model):
+    """A --fail-on-regression gate and its outcome."""
+
+    spec: str
+    """As given, e.g. 'gpu_utilization:-5%'."""
+    metric: str
+    direction: Literal["+", "-"]
+    """'+': fail when the metric rises by more than the threshold; '-': when it falls by more."""
+    threshold: float
+    relative: bool
+    """The threshold is in % of the before value (else absolute, in the metric's unit)."""
+    observed: float | None = None
+    """The change in the gate's terms (absolute or relative); null when it could not be evaluated."""
+    crossed: bool = False
+    message: str = ""
+
+
+class TimeBin(Model):
+    """Mean busy share of the used GPUs in one bin, its times relative to the profile's first bin."""
+
+    t_start_ns: float
+    t_end_ns: float
+    busy: float
+
+
+class Comparison(Document):
+    """Output of `diagnose compare BEFORE AFTER --format json`."""
+
+    schema_version: Literal[COMPARISON_SCHEMA_VERSION] = COMPARISON_SCHEMA_VERSION
+    before: Side
+    after: Side
+    tokens: int | None
+    """Output tokens of each run (--tokens), for tokens/s and time per output token."""
+    verdict: Literal["improved", "regressed", "unchanged"]
+    reason: str
+    """The main change behind the verdict, in words."""
+    metrics: list[MetricDelta]
+    findings: list[FindingChange]
+    gates: list[Gate]
+    gate_crossed: bool
+    timeline: dict[Literal["before", "after"], list[TimeBin]]
+    """GPU utilisation over time of each profile."""
