@@ -12,7 +12,7 @@ import pytest
 
 from nsys_diagnose.facts.compute import compute_facts
 from nsys_diagnose.fixtures.generator import SCENARIOS, generate
-from nsys_diagnose.reading.source import open_export
+from nsys_diagnose.reading.export import open_export
 
 from conftest import REAL_EXPORTS
 
@@ -110,6 +110,7 @@ def test_single_sort_facts_match_interval_merging_on_scenarios(tmp_path, name):
     _check(path)
 
 
+@pytest.mark.real_exports
 @pytest.mark.parametrize("path", REAL_EXPORTS, ids=lambda p: p.name.split("__")[0])
 def test_single_sort_facts_match_interval_merging_on_real_exports(path):
     _check(path)

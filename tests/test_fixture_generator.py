@@ -1,8 +1,8 @@
 """Tests of the synthetic nsys export generator (fixtures/generator.py).
 
 Every check reads the generated SQLite files directly with sqlite3 and recomputes the ground truth from the
-rows; the shape tests compare each generated table with the real export of the same nsys version in
-shared/real-profiles (skipped when that directory is absent).
+rows; the shape tests compare each generated table with the real export of the same nsys version in the
+real-export corpus (tests/conftest.py REAL_DIR; slow tier, skipped when the corpus is absent).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ REAL = SHARED / "real-profiles"
 SCHEMA_MD = SHARED / "nsys-schema.md"
 EXAMPLES = REPO / "fixtures" / "examples"
 
-needs_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"real nsys exports not available at {REAL}")
+needs_real = pytest.mark.real_exports  # tests/conftest.py skips these when the corpus is absent
 
 NAMES = [
     "eager_decode", "graph_decode_node", "graph_decode_graph", "prefill_decode_nvtx", "pageable_copies",
@@ -38,7 +38,8 @@ NAMES = [
 CAPTURE = ["empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture"]
 PRIMARIES = {"launch-bound", "pcie-bound", "unified-memory", "api-latency", "multi-gpu-imbalance", "memory-bound",
              "low-utilization", "capture", None}
-# tables no real export here contains; their columns come from shared/nsys-schema.md (documented schema)
+# tables no real export here contains; their columns follow NVIDIA's documented export schema (Nsight Systems
+# User Guide, "SQLite Schema Reference"), checked against the schema notes by test_documented_tables_follow_schema_md
 DOCUMENTED = {
     "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": ["start", "end", "deviceId", "contextId", "greenContextId", "streamId",
                                         "correlationId", "globalPid", "graphId", "graphExecId"],

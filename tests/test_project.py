@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from nsys_diagnose.reading.canonical import VIEWS
 from nsys_diagnose.facts import load_facts
 
@@ -20,13 +22,23 @@ def test_readme_starts_with_the_demo_and_the_test_command():
     demo, tests = _readme_commands()
     assert "pip install ." in demo and "diagnose fixtures/examples/eager_decode.sqlite" in demo
     assert (REPO / "fixtures/examples/eager_decode.sqlite").is_file()
-    assert "pytest" in tests
+    assert tests.strip().endswith("-m pytest --all")  # the whole suite: both tiers
 
 
 def test_ci_runs_exactly_the_readme_test_command():
     _, tests = _readme_commands()
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
     assert ci[-1].strip() == tests.strip()
+
+
+def test_readme_names_the_fast_tier_the_slow_tier_and_what_the_slow_tier_holds():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "`.venv/bin/python -m pytest` runs the fast tier" in text
+    assert "`.venv/bin/python -m pytest -m slow`" in text
+    for part in ("hypothesis", "benchmark", "Chromium", "real exports"):
+        assert part in text
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    assert "-m 'not slow'" in pyproject and '"slow:' in pyproject  # the default run is the fast tier
 
 
 def test_every_fact_and_column_is_documented():
@@ -55,8 +67,6 @@ def test_pyproject_pins_duckdb_and_its_scanner_together():
 def test_installed_wheel_ships_rules_templates_and_facts_under_one_import_name():
     import importlib.metadata
 
-    import pytest
-
     import nsys_diagnose
 
     site = Path(nsys_diagnose.__file__).resolve().parents[1]
@@ -74,13 +84,12 @@ def test_installed_wheel_ships_rules_templates_and_facts_under_one_import_name()
     assert any(f.startswith("nsys_diagnose/fixtures/examples/") for f in files)
 
 
+@pytest.mark.real_exports
 def test_facts_survive_repeated_runs_without_duckdb_internal_errors():
     # DuckDB 1.5.5 intermittently failed an internal assertion (and invalidated the database) on
     # OVER () windows over small aggregates; the facts avoid them. Repeat to catch a regression.
-    import pytest
-
     from nsys_diagnose.facts.compute import compute_facts
-    from nsys_diagnose.reading.source import open_export
+    from nsys_diagnose.reading.export import open_export
 
     from conftest import REAL_DIR
 

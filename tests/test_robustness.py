@@ -1,5 +1,5 @@
 """Robustness and security: bad input gets a clear answer, the profile is never touched, hostile content
-stays inert (issue 8)."""
+(names the profiled program chose: kernels, NVTX labels, devices; see the README) stays inert."""
 
 from __future__ import annotations
 
@@ -348,7 +348,7 @@ def test_failing_nsys_gives_one_sentence_with_its_stderr(tmp_path, capsys, monke
 
 
 def test_temporary_removed_when_diagnosis_fails_or_is_interrupted(tmp_path, capsys, monkeypatch):
-    from nsys_diagnose.reading import source
+    from nsys_diagnose.reading import export as source
 
     log = _fake_nsys(tmp_path, monkeypatch, _COPY_BODY.format(source=str(_base("eager_decode"))))
     rep = tmp_path / "run.nsys-rep"
