@@ -1,0 +1,143 @@
+"""The codebase stays easy to extend: the engine's modules import each other without cycles, and the shared
+vocabulary (severities, kinds, categories) is spelled in one place."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import yaml
+
+ENGINE = Path(__file__).resolve().parents[1] / "engine"
+RULES = Path(__file__).resolve().parents[1] / "rules"
+PACKAGE = "nsys_diagnose"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ENGINE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join([PACKAGE, *parts])
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(ENGINE.rglob("*.py"))}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Engine modules that `name` imports anywhere in its body (function-level imports count too)."""
+    is_package = path.name == "__init__.py"
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            targets = [module] + [f"{module}.{a.name}" for a in node.names]
+        for target in targets:
+            # `from pkg import sub` imports pkg/__init__ and, when sub is a module, the submodule
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.add(target)
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_engine_modules_import_each_other_without_cycles():
+    modules = _modules()
+    graph = {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+    # A package's __init__ that only re-exports is part of its package; an import of the package from inside
+    # it would still be a cycle, so nothing is exempt.
+    assert _cycles(graph) == [], "import cycles among engine modules (break them by moving the shared code down)"
+
+
+def _vocabulary_uses(path: Path, words: set[str]) -> set[str]:
+    """Literals of `words` used as vocabulary: compared with (`x == "warning"`), assigned to a severity or kind
+    (`severity = "info"`), or listed beside another of them (`("info", "warning")`, `Literal[...]`, a dict keyed by
+    them). The same word in another sense (a JSON key "info", a problem kind "error") is not vocabulary."""
+    found: set[str] = set()
+
+    def consts(nodes) -> list[str]:
+        return [n.value for n in nodes if isinstance(n, ast.Constant) and n.value in words]
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare):
+            found.update(consts([node.left, *node.comparators]))
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(consts(node.elts)) >= 2:
+            found.update(consts(node.elts))
+        elif isinstance(node, ast.Dict) and len(consts(node.keys)) >= 2:
+            found.update(consts(node.keys))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [getattr(x, "id", getattr(x, "attr", "")) for x in targets]
+            if any("severity" in n or n == "kind" for n in names) and node.value is not None:
+                found.update(consts([node.value]))
+        elif isinstance(node, ast.keyword) and node.arg in ("severity", "kind"):
+            found.update(consts([node.value]))
+    return found
+
+
+def test_severity_and_kind_names_are_spelled_in_one_module():
+    from nsys_diagnose.vocabulary import Kind, Severity
+
+    words = set(Severity.names()) | {k.value for k in Kind}
+    spelled = {str(p.relative_to(ENGINE)): sorted(used) for p in ENGINE.rglob("*.py")
+               if p.name != "vocabulary.py" and (used := _vocabulary_uses(p, words))}
+    assert spelled == {}, f"use nsys_diagnose.vocabulary's Severity and Kind instead of literals: {spelled}"
+
+
+def test_category_names_live_in_the_data_file_only():
+    from nsys_diagnose.vocabulary import Kind
+
+    # "capture" is a category and a kind; as a kind it is spelled in vocabulary.py
+    categories = {c["id"] for c in yaml.safe_load((RULES / "categories.yaml").read_text(encoding="utf-8"))}
+    categories -= {k.value for k in Kind}
+    spelled = {str(p.relative_to(ENGINE)): sorted(hits) for p in ENGINE.rglob("*.py")
+               if (hits := _literals(p) & categories)}
+    assert spelled == {}, f"category names belong in rules/categories.yaml, not in Python: {spelled}"
+
+
+def _literals(path: Path) -> set[str]:
+    return {n.value for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)}
