@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import DiagnoseError
 from ..vocabulary import Kind
+from .yamlfile import SAFE_LOADER, error_position, error_problem
 
 CATEGORY_FILE = "categories.yaml"
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class CategoryError(DiagnoseError):
@@ -41,13 +41,12 @@ def _bundled_file() -> Path:
 def _read(path: Path, source: str) -> list[Category]:
     try:
         text = path.read_text(encoding="utf-8")
-        data = yaml.load(text, Loader=_SAFE_LOADER)
+        data = yaml.load(text, Loader=SAFE_LOADER)
     except (OSError, UnicodeDecodeError) as exc:
         raise CategoryError(f"{path}:1:1: cannot read the categories ({exc})") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        raise CategoryError(f"{path}:{line}:{col}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+        line, col = error_position(exc) or (1, 1)
+        raise CategoryError(f"{path}:{line}:{col}: invalid YAML: {error_problem(exc)}") from None
     if not isinstance(data, list):
         raise CategoryError(f"{path}:1:1: categories.yaml must be a YAML list of "
                             f"{{id, kind, title, description}} entries")

@@ -16,6 +16,7 @@ import yaml
 
 from ..errors import DiagnoseError
 from ..vocabulary import Severity
+from .yamlfile import error_position
 
 
 class ConfigError(DiagnoseError):
@@ -115,8 +116,8 @@ def _parse_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(_read_text(path))
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        pos = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        at = error_position(exc)
+        pos = f":{at[0]}:{at[1]}" if at else ""
         raise ConfigError(f"{where}{pos}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
     if data is None:
         return {}

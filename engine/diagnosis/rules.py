@@ -18,6 +18,7 @@ from ..facts.cross_rank import load_run_facts
 from .templating import compile_problem
 from ..units import PARAM_UNITS, column_unit
 from ..vocabulary import Kind, Severity
+from .yamlfile import SAFE_LOADER, error_position, error_problem
 from .categories import CATEGORY_FILE, Category, CategoryError, load_categories, team_category_file
 
 
@@ -142,7 +143,6 @@ def parse_condition(text: str) -> Condition:
 
 
 # libyaml's safe loader when PyYAML was built with it (ten times faster); both build plain data only.
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _did_you_mean(name: str, options: list[str]) -> str:
@@ -249,12 +249,10 @@ def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled",
         raise RuleError(f"{where}:1:1: not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x}); save "
                         f"the rule file as UTF-8") from None
     try:
-        data = yaml.load(text, Loader=_SAFE_LOADER)
+        data = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise RuleError(f"{where}:{line}:{col}: invalid YAML: {problem}") from None
+        line, col = error_position(exc) or (1, 1)
+        raise RuleError(f"{where}:{line}:{col}: invalid YAML: {error_problem(exc)}") from None
     rule_id = data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
     key_lines: dict[str, tuple[int, int]] = {}
 

@@ -33,6 +33,7 @@ from .evaluate import evaluate
 from ..facts.compute import FactSet, compute_facts
 from ..facts import Fact
 from .rules import Rule
+from .yamlfile import error_position
 from ..reading.export import open_export
 
 _CASE_KEYS = {"name", "scenario", "profile", "params", "facts", "expect"}
@@ -70,8 +71,8 @@ def load_test_file(path: Path, rules: dict[str, Rule],
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        pos = f"{mark.line + 1}:{mark.column + 1}" if mark else "1:1"
+        line, col = error_position(exc) or (1, 1)
+        pos = f"{line}:{col}"
         raise RuleTestError(f"{path}:{pos}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(data, dict) or set(data) - {"rule", "cases"} or "rule" not in data:
         raise RuleTestError(f"{path}:1:1: a rule test file has the keys 'rule' and 'cases'")
