@@ -314,6 +314,19 @@ def analysis(path: Path):
     return _ANALYSES[key]
 
 
+@pytest.fixture
+def user_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A fresh user cache directory (XDG_CACHE_HOME) for this test, the default location; its key is read
+    afresh."""
+    from nsys_diagnose.reading import cache as store
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv(store.CACHE_DIR_ENV, raising=False)
+    store.cache_secret.cache_clear()
+    yield tmp_path / "xdg" / "nsys-diagnose"
+    store.cache_secret.cache_clear()
+
+
 OTHER_USER = "nsys-diagnose-other"
 
 

@@ -33,16 +33,6 @@ def profile(tmp_path: Path) -> Path:
     return p
 
 
-@pytest.fixture
-def user_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh user cache directory (XDG_CACHE_HOME) for this test; the default location."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.delenv(store.CACHE_DIR_ENV, raising=False)
-    store.cache_secret.cache_clear()
-    yield tmp_path / "xdg" / "nsys-diagnose"
-    store.cache_secret.cache_clear()
-
-
 def _cache_of(p: Path) -> Path:
     path = store.cache_path(p)
     assert path is not None

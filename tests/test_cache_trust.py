@@ -28,15 +28,6 @@ SECRET = "TOP-SECRET-api-key-0xC0FFEE"
 
 
 @pytest.fixture
-def user_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.delenv(store.CACHE_DIR_ENV, raising=False)
-    store.cache_secret.cache_clear()
-    yield tmp_path / "xdg" / "nsys-diagnose"
-    store.cache_secret.cache_clear()
-
-
-@pytest.fixture
 def secret_file(tmp_path: Path) -> Path:
     """A file only its owner may read, as a credentials file would be."""
     p = tmp_path / "credentials"

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from ..diagnosis.evaluate import effective_params
 from ..diagnosis.rules import Rule
 from .model import Better, MetricRow, Report, Throughput
-from ..units import PARAM_UNITS, fmt_bytes, fmt_duration, fmt_number, fmt_ratio
+from ..units import PARAM_UNITS, fmt_value
 
 Unit = Literal["ratio", "share", "ns", "count", "bytes", "rate"]
 
@@ -158,20 +158,13 @@ def phase_values(report: Report) -> dict[str, float | None]:
 # ------------------------------------------------------------------------------------------------------------
 # Formatting
 # ------------------------------------------------------------------------------------------------------------
+# A metric's unit -> the display unit of engine/units.py fmt_value (a metric 'ratio' is shown as 0.00, a 'share'
+# as a percentage).
+_DISPLAY_UNIT = {"ratio": "plain", "share": "ratio", "ns": "ns", "bytes": "bytes", "rate": "per_s", "count": "number"}
+
+
 def fmt_metric(value: float | None, unit: str) -> str:
-    if value is None:
-        return "n/a"
-    if unit == "ratio":
-        return f"{value:.2f}"
-    if unit == "share":
-        return fmt_ratio(value)
-    if unit == "ns":
-        return fmt_duration(value)
-    if unit == "bytes":
-        return fmt_bytes(value)
-    if unit == "rate":
-        return f"{fmt_number(value)}/s"
-    return fmt_number(value)
+    return fmt_value(value, _DISPLAY_UNIT[unit])
 
 
 def fmt_change(change: float | None, relative: float | None, unit: str) -> str:
