@@ -30,6 +30,9 @@ MEM_KINDS = {
 }
 SYNC_TYPES = {0: "unknown", 1: "event_sync", 2: "stream_wait_event", 3: "stream_sync", 4: "context_sync"}
 NVTX_PUSH_POP, NVTX_START_END, NVTX_DOMAIN_CREATE = 59, 60, 75
+# OSRT_API eventClass (ENUM_NSYS_EVENT_CLASS): 27 is a call; 31 and 32 are the markers "OS runtime libraries
+# profiling started/finished", which are not calls.
+OSRT_CALL, OSRT_PROFILING_STARTED, OSRT_PROFILING_FINISHED = 27, 31, 32
 PID_MASK = 0xFFFFFF  # globalTid / globalPid: tid in bits 0-23, pid in bits 24-47 (nsys-schema.md, "Pitfalls the reader handles")
 
 METADATA_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")  # renamed in 2023.3
@@ -47,6 +50,12 @@ MISSING_REASON = {
                    "NVTX tracing was off (`--trace=nvtx`)",
     "gpu_metrics": "the export has no GPU_METRICS table: capture with `nsys profile --gpu-metrics-devices=all` "
                    "to get DRAM and SM throughput",
+    "osrt_calls": "the export has no OSRT_API table: OS-runtime calls (poll, ioctl, read, pthread waits ...) were "
+                  "not traced; profile with `nsys profile --trace=osrt` (with cuda, nvtx) to see them",
+    "cpu_samples": "the export has no COMPOSITE_EVENTS table: the CPU was not sampled; profile with "
+                   "`nsys profile --sample=process-tree` and backtraces on (`--sample=cpu` in old nsys releases; "
+                   "`nsys status --environment` says whether the system allows CPU sampling) to see which "
+                   "functions the CPU ran",
     "devices": "the export lists no GPU (no TARGET_INFO_GPU table)",
     "processes": "the export has no PROCESSES table",
 }
@@ -109,6 +118,12 @@ def _times(alias: str) -> str:
 
 def _columns(source: Source, table: str, alias: str) -> Callable[..., str]:
     return lambda name, default=None, type_="BIGINT": source.col(table, name, alias, default, type_)
+
+
+def _has_columns(source: Source, table: str, columns: tuple[str, ...]) -> bool:
+    """Whether the export has `table` with every one of `columns` (for the optional tables, which are left empty
+    rather than refused when they lack a column they cannot do without)."""
+    return source.has(table) and all(c in source.tables[table] for c in columns)
 
 
 # -- The adapters, one function per canonical table ----------------------------------------------------------
@@ -269,6 +284,54 @@ def gpu_metrics(source: Source) -> list[Adapter]:
     return [Adapter("gpu_metrics", T, select)] if source.has(T) else []
 
 
+def osrt_calls(source: Source) -> list[Adapter]:
+    """OS-runtime calls (`nsys profile --trace=osrt`); the name is a StringIds `nameId`, recorded bare (ioctl,
+    pthread_mutex_lock: no version suffix). The profiling-started/finished markers (eventClass 31, 32) are left
+    out, and so are rows that cannot be placed on the timeline (end before start, start before 0)."""
+    T = "OSRT_API"
+    c = _columns(source, T, "o")
+
+    def select(src: str) -> str:
+        return f"""
+        SELECT {_times('o')}, {_pid('o.globalTid')} AS pid, {_tid('o.globalTid')} AS tid, o.globalTid AS global_tid,
+               s.value AS name, {c('returnValue')} AS return_value,
+               CAST(COALESCE({c('nestingLevel')}, 0) AS INTEGER) AS nesting_level
+        FROM {src} o
+        LEFT JOIN _strings s ON s.id = {c('nameId')}
+        WHERE COALESCE({c('eventClass')}, {OSRT_CALL}) NOT IN ({OSRT_PROFILING_STARTED}, {OSRT_PROFILING_FINISHED})
+          AND o.start >= 0 AND o."end" >= o.start"""
+
+    return [Adapter("osrt_calls", T, select)] if _has_columns(source, T, ("start", "end", "globalTid")) else []
+
+
+def cpu_samples(source: Source) -> list[Adapter]:
+    """CPU samples (COMPOSITE_EVENTS) with the leaf frame of their backtrace: the SAMPLING_CALLCHAINS row of the
+    same id at stackDepth 0 (the table's key is (id, stackDepth), so the join adds no row); symbol and module
+    are StringIds ids. Without callchains the function is NULL. kernelMode is NULL rather than 0 for user frames
+    in 2022.4 and 2023.2 exports."""
+    T, chains = "COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS"
+    c = _columns(source, T, "e")
+    frame = _columns(source, chains, "l")
+    leaf = "NULL::VARCHAR AS function, NULL::VARCHAR AS module, NULL::BOOLEAN AS kernel_mode"
+    joins = ""
+    if _has_columns(source, chains, ("id", "stackDepth")) and _has_columns(source, T, ("id",)):
+        leaf = (f"fs.value AS function, ms.value AS module, "
+                f"CASE WHEN l.id IS NOT NULL THEN COALESCE({frame('kernelMode')}, 0) <> 0 END AS kernel_mode")
+        joins = f"""
+        LEFT JOIN src."{chains}" l ON l.id = e.id AND l.stackDepth = 0
+        LEFT JOIN _strings fs ON fs.id = {frame('symbol')}
+        LEFT JOIN _strings ms ON ms.id = {frame('module')}"""
+
+    def select(src: str) -> str:
+        return f"""
+        SELECT e.start AS ts_ns, {_pid('e.globalTid')} AS pid, {_tid('e.globalTid')} AS tid,
+               e.globalTid AS global_tid, CAST({c('cpu')} AS INTEGER) AS cpu, {leaf}
+        FROM {src} e{joins}
+        WHERE e.start >= 0"""
+
+    return [Adapter("cpu_samples", T, select)] if _has_columns(source, T, ("start", "globalTid")) else []
+
+
 def devices(source: Source) -> list[Adapter]:
     """Every GPU the export lists plus every GPU that did work (TARGET_INFO_GPU lists all GPUs of the host, and
     may be missing). Reads the GPU tables of canonical kernels, memcpys, memsets and graph_launches."""
@@ -340,6 +403,8 @@ ADAPTERS: dict[str, Callable[[Source], list[Adapter]]] = {
     "graph_launches": graph_launches,
     "nvtx_ranges": nvtx_ranges,
     "gpu_metrics": gpu_metrics,
+    "osrt_calls": osrt_calls,
+    "cpu_samples": cpu_samples,
     "devices": devices,
     "processes": processes,
 }
@@ -351,6 +416,8 @@ def empty_reason(table: str, adapters: list[Adapter]) -> str:
         return MISSING_REASON.get(table, f"the export has no data for {table}")
     if table == "api_calls":
         return "the CUDA API tables of the export are empty"
+    if table == "osrt_calls":
+        return "the OSRT_API table of the export holds no OS-runtime call"
     return f"the {adapters[0].reads} table of the export is empty"
 
 

@@ -171,6 +171,40 @@ VIEWS: dict[str, View] = {
             ),
         ),
         View(
+            "osrt_calls",
+            "One row per OS-runtime library call on a CPU thread (nsys --trace=osrt: ioctl, poll, read, "
+            "pthread_mutex_lock, sem_timedwait ...); empty when OS-runtime calls were not traced.",
+            _TIME
+            + (
+                _c("pid", "BIGINT", "Process id, decoded from globalTid."),
+                _c("tid", "BIGINT", "Thread id, decoded from globalTid."),
+                _c("global_tid", "BIGINT", "nsys globalTid (the same thread key as api_calls.global_tid)."),
+                _c("name", "VARCHAR", "Function called, as nsys records it, e.g. ioctl, poll, pthread_cond_wait."),
+                _c("return_value", "BIGINT", "Return value of the call."),
+                _c("nesting_level", "INTEGER", "0 for a call made by the application, 1 or more for a traced call "
+                   "made inside another one (mmap inside pthread_create): sum only level 0 for time per thread."),
+            ),
+        ),
+        View(
+            "cpu_samples",
+            "One row per CPU sample of a running thread (nsys --sample with backtraces); empty when CPU "
+            "sampling was off.",
+            (
+                _c("ts_ns", "BIGINT", "Sample time on the capture timeline (ns).", "ns"),
+                _c("pid", "BIGINT", "Process id, decoded from globalTid."),
+                _c("tid", "BIGINT", "Thread id, decoded from globalTid."),
+                _c("global_tid", "BIGINT", "nsys globalTid of the sampled thread (the same key as "
+                                           "api_calls.global_tid)."),
+                _c("cpu", "INTEGER", "CPU core the thread was running on."),
+                _c("function", "VARCHAR", "Function of the leaf frame (the code running when the sample was taken); "
+                   "a hex address when nsys could not resolve the symbol; NULL when the sample has no backtrace."),
+                _c("module", "VARCHAR", "Path of the binary or library of the leaf frame, e.g. "
+                   "/usr/lib64/libcuda.so.545.29.06, or [kernel.kallsyms]; NULL when the sample has no backtrace."),
+                _c("kernel_mode", "BOOLEAN", "True when the leaf frame is in the OS kernel; NULL when the sample has "
+                   "no backtrace."),
+            ),
+        ),
+        View(
             "devices",
             "GPUs: those listed by the export plus any that did work; `used` marks the ones that did work.",
             (
