@@ -33,11 +33,11 @@ NAMES = [
     "eager_decode", "graph_decode_node", "graph_decode_graph", "prefill_decode_nvtx", "pageable_copies",
     "sync_storm", "multi_gpu_straggler", "memory_bound_metrics", "old_schema_2022", "new_schema_2025",
     "healthy_prefill", "uvm_migration_storm", "empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture",
-    "clock_glitch",
+    "clock_glitch", "graph_host_gaps", "alloc_churn", "tiny_kernels_queued", "healthy_graph_decode", "hidden_copies",
 ]
 CAPTURE = ["empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture"]
 PRIMARIES = {"launch-bound", "pcie-bound", "unified-memory", "api-latency", "multi-gpu-imbalance", "memory-bound",
-             "low-utilization", "capture", None}
+             "low-utilization", "capture", "host-bound", "small-kernels", None}
 # tables no real export here contains; their columns follow NVIDIA's documented export schema (Nsight Systems
 # User Guide, "SQLite Schema Reference"), checked against the schema notes by test_documented_tables_follow_schema_md
 DOCUMENTED = {
@@ -46,6 +46,9 @@ DOCUMENTED = {
     "GPU_METRICS": ["timestamp", "typeId", "metricId", "value"],
     "TARGET_INFO_GPU_METRICS": ["typeId", "sourceId", "typeName", "metricId", "metricName"],
 }
+# tables the reference export of an era lacks, compared with the real export (of an older nsys) they were copied
+# from instead: the OSRT_API text is the same in every real export here that has one (2022.4.2, 2023.2.3)
+BORROWED = {"2024.6": {"OSRT_API": "wenscarl__cutlass_benchmark__report1__2023.2.3_A100+A40_cutlass-gemm.sqlite"}}
 REFERENCES = {  # era -> real exports (first wins for a table present in several)
     "2024.6": ["NVIDIA__Fuser__report1__2024.6.2_8xH100node_matmul-test.sqlite"],
     "2022.1": ["MohanadOdema__DLProf__w_Relu_nsys_profile__2022.1.3_RTX2070S_pytorch-cnn-dlprof.sqlite"],
@@ -154,12 +157,14 @@ def test_registry() -> None:
         assert s.expected_primary in PRIMARIES
         assert s.description.endswith(".") and len(s.description) > 40
         assert s.truth and s.schema in REFERENCES
-    expected = {"eager_decode": "launch-bound", "graph_decode_node": None, "graph_decode_graph": "capture",
+    expected = {"eager_decode": "launch-bound", "graph_decode_node": None, "graph_decode_graph": None,
                 "prefill_decode_nvtx": "launch-bound", "pageable_copies": "pcie-bound", "sync_storm": "api-latency",
                 "multi_gpu_straggler": "multi-gpu-imbalance", "memory_bound_metrics": "memory-bound",
                 "old_schema_2022": "launch-bound", "new_schema_2025": "launch-bound", "healthy_prefill": None,
                 "uvm_migration_storm": "unified-memory", "empty_capture": "capture", "nvtx_only": "capture",
-                "cuda_api_only": "capture", "tiny_capture": "capture", "clock_glitch": "launch-bound"}
+                "cuda_api_only": "capture", "tiny_capture": "capture", "clock_glitch": "launch-bound",
+                "graph_host_gaps": "host-bound", "alloc_churn": "api-latency", "tiny_kernels_queued": "small-kernels",
+                "healthy_graph_decode": None, "hidden_copies": None}
     assert {n: s.expected_primary for n, s in SCENARIOS.items()} == expected
     with pytest.raises(KeyError):
         generate("no_such_scenario", "/tmp/never.sqlite")
@@ -175,6 +180,10 @@ def _reference_tables(era: str) -> dict[str, list[tuple[Any, ...]]]:
             for t in tables(con):
                 if t not in ref:
                     ref[t] = [r for r in con.execute(f'PRAGMA table_info("{t}")') if r[1] not in DLPROF_COLUMNS]
+    for t, fname in BORROWED.get(era, {}).items():
+        assert t not in ref, f"{t} is in the {era} reference export now: drop it from BORROWED"
+        with connect(REAL / fname) as con:
+            ref[t] = con.execute(f'PRAGMA table_info("{t}")').fetchall()
     return ref
 
 
@@ -627,6 +636,222 @@ def test_uvm_migration_storm(files: dict[str, Path]) -> None:
     assert len(iv) == truth["kernel_count"]
     assert in_range(sum(c[5] for c in cp) / sum(e - s for s, e in iv), truth["migration_vs_kernel_time"])
     assert len(runtime_by_name(path, "cudaDeviceSynchronize%")) == truth["device_syncs"]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# idle-gap causes: what the issuing host thread does while the GPU idles
+# ------------------------------------------------------------------------------------------------------------
+def merge(intervals: list[tuple[int, int]], tolerance: int = 0) -> list[tuple[int, int]]:
+    """Sorted, disjoint union of the intervals; intervals less than ``tolerance`` ns apart are joined."""
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1] + tolerance:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def idle_gaps(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    m = merge(intervals)
+    return [(a[1], b[0]) for a, b in zip(m, m[1:])]
+
+
+def covered_ns(a: int, b: int, merged: list[tuple[int, int]]) -> int:
+    """Length of [a, b] covered by the sorted, disjoint intervals ``merged``."""
+    return sum(max(0, min(b, e) - max(a, s)) for s, e in merged)
+
+
+def inside(t: int, intervals: list[tuple[int, int]]) -> bool:
+    return any(s <= t <= e for s, e in intervals)
+
+
+def graph_mode_checks(path: Path, truth: dict[str, Any]) -> tuple[list[tuple[int, int]], set[int]]:
+    """Checks shared by the graph-mode decodes; returns the GPU intervals (replays and copies) and the thread
+    that launches them."""
+    assert meta(path, "META_DATA_CAPTURE")["PROCESS_0:CUDA_GRAPH_TRACE_OPTIONS:MODE"] == truth["graph_trace_mode"]
+    assert "CUPTI_ACTIVITY_KIND_KERNEL" not in tables(connect(path)) and truth["kernel_count"] == 0
+    assert len(runtime_by_name(path, "cudaLaunchKernel%")) == truth["launch_calls"]
+    launches = {c: (s, g) for s, _, g, c, _ in runtime_by_name(path, "cudaGraphLaunch%")}
+    gt = rows(path, "SELECT start, end, correlationId, streamId FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE ORDER BY start")
+    assert len(launches) == truth["graph_launches"] and len(gt) == truth["graph_trace_rows"]
+    assert all(launches[c][0] < s and in_range(e - s, truth["replay_ns"]) for s, e, c, _ in gt)
+    cp = rows(path, "SELECT start, end, bytes, copyKind, srcKind, dstKind FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    assert len(cp) == truth["memcpy_count"] and all(b <= 4096 and PINNED_KIND in (sk, dk) for *_, b, _, sk, dk in cp)
+    assert Counter(c[3] for c in cp) == {1: 2 * truth["steps"], 2: truth["steps"]}
+    assert len(runtime_by_name(path, "cudaStreamSynchronize%")) == truth["stream_syncs"]
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") == truth["sync_rows"]
+    assert one(path, "SELECT count(DISTINCT pid) FROM PROCESSES") == truth["process_count"]
+    tid = {g for _, g in launches.values()}
+    assert len(tid) == 1
+    return [(s, e) for s, e, *_ in gt] + [(s, e) for s, e, *_ in cp], tid
+
+
+PINNED_KIND = 1
+
+
+def test_graph_host_gaps(files: dict[str, Path]) -> None:
+    check_graph_host_gaps(files["graph_host_gaps"], dict(SCENARIOS["graph_host_gaps"].truth))
+
+
+def check_graph_host_gaps(path: Path, truth: dict[str, Any]) -> None:
+    gpu, tid = graph_mode_checks(path, dict(truth))
+    busy, _, _ = union_stats(gpu)
+    assert in_range(busy, truth["gpu_busy"])
+    ranges = nvtx_ranges(path)
+    assert len(ranges) == truth["nvtx_ranges"] and {r[3] for r in ranges} == tid
+    labels = (truth["nvtx_step_label"], *truth["nvtx_host_labels"])
+    assert Counter(r[2] for r in ranges) == {lab: truth["steps"] for lab in labels}
+    for lab, key in zip(truth["nvtx_host_labels"], ("schedule_ns", "process_outputs_ns")):
+        assert all(in_range(e - s, truth[key]) for s, e, label, *_ in ranges if label == lab)
+    # the long idle gaps are host time of the launching thread: inside 'schedule'/'process_outputs', no CUDA call
+    host = merge([(s, e) for s, e, lab, *_ in ranges if lab in truth["nvtx_host_labels"]])
+    assert not any(covered_ns(s, e, host) for s, e, g, _, _ in runtime_by_name(path, "%") if g in tid)
+    gaps = idle_gaps(gpu)
+    long = [(a, b) for a, b in gaps if b - a > truth["max_other_gap_ns"]]
+    assert len(long) == truth["host_gaps"] and all(in_range(b - a, truth["host_gap_ns"]) for a, b in long)
+    assert in_range(sum(covered_ns(a, b, host) for a, b in gaps) / sum(b - a for a, b in gaps),
+                    truth["idle_in_host_ranges"])
+    # OS runtime calls: one poll() inside each 'schedule' range, plus the profiling started/finished markers
+    osrt = rows(path, """SELECT o.start, o.end, o.eventClass, o.globalTid, s.value, o.nestingLevel, o.callchainId
+                         FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId ORDER BY o.start""")
+    calls = [r for r in osrt if r[2] == 27]
+    assert len(calls) == truth["osrt_calls"] and {r[4] for r in calls} == {truth["osrt_call"]}
+    assert all(in_range(e - s, truth["osrt_call_ns"]) and g in tid and lvl == 0 and cc == 0
+               for s, e, _, g, _, lvl, cc in calls)
+    schedule = [(s, e) for s, e, lab, *_ in ranges if lab == truth["nvtx_host_labels"][0]]
+    assert all(sum(a <= s and e <= b for a, b in schedule) == 1 for s, e, *_ in calls)
+    markers = [r for r in osrt if r[2] != 27]
+    assert len(markers) == truth["osrt_markers"] and [r[2] for r in markers] == [31, 32]
+    assert all(s == e and g >> 24 & PID_MASK == next(iter(tid)) >> 24 & PID_MASK and g & PID_MASK == 0
+               and lvl is None for s, e, _, g, _, lvl, _ in markers)
+    assert markers[0][0] < calls[0][0] and markers[-1][0] > calls[-1][1]
+
+
+def test_healthy_graph_decode(files: dict[str, Path]) -> None:
+    check_healthy_graph_decode(files["healthy_graph_decode"], dict(SCENARIOS["healthy_graph_decode"].truth))
+
+
+def check_healthy_graph_decode(path: Path, truth: dict[str, Any]) -> None:
+    gpu, tid = graph_mode_checks(path, dict(truth))
+    busy, gaps, _ = union_stats(gpu)
+    assert in_range(busy, truth["gpu_busy"]) and max(gaps) < truth["max_gap_ns"]
+    replays = rows(path, "SELECT start, end FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+    assert union_stats(replays)[0] >= truth["gpu_busy"][0]  # the replays alone keep the GPU busy
+    ranges = nvtx_ranges(path)
+    assert len(ranges) == truth["nvtx_ranges"] and {r[2] for r in ranges} == {truth["nvtx_step_label"]}
+    assert "OSRT_API" not in tables(connect(path))
+
+
+def test_alloc_churn(files: dict[str, Path]) -> None:
+    check_alloc_churn(files["alloc_churn"], dict(SCENARIOS["alloc_churn"].truth))
+
+
+def check_alloc_churn(path: Path, truth: dict[str, Any]) -> None:
+    iv = kernel_intervals(path)
+    assert len(iv) == truth["kernel_count"] == len(runtime_by_name(path, "cudaLaunchKernel%")) == truth["launch_calls"]
+    assert all(in_range(e - s, truth["kernel_ns"]) for s, e in iv)
+    mallocs, frees = runtime_by_name(path, "cudaMalloc%"), runtime_by_name(path, "cudaFree%")
+    assert len(mallocs) == truth["malloc_calls"] and len(frees) == truth["free_calls"]
+    assert all(in_range(e - s, truth["malloc_call_ns"]) for s, e, *_ in mallocs)
+    assert len(runtime_by_name(path, "%Synchronize%")) == truth["sync_calls"]
+    t = tables(connect(path))
+    assert "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION" not in t and "NVTX_EVENTS" not in t
+    # cudaFree is entered while the GPU runs the iteration's kernels and returns 40-150 us after they finished
+    blocks = merge(iv, tolerance=truth["max_other_gap_ns"])
+    assert len(blocks) == truth["iterations"]
+    for (s, e, *_), (bs, be) in zip(frees, blocks):
+        assert bs < s < be and in_range(e - be, truth["free_after_gpu_ns"])
+    alloc = [(s, e) for s, e, *_ in mallocs + frees]
+    assert in_range(sum(e - s for s, e in alloc) / sum(e - s for s, e in iv), truth["alloc_vs_kernel_time"])
+    busy, _, _ = union_stats(iv)
+    assert in_range(busy, truth["gpu_busy"])
+    gaps = idle_gaps(iv)
+    long = [(a, b) for a, b in gaps if b - a > truth["max_other_gap_ns"]]
+    assert len(long) == truth["alloc_gaps"] and all(in_range(b - a, truth["alloc_gap_ns"]) for a, b in long)
+    calls = merge(alloc)
+    assert all(covered_ns(a, b, calls) > 0 for a, b in long)  # every idle gap holds a cudaMalloc/cudaFree
+    assert in_range(sum(covered_ns(a, b, calls) for a, b in long) / sum(b - a for a, b in long),
+                    truth["idle_in_alloc_calls"])
+
+
+def test_tiny_kernels_queued(files: dict[str, Path]) -> None:
+    check_tiny_kernels_queued(files["tiny_kernels_queued"], dict(SCENARIOS["tiny_kernels_queued"].truth))
+
+
+def check_tiny_kernels_queued(path: Path, truth: dict[str, Any]) -> None:
+    lk = rows(path, """SELECT k.start, k.end, r.start, r.end, s.value, k.streamId FROM CUPTI_ACTIVITY_KIND_KERNEL k
+                       JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+                       JOIN StringIds s ON s.id = k.shortName ORDER BY k.start""")
+    launches = runtime_by_name(path, truth["launch_api"])
+    assert len(lk) == truth["kernel_count"] == len(launches) == truth["launch_calls"]
+    assert all(ec == 1 and in_range(e - s, truth["launch_call_ns"]) for s, e, _, _, ec in launches)
+    assert {r[5] for r in lk} == {truth["stream"]}
+    names = Counter(r[4] for r in lk).most_common()
+    assert tuple(n for n, _ in names) == truth["kernel_names"]
+    assert tuple(c for _, c in names) == truth["kernel_name_counts"]
+    assert all(in_range(ke - ks, truth["kernel_ns"]) for ks, ke, *_ in lk)
+    assert in_range(statistics.mean(ke - ks for ks, ke, *_ in lk), truth["mean_kernel_ns"])
+    # the host runs ahead: a kernel's launch call returns before the previous kernel ends
+    ahead = sum(lk[i][3] < lk[i - 1][1] for i in range(1, len(lk))) / (len(lk) - 1)
+    assert in_range(ahead, truth["queued_ahead_fraction"])
+    busy, gaps, _ = union_stats([(ks, ke) for ks, ke, *_ in lk])
+    assert in_range(busy, truth["gpu_busy"]) and in_range(1 - busy, truth["overhead_ratio"])
+    assert in_range(statistics.mean(gaps), truth["mean_gap_ns"])
+    queued = [g for g in gaps if in_range(g, truth["queued_gap_ns"])]
+    assert in_range(len(queued) / len(gaps), truth["queued_gap_fraction"])
+    syncs = runtime_by_name(path, "cuCtxSynchronize")
+    assert len(syncs) == truth["ctx_syncs"] and {s[4] for s in syncs} == {1}
+    sr = rows(path, "SELECT syncType, streamId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+    assert len(sr) == truth["sync_rows"] and set(sr) == {(truth["sync_type"], 4294967295)}
+    # the iteration boundaries: the last kernel of an iteration ends while the host waits in cuCtxSynchronize
+    longer = [lk[i - 1][1] for i in range(1, len(lk)) if lk[i][0] - lk[i - 1][1] > truth["queued_gap_ns"][1]]
+    assert sum(inside(t, [(s, e) for s, e, *_ in syncs]) for t in longer) == truth["iterations"] - 1
+
+
+def test_hidden_copies(files: dict[str, Path]) -> None:
+    check_hidden_copies(files["hidden_copies"], dict(SCENARIOS["hidden_copies"].truth))
+
+
+def check_hidden_copies(path: Path, truth: dict[str, Any]) -> None:
+    k = rows(path, "SELECT start, end, streamId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start")
+    assert len(k) == truth["kernel_count"] == len(runtime_by_name(path, "cudaLaunchKernel%")) == truth["launch_calls"]
+    assert {s for *_, s in k} == {truth["compute_stream"]}
+    assert all(in_range(e - s, truth["kernel_ns"]) for s, e, _ in k)
+    iv = [(s, e) for s, e, _ in k]
+    busy, gaps, _ = union_stats(iv)
+    assert in_range(busy, truth["gpu_busy"]) and max(gaps) < truth["max_gap_ns"]
+    cp = rows(path, """SELECT start, end, bytes, copyKind, srcKind, dstKind, streamId, correlationId
+                       FROM CUPTI_ACTIVITY_KIND_MEMCPY""")
+    assert len(cp) == truth["memcpy_count"] and sum(c[3] == 1 for c in cp) == truth["htod_count"]
+    assert sum(c[4] == PINNED_KIND for c in cp) / len(cp) == truth["pinned_fraction"]
+    assert {c[6] for c in cp} == {truth["copy_stream"]} != {truth["compute_stream"]}
+    calls = {c: (s, e) for s, e, _, c, _ in runtime_by_name(path, "cudaMemcpyAsync%")}
+    assert len(calls) == len(cp)
+    merged = merge(iv)
+    for s, e, b, *_, corr in cp:
+        assert calls[corr][0] < s and calls[corr][1] < e  # asynchronous: the call returns before the copy ends
+        assert in_range(b, truth["bytes_per_copy"]) and in_range(e - s, truth["copy_ns"])
+        assert in_range(b / ((e - s) / 1e9), truth["memcpy_bandwidth_Bps"])
+        assert inside(s, iv) and inside(e, iv)  # starts and ends while a kernel runs
+        assert in_range(covered_ns(s, e, merged) / (e - s), truth["copy_under_kernels"])
+    assert len(runtime_by_name(path, "cudaEventSynchronize%")) == truth["event_syncs"]
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE syncType = 1") == \
+        truth["event_syncs"]
+    assert len(runtime_by_name(path, "cudaStreamSynchronize%")) == truth["stream_syncs"]
+
+
+GAP_CAUSE_CHECKS = {"graph_host_gaps": check_graph_host_gaps, "healthy_graph_decode": check_healthy_graph_decode,
+                    "alloc_churn": check_alloc_churn, "tiny_kernels_queued": check_tiny_kernels_queued,
+                    "hidden_copies": check_hidden_copies}
+
+
+@pytest.mark.parametrize("name", list(GAP_CAUSE_CHECKS))
+def test_gap_cause_truth_other_seed_and_scale(tmp_path: Path, name: str) -> None:
+    path = tmp_path / f"{name}.sqlite"
+    sc = generate(name, path, seed=11, scale=2)
+    assert sc.truth != SCENARIOS[name].truth
+    GAP_CAUSE_CHECKS[name](path, dict(sc.truth))
 
 
 # ------------------------------------------------------------------------------------------------------------
