@@ -13,6 +13,7 @@ from .facts.compute import FactSet, compute_facts
 from .facts import Fact, FactError, load_facts
 from .version import tool_version
 from .reports.model import ParamOverride, ProfileSummary, Report
+from .reports.breakdown import window_breakdown
 from .reports.metrics import key_metric_rows, rule_thresholds
 from .diagnosis.rules import Rule, load_rules
 from .reading.export import Export, open_export
@@ -107,6 +108,7 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
                               tokens))
     # The key metrics are judged against the same rule params the evaluation used (diagnose.yaml, --set).
     report.key_metrics = key_metric_rows(report, rule_thresholds(rules, rule_params, config.disabled))
+    report.window = window_breakdown(facts.rows("gpu_utilization") if "gpu_utilization" in facts.results else [])
     return report
 
 

@@ -26,7 +26,7 @@ def test_terminal_summary_names_the_bottleneck_and_the_headline_metrics():
     out = p.stdout
     assert "VERDICT  launch-bound" in out
     for metric in ("GPU utilisation", "Kernels", "Gap mean / median", "Overhead ratio", "Launch calls",
-                   "Launch latency", "GPU active time", "CPU time in CUDA", "Memcpy time"):
+                   "Launch latency", "GPU active time", "CPU time in CUDA", "Host-device copy time"):
         assert metric in out
     assert "\x1b[" not in out  # piped: no colour
     assert len(out.splitlines()) <= 60  # one screen

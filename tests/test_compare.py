@@ -63,7 +63,7 @@ def test_eager_to_graphs_is_improved_with_overhead_down_and_utilisation_up(impro
     assert not improved.gate_crossed
     assert {(f.rule, f.change) for f in improved.findings} >= {("launch-bound", "disappeared")}
     for key in ("mean_gap_ns", "median_gap_ns", "kernel_count", "launch_calls", "mean_kernel_ns",
-                "launch_mean_ns", "sync_calls", "memcpy_ns", "phase_other_ns"):
+                "launch_mean_ns", "sync_calls", "pcie_ns", "phase_other_ns"):
         d = metric(improved, key)
         assert d.before is not None and d.after is not None and d.change == pytest.approx(d.after - d.before)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from nsys_diagnose.vocabulary import IDLE_CAUSES
 from nsys_diagnose.facts.compute import compute_facts
 from nsys_diagnose.fixtures.generator import SCENARIOS, generate
 from nsys_diagnose.reading.export import open_export
@@ -88,7 +89,10 @@ def _check(path: Path) -> None:
         assert idle, device
         bins = [r for r in facts.rows("utilization_timeline") if r["device_id"] == device]
         busy_in_bins = sum(r["busy_fraction"] * (r["bin_end_ns"] - r["bin_start_ns"]) for r in bins)
-        assert busy_in_bins == pytest.approx(want["busy_ns"], rel=1e-9, abs=len(bins))
+        assert busy_in_bins == pytest.approx(want["compute_busy_ns"], rel=1e-9, abs=len(bins))
+        # every idle gap has exactly one cause: the causes add up to the idle time
+        assert sum(u[c.column] for c in IDLE_CAUSES) == want["idle_ns"], device
+        assert u["copy_only_ns"] == want["busy_ns"] - want["compute_busy_ns"], device
         if want["compute_busy_ns"]:
             gaps = next(r for r in facts.rows("kernel_gaps") if r["device_id"] == device and r["stream_id"] is None)
             assert gaps["total_gap_ns"] == want["compute_gap_ns"], device

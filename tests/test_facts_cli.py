@@ -70,8 +70,8 @@ def test_show_prints_an_aligned_table():
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["device_id", "kernel_count", "mean_kernel_ns", "mean_gap_ns", "median_gap_ns",
-                                "total_gap_ns", "overhead_ratio", "host_idle_ns", "host_idle_share",
-                                "host_idle_fraction", "window_ns"]
+                                "total_gap_ns", "overhead_ratio", "launch_idle_ns", "launch_idle_share",
+                                "launch_idle_fraction", "graph_share", "window_ns"]
     assert lines[1].split()[:2] == ["0", "7325"]
     assert len(lines[0]) == len(lines[1])  # columns padded to one width
     assert lines[-1] == "(1 row)"

@@ -11,7 +11,7 @@ from . import templating
 from ..facts.compute import FactSet
 from ..reports.model import Evidence, Finding, RuleOutcome, Verdict
 from .rules import Condition, Operand, Rule, RuleError, key_position, template_fields
-from ..vocabulary import Kind, Severity
+from ..vocabulary import IDLE_CAUSES, Kind, Severity
 from ..units import PARAM_UNITS, column_unit, fmt_param, fmt_ratio, fmt_value
 
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
@@ -19,6 +19,10 @@ _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le
 
 # A cause must cost at least this share of the profiled time to be named the primary bottleneck.
 PRIMARY_MIN_IMPACT = 0.05
+# A finding that costs less than this share of GPU time is reported as info (a rule's info_below_impact overrides).
+INFO_BELOW_IMPACT = 0.05
+# Above this overhead ratio (launch-bound's default max_overhead_ratio) the verdict accounts for the gaps.
+OVERHEAD_RATIO_NOTABLE = 0.3
 
 
 def _render(rule: Rule, field_name: str, template: str, context: dict[str, Any], not_after: float) -> str:
@@ -179,9 +183,11 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
             impact = row.get(spec.impact) if spec.impact else None
             impact = None if impact is None else max(0.0, min(1.0, float(impact)))
             severity = severities.get(rule.id, spec.severity)
-            if spec.info_below_impact is not None and impact is not None:
-                limit = (params[str(spec.info_below_impact).lstrip("$")]
-                         if isinstance(spec.info_below_impact, str) else float(spec.info_below_impact))
+            if impact is not None and spec.kind != Kind.CAPTURE and rule.id not in severities:
+                # Severity follows cost: a finding that costs little GPU time is information, whatever the rule's
+                # severity (a rule may set its own floor; an explicit rules.<id>.severity is kept as given).
+                limit = (params[spec.info_below_impact.lstrip("$")] if isinstance(spec.info_below_impact, str)
+                         else INFO_BELOW_IMPACT if spec.info_below_impact is None else float(spec.info_below_impact))
                 if impact < limit:
                     severity = Severity.INFO
             context = {"row": row, "params": params, "impact": impact}
@@ -213,13 +219,39 @@ def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str]) ->
                       and (f.impact or 0.0) >= min_impact]
         return max(candidates, key=lambda f: (f.impact or 0.0, f.severity.rank), default=None)
 
-    top = strongest(Kind.CAUSE, PRIMARY_MIN_IMPACT) or strongest(Kind.SYMPTOM, PRIMARY_MIN_IMPACT) \
-        or strongest(Kind.CAPTURE, 0.0)
+    cause = strongest(Kind.CAUSE, PRIMARY_MIN_IMPACT)
+    top = cause or strongest(Kind.SYMPTOM, PRIMARY_MIN_IMPACT) or strongest(Kind.CAPTURE, 0.0)
+    # The verdict never contradicts the overhead ratio the key metrics print: when no cause explains gaps that
+    # large, it says where they come from.
+    gaps = "" if cause is not None else _unexplained_gaps(facts)
     if top is not None:
         cost = f" (costs ≈{fmt_ratio(top.impact, 0)} of GPU time)" if top.impact is not None else ""
         return Verdict(primary=top.category, rule=top.rule, subject=top.subject, impact=top.impact,
-                       headline=f"{top.title}{cost}: {top.message}")
-    return Verdict(primary=None, headline=_healthy_headline(facts))
+                       headline=f"{top.title}{cost}: {top.message}{gaps}")
+    return Verdict(primary=None, headline=_healthy_headline(facts) + gaps)
+
+
+def _lower_first(text: str) -> str:
+    """'Launch cost' -> 'launch cost'; 'GPU-side gaps' stays."""
+    return text if text[:2].isupper() else text[:1].lower() + text[1:]
+
+
+def _unexplained_gaps(facts: FactSet) -> str:
+    """' The GPUs wait between kernels (overhead ratio 0.43): ...', naming the idle causes, largest first; empty
+    when the overhead ratio is at most OVERHEAD_RATIO_NOTABLE."""
+    summary = facts.first("summary") if "summary" in facts.results else {}
+    ratio = summary.get("overhead_ratio")
+    gpus = facts.rows("gpu_utilization") if "gpu_utilization" in facts.results else []
+    if ratio is None or ratio <= OVERHEAD_RATIO_NOTABLE or not gpus:
+        return ""
+    idle = {c: sum(g.get(c.column) or 0 for g in gpus) for c in IDLE_CAUSES}
+    total = sum(idle.values())
+    if total <= 0:
+        return ""
+    parts = [f"{fmt_ratio(ns / total, 0)} {_lower_first(c.label.removeprefix('Idle: '))}"
+             for c, ns in sorted(idle.items(), key=lambda kv: -kv[1]) if ns / total >= 0.005]
+    return (f" The GPUs still wait between kernels (overhead ratio {ratio:.2f}), but no cause rule passes its "
+            f"threshold; that idle time is {', '.join(parts)}.")
 
 
 def _healthy_headline(facts: FactSet) -> str:
@@ -228,10 +260,15 @@ def _healthy_headline(facts: FactSet) -> str:
     if util is None:
         return "No bottleneck found, but the capture holds no GPU work to judge."
     top = facts.rows("kernel_summary")[:1] if "kernel_summary" in facts.results else []
+    graphs = facts.first("cuda_graphs") if "cuda_graphs" in facts.results else {}
     where = ""
-    if top:
+    if graphs.get("graph_replays"):
+        # graph trace mode: the kernel table holds only the eager kernels, so it cannot say where the time goes
+        where = ("; the time goes to CUDA-graph replays, whose kernels a capture with --cuda-graph-trace=node "
+                 "would show")
+    elif top:
         name = top[0].get("short_name") or top[0].get("name")
         where = f"; the time goes to kernels, led by {name} ({fmt_ratio(top[0].get('share_of_kernel_time'), 0)})"
-    return (f"No bottleneck found: the GPUs are busy {fmt_ratio(util, 0)} of their window and no overhead "
+    return (f"No bottleneck found: kernels run {fmt_ratio(util, 0)} of the GPUs' window and no overhead "
             f"costs more than {fmt_ratio(PRIMARY_MIN_IMPACT, 0)} of it{where}. Speed-ups now come from the "
             f"kernels themselves.")

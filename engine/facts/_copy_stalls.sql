@@ -9,6 +9,8 @@
 -- @column src_mem Source memory kind.
 -- @column dst_mem Destination memory kind.
 -- @column is_uvm Unified-memory migration.
+-- @column traffic What the operation moves, from its copy kind (CUPTI CUpti_ActivityMemcpyKind): host_device (HtoD, DtoH, HtoA, AtoH: host memory to or from the GPU, over PCIe, or NVLink-C2C on Grace Hopper), device (DtoD, DtoA, AtoD, AtoA: within one GPU), peer (PtoP: between GPUs), uvm (unified-memory migrations, whatever their direction), memset, or other (HtoH, unknown).
+-- @column host_mem Host side of a host_device copy, the source of HtoD and HtoA and the destination of DtoH and AtoH: pageable or pinned (else managed or unknown); NULL for other traffic.
 -- @column bytes Bytes moved.
 -- @column dur_ns Duration (ns).
 -- @column stall_ns Part of the duration with no compute on the device (ns).
@@ -46,6 +48,15 @@ overlap AS (
                AS overlap_ns
     FROM swept WHERE op_id IS NOT NULL GROUP BY op_id
 )
-SELECT o.device_id, o.op, o.copy_kind, o.src_mem, o.dst_mem, o.is_uvm, o.bytes, o.end_ns - o.start_ns AS dur_ns,
+SELECT o.device_id, o.op, o.copy_kind, o.src_mem, o.dst_mem, o.is_uvm,
+       CASE WHEN o.op = 'memset' THEN 'memset'
+            WHEN o.is_uvm THEN 'uvm'
+            WHEN o.copy_kind IN ('HtoD', 'DtoH', 'HtoA', 'AtoH') THEN 'host_device'
+            WHEN o.copy_kind IN ('DtoD', 'DtoA', 'AtoD', 'AtoA') THEN 'device'
+            WHEN o.copy_kind = 'PtoP' THEN 'peer'
+            ELSE 'other' END AS traffic,
+       CASE WHEN o.copy_kind IN ('HtoD', 'HtoA') THEN o.src_mem
+            WHEN o.copy_kind IN ('DtoH', 'AtoH') THEN o.dst_mem END AS host_mem,
+       o.bytes, o.end_ns - o.start_ns AS dur_ns,
        CAST(greatest(o.end_ns - o.start_ns - coalesce(v.overlap_ns, 0), 0) AS BIGINT) AS stall_ns
 FROM ops o LEFT JOIN overlap v USING (op_id)

@@ -27,6 +27,7 @@
 -- @column prev_comm_end_ns Latest end of an earlier communication kernel.
 -- @column prev_noncomm_end_ns Latest end of an earlier kernel or graph replay that is not communication.
 -- @column follows_sync The idle gap before this operation follows a blocking call: the host had waited sync_min_wait_ns in it when the GPU went idle, and it returned before the operation started.
+-- @column sync_return_ns When the latest blocking call that returned before this operation returned (ns).
 -- @column global_tid Thread of the issuing call (NULL when no call matched).
 -- @column api_name_id StringIds id of the issuing call's API name (see api_calls.name_id).
 -- @column api_start_ns When the issuing call started (ns).
@@ -63,6 +64,7 @@ SELECT o.device_id, o.start_ns, o.end_ns, o.is_compute, o.is_graph, o.is_memset,
        o.prev_noncomm_end_ns,
        coalesce(o.last_sync_end_ns >= o.prev_end_ns AND o.prev_end_ns - r.start_ns >= ${sync_min_wait_ns}, false)
            AS follows_sync,
+       o.last_sync_end_ns AS sync_return_ns,
        l.global_tid, l.name_id AS api_name_id, l.api_start_ns, l.api_end_ns
 FROM ordered o
 LEFT JOIN _issuing_calls l ON l.pid = o.pid AND l.correlation_id = o.correlation_id

@@ -6,7 +6,7 @@
 -- @doc buckets holding most of the idle time is the signature of launch overhead; a few gaps over 1 ms
 -- @doc point at the host (Python, scheduling, I/O) or at synchronisation.
 -- @needs _timeline
--- @requires kernels
+-- @requires kernels|graph_launches
 -- @column device_id CUDA device index.
 -- @column bucket Bucket index, 0-based, shortest gaps first.
 -- @column lower_ns Shortest gap in the bucket (inclusive, ns).

@@ -46,7 +46,7 @@ SELECT device_id,
        avg(value) FILTER (WHERE class = 'tensor_active') AS tensor_active_pct,
        avg(value) FILTER (WHERE class = 'pcie_rx') AS pcie_rx_pct,
        avg(value) FILTER (WHERE class = 'pcie_tx') AS pcie_tx_pct,
-       any_value(u.compute_utilization) AS compute_utilization
+       any_value(u.utilization) AS compute_utilization
 FROM classified LEFT JOIN gpu_utilization u USING (device_id)
 GROUP BY device_id
 ORDER BY device_id

@@ -1,39 +1,50 @@
 -- @fact gpu_utilization
--- @doc One row per GPU that did work: how busy it was over its own window (first GPU operation to the
--- @doc last). Busy time is the union of kernels, graph replays, copies and memsets, so overlapping
--- @doc streams count once.
+-- @doc One row per GPU that did work: how its own window (first GPU operation to the last) splits into time
+-- @doc with a kernel or CUDA-graph replay running (utilization, as nvidia-smi's and the README's "GPU
+-- @doc utilisation"), time with only copies or memsets running (copy_only_ns), and idle time by cause
+-- @doc (_idle_gaps; README "Where the idle time goes"). Overlapping streams count once; the parts add up to the
+-- @doc window.
 -- @needs _timeline _idle_gaps
--- @requires kernels
+-- @requires kernels|graph_launches
 -- @column device_id CUDA device index.
 -- @column window_start_ns First GPU operation on the device (ns).
 -- @column window_end_ns End of the last GPU operation on the device (ns).
 -- @column window_ns Length of that window (ns).
--- @column busy_ns Union of all GPU work (ns).
--- @column compute_busy_ns Union of kernels and graph replays only (ns).
--- @column idle_ns Window minus busy time (ns).
--- @column utilization busy_ns / window_ns (0-1).
--- @column compute_utilization compute_busy_ns / window_ns (0-1).
--- @column idle_fraction 1 - utilization: share of the window with nothing running (0-1).
+-- @column compute_busy_ns Union of kernels and graph replays (ns).
+-- @column utilization compute_busy_ns / window_ns: share of the window with a kernel or graph replay running (0-1).
+-- @column copy_only_ns Time with a copy or memset running and no kernel (ns).
+-- @column copy_only_fraction copy_only_ns / window_ns (0-1).
+-- @column busy_ns Union of all GPU work: kernels, graph replays, copies, memsets (ns).
+-- @column active_fraction busy_ns / window_ns: share of the window with any GPU activity (0-1).
+-- @column idle_ns Window minus busy time: nothing running (ns).
+-- @column idle_fraction idle_ns / window_ns (0-1).
 -- @column op_count GPU operations of every kind (kernels, graph replays, copies, memsets).
 -- @column kernel_count Kernels executed.
 -- @column graph_replay_count CUDA-graph replays traced in graph mode.
 -- @column kernel_time_ns Sum of kernel durations, the "GPU active time" of README "What it measures" (ns).
 -- @column mean_kernel_ns Mean kernel duration (ns).
--- @column idle_host_ns Idle time whose next operation was issued after the GPU went idle (ns).
--- @column idle_sync_ns Idle time that follows a blocking synchronisation (ns).
+-- @column idle_sync_ns Idle time caused by blocking synchronisations (ns).
+-- @column idle_allocation_ns Idle time while the host allocated or freed memory (ns).
+-- @column idle_launch_ns Idle time while the host issued the next operation: launch cost (ns).
+-- @column idle_host_ns Idle time while the host worked outside CUDA calls (ns).
+-- @column idle_gpu_side_ns Idle time with the next operation already queued: per-operation GPU cost (ns).
 -- @column idle_uvm_ns Idle time that ends in a unified-memory migration (ns).
--- @column idle_other_ns Remaining idle time between operations (ns).
+-- @column idle_other_ns Idle time with no traced cause: dependencies, events, untraced work (ns).
 -- @check device_id not_null
 -- @check device_id unique
 -- @check window_ns non_negative
 -- @check busy_ns non_negative
 -- @check idle_ns non_negative
 -- @check utilization range 0 1
--- @check compute_utilization range 0 1
+-- @check copy_only_fraction range 0 1
+-- @check active_fraction range 0 1
 -- @check idle_fraction range 0 1
 -- @check kernel_count non_negative
--- @check idle_host_ns non_negative
 -- @check idle_sync_ns non_negative
+-- @check idle_allocation_ns non_negative
+-- @check idle_launch_ns non_negative
+-- @check idle_host_ns non_negative
+-- @check idle_gpu_side_ns non_negative
 -- @check idle_uvm_ns non_negative
 -- @check idle_other_ns non_negative
 WITH win AS (
@@ -50,20 +61,28 @@ WITH win AS (
 ),
 idle AS (
     SELECT device_id,
-           coalesce(sum(gap_ns) FILTER (WHERE cause = 'host'), 0) AS idle_host_ns,
            coalesce(sum(gap_ns) FILTER (WHERE cause = 'sync'), 0) AS idle_sync_ns,
+           coalesce(sum(gap_ns) FILTER (WHERE cause = 'allocation'), 0) AS idle_allocation_ns,
+           coalesce(sum(gap_ns) FILTER (WHERE cause = 'launch'), 0) AS idle_launch_ns,
+           coalesce(sum(gap_ns) FILTER (WHERE cause = 'host'), 0) AS idle_host_ns,
+           coalesce(sum(gap_ns) FILTER (WHERE cause = 'gpu-side'), 0) AS idle_gpu_side_ns,
            coalesce(sum(gap_ns) FILTER (WHERE cause = 'uvm'), 0) AS idle_uvm_ns,
            coalesce(sum(gap_ns) FILTER (WHERE cause = 'other'), 0) AS idle_other_ns
     FROM _idle_gaps GROUP BY device_id
 )
 SELECT w.device_id, w.s AS window_start_ns, w.e AS window_end_ns, w.e - w.s AS window_ns,
-       CAST(w.busy_ns AS BIGINT) AS busy_ns, CAST(w.compute_busy_ns AS BIGINT) AS compute_busy_ns,
+       CAST(w.compute_busy_ns AS BIGINT) AS compute_busy_ns,
+       CASE WHEN w.e > w.s THEN w.compute_busy_ns / (w.e - w.s) END AS utilization,
+       CAST(greatest(w.busy_ns - w.compute_busy_ns, 0) AS BIGINT) AS copy_only_ns,
+       CASE WHEN w.e > w.s THEN greatest(w.busy_ns - w.compute_busy_ns, 0) / (w.e - w.s) END AS copy_only_fraction,
+       CAST(w.busy_ns AS BIGINT) AS busy_ns,
+       CASE WHEN w.e > w.s THEN w.busy_ns / (w.e - w.s) END AS active_fraction,
        CAST((w.e - w.s) - w.busy_ns AS BIGINT) AS idle_ns,
-       CASE WHEN w.e > w.s THEN w.busy_ns / (w.e - w.s) END AS utilization,
-       CASE WHEN w.e > w.s THEN w.compute_busy_ns / (w.e - w.s) END AS compute_utilization,
        CASE WHEN w.e > w.s THEN 1 - w.busy_ns / (w.e - w.s) END AS idle_fraction,
        w.op_count, w.kernel_count, w.graph_replay_count, w.kernel_time_ns, w.mean_kernel_ns,
-       coalesce(i.idle_host_ns, 0) AS idle_host_ns, coalesce(i.idle_sync_ns, 0) AS idle_sync_ns,
-       coalesce(i.idle_uvm_ns, 0) AS idle_uvm_ns, coalesce(i.idle_other_ns, 0) AS idle_other_ns
+       coalesce(i.idle_sync_ns, 0) AS idle_sync_ns, coalesce(i.idle_allocation_ns, 0) AS idle_allocation_ns,
+       coalesce(i.idle_launch_ns, 0) AS idle_launch_ns, coalesce(i.idle_host_ns, 0) AS idle_host_ns,
+       coalesce(i.idle_gpu_side_ns, 0) AS idle_gpu_side_ns, coalesce(i.idle_uvm_ns, 0) AS idle_uvm_ns,
+       coalesce(i.idle_other_ns, 0) AS idle_other_ns
 FROM win w LEFT JOIN idle i USING (device_id)
 ORDER BY w.device_id

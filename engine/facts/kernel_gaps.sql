@@ -4,7 +4,7 @@
 -- @doc is host-wait (as in HTA) when the call that launched the next kernel was still running when the
 -- @doc previous kernel ended: the GPU waited for the CPU.
 -- @needs _timeline
--- @requires kernels
+-- @requires kernels|graph_launches
 -- @param gap_threshold_ns 10000
 -- @column device_id CUDA device index.
 -- @column stream_id CUDA stream, NULL for the whole device.

@@ -1,9 +1,10 @@
 -- @fact launch_api
 -- @doc One row per launch API (cudaLaunchKernel, cuLaunchKernel, cuLaunchKernelEx, cudaGraphLaunch ...):
 -- @doc call count and CPU latency, and the queue delay from the call's start to the start of the GPU work
--- @doc it launched (matched on pid and correlation id). A mean above 20 µs is slow (the slow-launch-calls
--- @doc rule, README "Rules and the verdict").
--- @needs _timeline _api_names
+-- @doc it launched (matched on pid and correlation id). A median above 20 µs is slow (the slow-launch-calls
+-- @doc rule, README "Rules and the verdict"); the mean is kept, but a few calls that block for milliseconds
+-- @doc (a full launch queue, lazy module loading) inflate it.
+-- @needs _timeline _api_names gpu_utilization
 -- @requires api_calls
 -- @column name Launch API name.
 -- @column call_count Calls.
@@ -15,11 +16,13 @@
 -- @column mean_queue_ns Mean delay from call start to GPU start (ns).
 -- @column p50_queue_ns Median delay from call start to GPU start (ns).
 -- @column p99_queue_ns 99th percentile delay from call start to GPU start (ns).
+-- @column launch_idle_fraction GPU idle time while the host issued work (_idle_gaps cause 'launch') over the used GPUs' windows, the same on every row: what launch cost takes from the GPUs (0-1).
 -- @check name not_null
 -- @check name unique
 -- @check call_count non_negative
 -- @check total_ns non_negative
 -- @check launched_ops non_negative
+-- @check launch_idle_fraction range 0 1
 -- Launch APIs are recognised once per name id (_api_names) and then matched on the integer id.
 WITH launch_ids AS (
     SELECT name_id, name, name LIKE '%GraphLaunch%' OR name LIKE '%MultiDevice%' AS multi_op
@@ -55,6 +58,7 @@ queues AS (
     FROM per_call GROUP BY name
 )
 SELECT c.name, c.call_count, c.total_ns, c.mean_ns, c.q[1] AS p50_ns, c.q[2] AS p99_ns,
-       coalesce(u.ops, 0) AS launched_ops, u.mean_queue_ns, u.q[1] AS p50_queue_ns, u.q[2] AS p99_queue_ns
+       coalesce(u.ops, 0) AS launched_ops, u.mean_queue_ns, u.q[1] AS p50_queue_ns, u.q[2] AS p99_queue_ns,
+       (SELECT sum(idle_launch_ns) / nullif(sum(window_ns), 0) FROM gpu_utilization) AS launch_idle_fraction
 FROM calls c LEFT JOIN queues u USING (name)
 ORDER BY c.call_count DESC, c.name

@@ -2,11 +2,14 @@
 -- @doc One row with the headline numbers for the whole profile (README "What it measures"): GPU
 -- @doc utilisation, mean kernel duration, mean and median gap between kernels, launch overhead ratio,
 -- @doc launch-call count and latency, GPU active time (sum of kernel durations), CPU time in CUDA API calls,
--- @doc memcpy time.
--- @needs gpu_utilization kernel_gaps launch_api _timeline _api_names
+-- @doc copy time, and data movement by traffic: host-device copies (the PCIe volume, pinned and pageable),
+-- @doc device-to-device and peer copies, memsets (_copy_stalls).
+-- @needs gpu_utilization kernel_gaps launch_api _timeline _api_names _copy_stalls
 -- @column used_devices GPUs that did work.
 -- @column duration_ns Span of all traced activity (ns).
--- @column gpu_utilization Busy share of the used GPUs' windows, union of all GPU work (0-1).
+-- @column gpu_utilization Share of the used GPUs' windows with a kernel or graph replay running (0-1).
+-- @column copy_only_fraction Share of the used GPUs' windows with only copies or memsets running (0-1).
+-- @column gpu_active_fraction Share of the used GPUs' windows with any GPU activity: kernels, copies, memsets (0-1).
 -- @column kernel_count Kernels (and graph replays).
 -- @column mean_kernel_ns Mean kernel duration (ns).
 -- @column mean_gap_ns Mean gap between consecutive kernels on a GPU (ns).
@@ -17,19 +20,40 @@
 -- @column launch_p50_ns Median duration of cudaLaunchKernel/cuLaunchKernel calls (ns).
 -- @column gpu_active_ns Sum of kernel durations (ns).
 -- @column cpu_api_ns CPU time inside CUDA API calls (ns).
--- @column memcpy_ns Sum of memcpy durations (ns).
--- @column memcpy_bytes Bytes copied.
+-- @column memcpy_ns Time in every copy, whatever it moves: host-device, device-to-device, peer, unified-memory migration or other; not memsets (ns).
+-- @column memcpy_bytes Bytes in those copies.
+-- @column pcie_count Host-device copies (HtoD, DtoH, HtoA, AtoH), the copies that cross PCIe; not unified-memory migrations.
+-- @column pcie_ns Time in host-device copies (ns).
+-- @column pcie_bytes Bytes in host-device copies: the PCIe volume.
+-- @column pinned_bytes Bytes in host-device copies whose host side is pinned memory.
+-- @column pageable_bytes Bytes in host-device copies whose host side is pageable memory.
+-- @column dtod_count Device-to-device copies within a GPU (DtoD, DtoA, AtoD, AtoA).
+-- @column dtod_bytes Bytes in those copies.
+-- @column peer_count Peer copies between GPUs (PtoP).
+-- @column peer_bytes Bytes in those copies.
+-- @column memset_count Memsets.
+-- @column memset_bytes Bytes set.
 -- @check used_devices not_null
 -- @check used_devices non_negative
 -- @check kernel_count not_null
 -- @check kernel_count non_negative
 -- @check gpu_utilization range 0 1
+-- @check copy_only_fraction range 0 1
+-- @check gpu_active_fraction range 0 1
 -- @check overhead_ratio range 0 1
 -- @check launch_calls non_negative
 -- @check gpu_active_ns non_negative
 -- @check cpu_api_ns non_negative
 -- @check memcpy_ns non_negative
 -- @check memcpy_bytes non_negative
+-- @check pcie_count non_negative
+-- @check pcie_ns non_negative
+-- @check pcie_bytes non_negative
+-- @check pinned_bytes non_negative
+-- @check pageable_bytes non_negative
+-- @check dtod_count non_negative
+-- @check peer_count non_negative
+-- @check memset_count non_negative
 WITH dev_gaps AS (
     SELECT start_ns - prev_compute_end_ns AS gap_ns FROM _timeline
     WHERE is_compute AND prev_compute_end_ns IS NOT NULL
@@ -51,10 +75,26 @@ kernel_launch_ids AS (
 lp AS (
     SELECT quantile_cont(dur_ns, 0.5) AS p50 FROM api_calls
     WHERE name_id IN (SELECT name_id FROM kernel_launch_ids)
+),
+c AS (
+    SELECT count(*) FILTER (WHERE traffic = 'host_device') AS pcie_count,
+           coalesce(sum(dur_ns) FILTER (WHERE traffic = 'host_device'), 0) AS pcie_ns,
+           coalesce(sum(bytes) FILTER (WHERE traffic = 'host_device'), 0) AS pcie_bytes,
+           coalesce(sum(bytes) FILTER (WHERE traffic = 'host_device' AND host_mem = 'pinned'), 0) AS pinned_bytes,
+           coalesce(sum(bytes) FILTER (WHERE traffic = 'host_device' AND host_mem = 'pageable'), 0) AS pageable_bytes,
+           count(*) FILTER (WHERE traffic = 'device') AS dtod_count,
+           coalesce(sum(bytes) FILTER (WHERE traffic = 'device'), 0) AS dtod_bytes,
+           count(*) FILTER (WHERE traffic = 'peer') AS peer_count,
+           coalesce(sum(bytes) FILTER (WHERE traffic = 'peer'), 0) AS peer_bytes,
+           count(*) FILTER (WHERE traffic = 'memset') AS memset_count,
+           coalesce(sum(bytes) FILTER (WHERE traffic = 'memset'), 0) AS memset_bytes
+    FROM _copy_stalls
 )
 SELECT coalesce(u.n, 0) AS used_devices,
        coalesce((SELECT CAST(value AS BIGINT) FROM profile_info WHERE key = 'duration_ns'), 0) AS duration_ns,
-       CASE WHEN u.win > 0 THEN u.busy / u.win END AS gpu_utilization,
+       CASE WHEN u.win > 0 THEN u.cbusy / u.win END AS gpu_utilization,
+       CASE WHEN u.win > 0 THEN greatest(u.busy - u.cbusy, 0) / u.win END AS copy_only_fraction,
+       CASE WHEN u.win > 0 THEN u.busy / u.win END AS gpu_active_fraction,
        coalesce(u.kernels, 0) AS kernel_count,
        (SELECT avg(dur_ns) FROM kernels) AS mean_kernel_ns,
        (SELECT avg(greatest(gap_ns, 0)) FROM dev_gaps) AS mean_gap_ns,
@@ -64,5 +104,7 @@ SELECT coalesce(u.n, 0) AS used_devices,
        coalesce(u.ktime, 0) AS gpu_active_ns,
        (SELECT coalesce(sum(dur_ns), 0) FROM api_calls) AS cpu_api_ns,
        (SELECT coalesce(sum(dur_ns), 0) FROM memcpys) AS memcpy_ns,
-       (SELECT coalesce(sum(bytes), 0) FROM memcpys) AS memcpy_bytes
-FROM u, g, l, lp
+       (SELECT coalesce(sum(bytes), 0) FROM memcpys) AS memcpy_bytes,
+       c.pcie_count, c.pcie_ns, c.pcie_bytes, c.pinned_bytes, c.pageable_bytes, c.dtod_count, c.dtod_bytes,
+       c.peer_count, c.peer_bytes, c.memset_count, c.memset_bytes
+FROM u, g, l, lp, c

@@ -1,8 +1,8 @@
 -- @fact sync_overview
 -- @doc One row for the whole profile: CPU-blocking synchronisations (explicit syncs and synchronous
--- @doc copies; stream waits do not block the CPU) and the GPU idle time that directly follows them. A
--- @doc GPU that is busy while the host waits loses only the turn-around after each call; that cost is
--- @doc idle_after_fraction.
+-- @doc copies; stream waits do not block the CPU) and the GPU idle time they cause. A GPU that is busy while
+-- @doc the host waits loses only the turn-around after each call, and a wait followed by long host work is
+-- @doc charged to that work, not to the wait (_idle_gaps); the cost is idle_after_fraction.
 -- @needs _sync_calls _idle_gaps gpu_utilization
 -- @requires api_calls
 -- @column sync_calls Blocking calls.
@@ -12,10 +12,10 @@
 -- @column calls_per_kernel Blocking calls per kernel (or graph replay).
 -- @column blocked_ns CPU time blocked in them (ns).
 -- @column kernel_count Kernels and graph replays in the profile.
--- @column idle_after_ns GPU idle time in gaps that directly follow a blocking call (ns).
+-- @column idle_after_ns GPU idle time the blocking calls cause: gaps whose cause is 'sync' (_idle_gaps) (ns).
 -- @column idle_after_share idle_after_ns / all GPU idle time between operations (0-1).
 -- @column idle_after_fraction idle_after_ns / total window time of the used GPUs (0-1).
--- @column mean_gpu_utilization Busy share of the used GPUs' windows (0-1).
+-- @column mean_gpu_utilization Share of the used GPUs' windows with a kernel or graph replay running (0-1).
 -- @check sync_calls not_null
 -- @check sync_calls non_negative
 -- @check blocked_ns non_negative
@@ -26,7 +26,7 @@
 WITH blocking AS (SELECT * FROM _sync_calls WHERE kind IN ('sync', 'sync_copy')),
 top AS (SELECT name, count(*) AS n FROM blocking GROUP BY name ORDER BY n DESC, name LIMIT 1),
 win AS (SELECT device_id, window_ns AS w FROM gpu_utilization),
-busy AS (SELECT coalesce(sum(busy_ns), 0) AS b FROM gpu_utilization),
+busy AS (SELECT coalesce(sum(compute_busy_ns), 0) AS b FROM gpu_utilization),
 totals AS (
     SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM graph_launches) AS kernels,
            (SELECT greatest(max(end_ns) - min(start_ns), 1) FROM api_calls) AS span_ns,

@@ -1,14 +1,15 @@
 -- @fact utilization_timeline
 -- @doc GPU utilisation over time for charts: the profile's GPU window cut into equal bins, one row per
--- @doc (device, bin) with the busy share of the bin (union of all GPU work).
+-- @doc (device, bin) with the share of the bin with a kernel or graph replay running (gpu_utilization's
+-- @doc utilization, bin by bin; copies and memsets alone do not count).
 -- @needs _timeline
--- @requires kernels
+-- @requires kernels|graph_launches
 -- @param timeline_bins 100
 -- @column device_id CUDA device index.
 -- @column bin Bin index, 0-based.
 -- @column bin_start_ns Bin start (ns).
 -- @column bin_end_ns Bin end (ns).
--- @column busy_fraction Busy share of the bin (0-1).
+-- @column busy_fraction Share of the bin with a kernel or graph replay running (0-1).
 -- @check device_id not_null
 -- @check bin non_negative
 -- @check busy_fraction not_null
@@ -24,10 +25,11 @@ bins AS (
     CROSS JOIN span s
     CROSS JOIN (SELECT range AS bin FROM range(${timeline_bins})) b
 ),
--- The disjoint pieces each operation adds to the union of busy time (see _timeline), cut at bin edges.
+-- The disjoint pieces each kernel or graph replay adds to the union of compute time (see _timeline), cut at
+-- bin edges.
 busy AS (
-    SELECT device_id, greatest(start_ns, coalesce(prev_end_ns, start_ns)) AS start_ns, end_ns FROM _timeline
-    WHERE end_ns > greatest(start_ns, coalesce(prev_end_ns, start_ns))
+    SELECT device_id, greatest(start_ns, coalesce(prev_compute_end_ns, start_ns)) AS start_ns, end_ns FROM _timeline
+    WHERE is_compute AND end_ns > greatest(start_ns, coalesce(prev_compute_end_ns, start_ns))
 ),
 placed AS (
     SELECT i.device_id, i.start_ns, i.end_ns,

@@ -18,15 +18,11 @@ WIDTH = 760          # plot width in SVG user units (the SVG scales to the page 
 LEFT = 52            # room for the y-axis labels
 RIGHT = 12
 
-# Idle-time categories of the time breakdown, in drawing order: (key, label, short label, CSS colour).
-BREAKDOWN = (
-    ("kernels", "Kernels running", "kernels running", "#2563eb"),
-    ("copies", "Only copies / memsets running", "copies only", "#0d9488"),
-    ("idle_host", "Idle: next kernel launched too late", "idle: launches too late", "#dc2626"),
-    ("idle_sync", "Idle: after a CPU-GPU synchronisation", "idle: after syncs", "#f59e0b"),
-    ("idle_uvm", "Idle: unified-memory page migration", "idle: page migrations", "#9333ea"),
-    ("idle_other", "Idle: other (no traced CUDA cause)", "idle: other", "#9ca3af"),
-)
+# Colour of each part of the time breakdown (engine/vocabulary.py WINDOW_PARTS gives the parts and their order).
+PART_COLOURS = {
+    "kernels": "#2563eb", "copies": "#0d9488", "sync": "#f59e0b", "allocation": "#b45309", "uvm": "#9333ea",
+    "launch": "#dc2626", "host": "#db2777", "gpu-side": "#64748b", "other": "#9ca3af",
+}
 
 
 def _r(x: float) -> float:
@@ -45,32 +41,20 @@ def nice_ticks(span: float, target: int = 6) -> list[float]:
 
 def breakdown(report: Report) -> list[dict[str, Any]]:
     """Per GPU: the window split into kernels / copies only / idle by cause (segments of one bar)."""
+    util = {g["device_id"]: g.get("utilization") for g in report.facts.get("gpu_utilization", [])}
     out = []
-    for g in report.facts.get("gpu_utilization", []):
-        window = g.get("window_ns") or 0
-        if window <= 0:
-            continue
-        busy, compute = g.get("busy_ns") or 0, g.get("compute_busy_ns") or 0
-        values = {
-            "kernels": compute,
-            "copies": max(busy - compute, 0),
-            "idle_host": g.get("idle_host_ns") or 0,
-            "idle_sync": g.get("idle_sync_ns") or 0,
-            "idle_uvm": g.get("idle_uvm_ns") or 0,
-        }
-        values["idle_other"] = max(window - sum(values.values()), 0)
-        total = sum(values.values()) or 1
+    for gpu in report.window:
         x, segments = 0.0, []
-        for key, label, short, colour in BREAKDOWN:
-            share = values[key] / total
-            w = share * WIDTH
-            text = f"{fmt_ratio(share, 0)} {short}" if share >= 0.3 else fmt_ratio(share, 0) if share >= 0.06 else ""
-            segments.append(dict(key=key, label=label, colour=colour, ns=values[key], share=share,
-                                 x=_r(x), w=_r(w), text=text))
+        for part in gpu.parts:
+            w = part.share * WIDTH
+            text = (f"{fmt_ratio(part.share, 0)} {part.label.lower()}" if part.share >= 0.3
+                    else fmt_ratio(part.share, 0) if part.share >= 0.06 else "")
+            segments.append(dict(key=part.key, label=part.label, colour=PART_COLOURS.get(part.key, "#9ca3af"),
+                                 ns=part.ns, share=part.share, x=_r(x), w=_r(w), text=text))
             x += w
-        idle = sum(values[k] for k in values if k.startswith("idle"))
-        out.append(dict(device_id=g["device_id"], window_ns=window, segments=segments, idle_share=idle / total,
-                        utilization=g.get("utilization")))
+        idle = sum(p.share for p in gpu.parts if p.idle)
+        out.append(dict(device_id=gpu.device_id, window_ns=gpu.window_ns, segments=segments, idle_share=idle,
+                        utilization=util.get(gpu.device_id)))
     return out
 
 
@@ -194,7 +178,7 @@ def gap_histogram(report: Report) -> list[dict[str, Any]]:
 
 def charts(report: Report) -> dict[str, Any]:
     return dict(width=WIDTH, left=LEFT, right=RIGHT, breakdown=breakdown(report), rhythm=rhythm(report),
-                timeline=timeline(report), histogram=gap_histogram(report), categories=BREAKDOWN)
+                timeline=timeline(report), histogram=gap_histogram(report))
 
 
 # Segments of a rank's bar in the multi-rank report: (key, label, CSS colour).

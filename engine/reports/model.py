@@ -13,7 +13,7 @@ from typing_extensions import TypedDict
 
 from ..vocabulary import Kind, Severity
 
-REPORT_SCHEMA_VERSION = "1.2"
+REPORT_SCHEMA_VERSION = "2.0"
 Number = int | float  # integer nanoseconds and counts stay integers in the JSON; means may be fractional
 Better = Literal["higher", "lower"] | None
 
@@ -202,6 +202,26 @@ class Throughput(Model):
     steps_per_s: float | None = Field(None, description="Decode steps per second at the mean step duration.")
 
 
+class WindowShare(Model):
+    """One part of a GPU's window: kernels running, only copies running, or idle time of one cause."""
+
+    key: str = Field(description="kernels, copies, or an idle cause: sync, allocation, uvm, launch, host, gpu-side, "
+                                 "other (README \"Where the idle time goes\").")
+    label: str
+    short: str = Field(description="Short label, after \"idle:\" for the idle causes (terminal).")
+    ns: int = Field(ge=0, description="Time of the window in this part (ns).")
+    share: float = Field(ge=0, le=1, description="ns / the window.")
+    idle: bool = Field(description="True for the idle causes.")
+
+
+class GpuWindow(Model):
+    """Where one GPU's window went; the parts add up to the window."""
+
+    device_id: int
+    window_ns: int
+    parts: list[WindowShare]
+
+
 class Report(Document):
     """Output of `diagnose PROFILE --format json`."""
 
@@ -222,3 +242,6 @@ class Report(Document):
     200); team facts (--rule-dir) appear under their own names."""
     throughput: Throughput | None = None
     """Null when neither --tokens nor NVTX decode ranges give one."""
+    window: list[GpuWindow] = []
+    """Per GPU that did work, its window split into kernels running, only copies running and idle time by cause
+    (engine/reports/breakdown.py)."""

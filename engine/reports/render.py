@@ -73,10 +73,11 @@ def _compare_context(comparison: Comparison, fmt: str) -> dict[str, Any]:
 _KINDS: dict[type, _Kind] = {
     Report: _Kind(
         "report", _report_context,
-        terminal_plans=(dict(full=3, listed=6, msg_lines=4, step_lines=3, skipped=3, metrics=True),
-                        dict(full=2, listed=5, msg_lines=3, step_lines=2, skipped=2, metrics=True),
-                        dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True),
-                        dict(full=1, listed=3, msg_lines=2, step_lines=1, skipped=0, metrics=False)),
+        terminal_plans=(dict(full=3, listed=6, msg_lines=4, step_lines=3, skipped=3, metrics=True, window=True),
+                        dict(full=2, listed=5, msg_lines=3, step_lines=2, skipped=2, metrics=True, window=True),
+                        dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=True),
+                        dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=False),
+                        dict(full=1, listed=3, msg_lines=2, step_lines=1, skipped=0, metrics=False, window=False)),
         markdown_plans=(dict(top_kernels=15, details=True), dict(top_kernels=8, details=True),
                         dict(top_kernels=5, details=False), dict(top_kernels=3, details=False)),
         screen=True),
