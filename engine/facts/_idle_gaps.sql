@@ -22,7 +22,7 @@
 -- @doc (Python, a scheduler, tokenisation, I/O, waiting for input).
 -- @doc Time inside calls on the issuing thread is read from running sums over the thread's calls (two as-of
 -- @doc lookups per gap), so no gap is joined against the calls one by one.
--- @needs _timeline _api_classes _sync_calls
+-- @needs _timeline _api_classes
 -- @param host_work_min_ns 100000
 -- @param gpu_side_max_gap_ns 20000
 -- @param allocation_min_share 0.25

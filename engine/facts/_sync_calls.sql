@@ -2,22 +2,17 @@
 -- @materialize
 -- @doc CPU calls that block until GPU work finishes: explicit synchronisations, stream waits and
 -- @doc synchronous copies/memsets (no Async suffix).
--- @needs _api_names
+-- @needs _api_classes
 -- @column pid Process.
 -- @column global_tid Thread.
 -- @column start_ns Call start (ns).
 -- @column end_ns Call end (ns).
 -- @column name API name.
 -- @column kind 'sync' for explicit synchronisation, 'wait' for stream waits, 'sync_copy' for synchronous copies.
--- The API names are tested once per name id (_api_names), then the calls are matched on the integer id.
+-- The blocking APIs are _api_classes' 'sync' class, plus the stream waits; calls are matched on the integer id.
 WITH blocking_names AS (
-    SELECT name_id, name FROM _api_names
-    WHERE name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize',
-                   'cudaThreadSynchronize', 'cudaStreamWaitEvent', 'cuCtxSynchronize', 'cuStreamSynchronize',
-                   'cuEventSynchronize', 'cuStreamWaitEvent',
-                   'cudaMemcpy', 'cudaMemcpy2D', 'cudaMemcpy3D', 'cudaMemcpyToSymbol', 'cudaMemcpyFromSymbol',
-                   'cudaMemcpyPeer', 'cudaMemset', 'cuMemcpy', 'cuMemcpyHtoD', 'cuMemcpyDtoH', 'cuMemcpyDtoD',
-                   'cuMemcpyPeer', 'cuMemsetD8', 'cuMemsetD16', 'cuMemsetD32')
+    SELECT name_id, name FROM _api_classes
+    WHERE api_class = 'sync' OR name IN ('cudaStreamWaitEvent', 'cuStreamWaitEvent')
 )
 SELECT a.pid, a.global_tid, a.start_ns, a.end_ns, n.name,
        CASE WHEN n.name IN ('cudaStreamWaitEvent', 'cuStreamWaitEvent') THEN 'wait'
