@@ -9,10 +9,11 @@ from typing import Callable
 from .diagnosis.config import Config, ConfigError, split_config
 from .duck import reraise_interrupt
 from .diagnosis.evaluate import evaluate, verdict
+from .diagnosis.stacks import detect_stack
 from .facts.compute import FactSet, compute_facts
 from .facts import Fact, FactError, load_facts
 from .version import tool_version
-from .reports.model import ParamOverride, ProfileSummary, Report
+from .reports.model import ParamOverride, ProfileSummary, Report, StackInfo
 from .reports.breakdown import window_breakdown
 from .reports.metrics import key_metric_rows, rule_thresholds
 from .diagnosis.rules import Rule, load_rules
@@ -71,7 +72,7 @@ def overrides(config: Config, rules: dict[str, Rule], facts: dict[str, Fact]) ->
     return out
 
 
-def profile_summary(export: Export) -> ProfileSummary:
+def profile_summary(export: Export, stack: StackInfo | None = None) -> ProfileSummary:
     info = export.info
     devices = [dict(zip(("device_id", "name", "used", "sm_count", "memory_bandwidth_bytes_per_s"), row))
                for row in export.query("SELECT device_id, name, used, sm_count, memory_bandwidth_bytes_per_s "
@@ -79,17 +80,18 @@ def profile_summary(export: Export) -> ProfileSummary:
     return ProfileSummary(
         path=info.path, nsys_version=info.nsys_version, schema_version=info.schema_version,
         export_time_utc=info.export_time_utc, graph_trace_mode=info.graph_trace_mode,
-        duration_ns=info.duration_ns, devices=devices,
+        duration_ns=info.duration_ns, stack=stack, devices=devices,
         views={name: {"rows": s.rows, "reason": s.reason} for name, s in export.views.items()})
 
 
 def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config: Config,
                  fact_defs: dict[str, Fact], tokens: int | None = None) -> Report:
     rule_params = {r: config.params_for(r) for r in config.rule_params}
+    stack = detect_stack(facts)
     evaluation = evaluate(
         rules, facts, rule_params=rule_params,
         severities={r: s.value for r, s in config.severities.items()},
-        disabled=set(config.disabled))
+        disabled=set(config.disabled), stack=stack.lineage)
     blocking = {r.id for r in rules.values() if r.spec.blocking}
     reported = {}
     for name in REPORTED_FACTS:
@@ -100,7 +102,7 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
         if name not in reported and fact_defs[name].team:
             reported[name] = result.rows[:200]
     report = Report(
-        tool_version=tool_version(), profile=profile_summary(export),
+        tool_version=tool_version(), profile=profile_summary(export, stack),
         verdict=verdict(evaluation, facts, blocking), metrics=facts.first("summary"),
         findings=evaluation.findings, passed=evaluation.passed, skipped=evaluation.skipped,
         overrides=overrides(config, rules, fact_defs), facts=reported,

@@ -34,10 +34,11 @@ NAMES = [
     "sync_storm", "multi_gpu_straggler", "memory_bound_metrics", "old_schema_2022", "new_schema_2025",
     "healthy_prefill", "uvm_migration_storm", "empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture",
     "clock_glitch", "graph_host_gaps", "alloc_churn", "tiny_kernels_queued", "healthy_graph_decode", "hidden_copies",
+    "small_grid_decode",
 ]
 CAPTURE = ["empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture"]
 PRIMARIES = {"launch-bound", "pcie-bound", "unified-memory", "api-latency", "multi-gpu-imbalance", "memory-bound",
-             "low-utilization", "capture", "host-bound", "small-kernels", None}
+             "low-utilization", "capture", "host-bound", "small-kernels", "occupancy", None}
 # tables no real export here contains; their columns follow NVIDIA's documented export schema (Nsight Systems
 # User Guide, "SQLite Schema Reference"), checked against the schema notes by test_documented_tables_follow_schema_md
 DOCUMENTED = {
@@ -164,7 +165,7 @@ def test_registry() -> None:
                 "uvm_migration_storm": "unified-memory", "empty_capture": "capture", "nvtx_only": "capture",
                 "cuda_api_only": "capture", "tiny_capture": "capture", "clock_glitch": "launch-bound",
                 "graph_host_gaps": "host-bound", "alloc_churn": "api-latency", "tiny_kernels_queued": "small-kernels",
-                "healthy_graph_decode": None, "hidden_copies": None}
+                "healthy_graph_decode": None, "hidden_copies": None, "small_grid_decode": "occupancy"}
     assert {n: s.expected_primary for n, s in SCENARIOS.items()} == expected
     with pytest.raises(KeyError):
         generate("no_such_scenario", "/tmp/never.sqlite")
@@ -841,9 +842,27 @@ def check_hidden_copies(path: Path, truth: dict[str, Any]) -> None:
     assert len(runtime_by_name(path, "cudaStreamSynchronize%")) == truth["stream_syncs"]
 
 
+def test_small_grid_decode(files: dict[str, Path]) -> None:
+    check_small_grid_decode(files["small_grid_decode"], dict(SCENARIOS["small_grid_decode"].truth))
+
+
+def check_small_grid_decode(path: Path, truth: dict[str, Any]) -> None:
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["kernel_count"]
+    assert one(path, "SELECT count(DISTINCT gridX * gridY * gridZ) FROM CUPTI_ACTIVITY_KIND_KERNEL") == 1
+    assert one(path, "SELECT min(gridX * gridY * gridZ) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["ctas_per_launch"]
+    assert one(path, "SELECT smCount FROM TARGET_INFO_GPU") == truth["sm_count"]
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NULL") == 0
+    assert len(runtime_by_name(path, "cudaGraphLaunch%")) == truth["graph_launches"]
+    assert len(runtime_by_name(path, "cudaLaunchKernel%")) == truth["launch_calls"]
+    assert len(runtime_by_name(path, "cudaStreamSynchronize%")) == truth["stream_syncs"]
+    ks = rows(path, "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start")
+    busy = sum(e - s for s, e in ks)
+    assert in_range(busy / (ks[-1][1] - ks[0][0]), truth["gpu_busy"])
+
+
 GAP_CAUSE_CHECKS = {"graph_host_gaps": check_graph_host_gaps, "healthy_graph_decode": check_healthy_graph_decode,
                     "alloc_churn": check_alloc_churn, "tiny_kernels_queued": check_tiny_kernels_queued,
-                    "hidden_copies": check_hidden_copies}
+                    "hidden_copies": check_hidden_copies, "small_grid_decode": check_small_grid_decode}
 
 
 @pytest.mark.parametrize("name", list(GAP_CAUSE_CHECKS))

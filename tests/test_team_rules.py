@@ -280,3 +280,14 @@ def test_a_bundled_fact_with_a_typo_would_be_caught(tmp_path):
     line = next(i for i, text in enumerate(broken.splitlines(), 1) if "JOIN kernel_gap g" in text)
     assert check_facts(facts) == [f"copy.sql:{line}:6: fact 'launch_overhead_copy' does not compile: Catalog Error: "
                                   f"Table with name kernel_gap does not exist! Did you mean \"kernel_gaps\"?"]
+
+
+def test_a_team_fact_requiring_an_unknown_column_is_one_sentence(tmp_path):
+    sql = ("-- @fact team_fact\n-- @doc Needs a column.\n-- @requires devices.smcount\n-- @column device_id x\n"
+           "SELECT device_id FROM devices\n")
+    rule = GOOD_RULE.replace("fact: launch_overhead", "fact: team_fact").replace("overhead_ratio > $max_ratio",
+                                                                                "device_id > $max_ratio")
+    p = run(str(EXAMPLE), "--rule-dir", str(pack(tmp_path, rule, sql=sql)), "--no-cache")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "@requires devices.smcount: no canonical column devices.smcount" in p.stderr
+    assert "Traceback" not in p.stderr

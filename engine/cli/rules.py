@@ -7,6 +7,7 @@ import argparse
 import textwrap
 from pathlib import Path
 
+from ..vocabulary import STACKS
 from ..diagnosis.config import Config, resolve_config
 from ..diagnosis.rules import bundled_rules_dir, load_rules
 from ..diagnosis.ruletest import find_test_files, load_test_file, run_rule_tests
@@ -71,6 +72,10 @@ def cmd_explain(config: Config, rule_id: str) -> int:
     else:
         lines.append("  none")
     lines += ["", "Remediation:"] + [wrap(f"{i}. {step}") for i, step in enumerate(spec.remediation, 1)]
+    labels = {s.key: s.label for s in STACKS}
+    for stack, steps in spec.stack_remediation.items():
+        lines += ["", f"Remediation for {labels[stack]} profiles (shown before the steps above when the profile comes from it):"]
+        lines += [wrap(f"{i}. {step}") for i, step in enumerate(steps, 1)]
     if spec.references:
         lines += ["", "References:"] + [f"  {ref}" for ref in spec.references]
     lines += ["", "Example:"]

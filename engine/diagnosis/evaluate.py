@@ -5,6 +5,7 @@ from __future__ import annotations
 import operator
 import time
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from . import templating
@@ -148,8 +149,18 @@ def _evidence(rule: Rule, row: dict[str, Any], params: dict[str, float]) -> list
     return items
 
 
+def _remediation(rule: Rule, stack: Sequence[str], context: dict[str, Any], not_after: float) -> list[str]:
+    steps = [_render(rule, f"{key} remediation {i}", r, context, not_after)
+             for key in stack for i, r in enumerate(rule.spec.stack_remediation.get(key, ()), 1)]
+    return steps + [_render(rule, f"remediation {i}", r, context, not_after)
+                    for i, r in enumerate(rule.spec.remediation, 1)]
+
+
 def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, dict[str, float]] | None = None,
-             severities: dict[str, str] | None = None, disabled: set[str] | None = None) -> Evaluation:
+             severities: dict[str, str] | None = None, disabled: set[str] | None = None,
+             stack: Sequence[str] = ()) -> Evaluation:
+    """Judge every rule on its fact's rows. `stack`: the profile's stack lineage (StackInfo.lineage); each
+    finding lists those stacks' remediation steps first, then the rule's generic steps."""
     out = Evaluation()
     rule_params = rule_params or {}
     severities = severities or {}
@@ -196,8 +207,7 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
                 subject=_render(rule, "label", spec.label, context, not_after) if spec.label else None,
                 message=_render(rule, "message", spec.message, context, not_after),
                 impact=impact, evidence=_evidence(rule, row, params),
-                remediation=[_render(rule, f"remediation {i}", r, context, not_after)
-                             for i, r in enumerate(spec.remediation, 1)],
+                remediation=_remediation(rule, stack, context, not_after),
                 references=list(spec.references), row=row))
         if not fired:
             out.passed.append(outcome)

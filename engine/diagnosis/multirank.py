@@ -183,6 +183,12 @@ def run_verdict(findings: Sequence[Finding], ranks: Sequence[RankRow], balance: 
                    impact=first.verdict.impact, headline=f"{lead} Rank {first.rank}: {first.verdict.headline}")
 
 
+def _common_lineage(reports: Sequence[Report]) -> list[str]:
+    """The stack lineage every rank shares (ranks of one job run one stack); none when they differ."""
+    lineages = {tuple(r.profile.stack.lineage) if r.profile.stack else () for r in reports}
+    return list(lineages.pop()) if len(lineages) == 1 else []
+
+
 def build_run_report(inputs: Sequence[RankInput], numbering: Numbering, reports: Sequence[Report],
                      run_config: Config, run_rules: dict[str, Rule], run_fact_defs: dict[str, Fact],
                      source: str, workers: int, overrides: list[ParamOverride]) -> RunReport:
@@ -190,7 +196,8 @@ def build_run_report(inputs: Sequence[RankInput], numbering: Numbering, reports:
     evaluation = evaluate(run_rules, facts,
                           rule_params={r: run_config.params_for(r) for r in run_config.rule_params},
                           severities={r: s.value for r, s in run_config.severities.items()},
-                          disabled=set(run_config.disabled))
+                          disabled=set(run_config.disabled),
+                          stack=_common_lineage(reports))
     rows = {row["rank"]: row for row in facts.rows("rank_balance")}
     ranks = []
     for rank, report in zip(inputs, reports):

@@ -17,7 +17,7 @@ from ..facts import Fact
 from ..facts.cross_rank import load_run_facts
 from .templating import compile_problem
 from ..units import PARAM_UNITS, column_unit
-from ..vocabulary import Kind, Severity
+from ..vocabulary import STACK_KEYS, Kind, Severity
 from .yamlfile import SAFE_LOADER, error_position, error_problem
 from .categories import CATEGORY_FILE, Category, CategoryError, load_categories, team_category_file
 
@@ -61,6 +61,9 @@ class EvidenceSpec(BaseModel):
     label: str
 
 
+StackKey = Literal[STACK_KEYS]  # type: ignore[valid-type]
+
+
 class RuleSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*(/[a-z0-9]+(-[a-z0-9]+)*)?$")
@@ -83,6 +86,9 @@ class RuleSpec(BaseModel):
     why: str
     evidence: list[EvidenceSpec] = Field(default_factory=list)
     remediation: list[str] = Field(min_length=1)
+    # Steps for one software stack (engine/vocabulary.py STACKS), shown before the generic steps when the
+    # profile comes from that stack and never otherwise: serving flags reach only serving profiles.
+    stack_remediation: dict[StackKey, list[str]] = Field(default_factory=dict)
     references: list[str] = Field(default_factory=list)
     aliases: list[str] = Field(default_factory=list)
 
@@ -369,6 +375,11 @@ def template_fields(rule: RuleSpec | dict[str, Any]) -> list[tuple[str, str, str
     steps = get("remediation")
     if isinstance(steps, list):
         fields += [(f"remediation.{i}", f"remediation {i + 1}", step) for i, step in enumerate(steps)]
+    by_stack = get("stack_remediation")
+    if isinstance(by_stack, dict):
+        fields += [(f"stack_remediation.{stack}", f"{stack} remediation {i + 1}", step)
+                   for stack, stack_steps in by_stack.items() if isinstance(stack_steps, list)
+                   for i, step in enumerate(stack_steps)]
     return [(key, name, text) for key, name, text in fields if isinstance(text, str)]
 
 

@@ -6,7 +6,8 @@ Header of each file (Perfetto stdlib is the model):
     -- @doc One row per (device, stream) ...
     -- @needs _gpu_ops                 other facts this one reads (run first)
     -- @requires kernels               canonical views that must hold rows for the fact to mean anything
-                                      (`kernels|graph_launches`: at least one of them)
+                                      (`kernels|graph_launches`: at least one of them; `devices.sm_count`:
+                                      a column that must hold a value in some row)
     -- @param gap_threshold_ns 10000   numeric parameter, written ${gap_threshold_ns} in the SQL
     -- @column device_id  CUDA device index.
     -- @check device_id not_null       a test every row must pass (dbt-style column tests, below)

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from ..duck import sql_literal
 from ..facts import Fact, FactError, check_rows, did_you_mean, load_facts, materialize, run_order, table_columns
+from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
 
 # Default NVTX phase patterns (case-insensitive regular expressions on the range text). vLLM and
@@ -195,13 +196,31 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
         columns, rows = _rows(con, fact)
         skipped = None
         for requirement in fact.requires:
-            # `kernels|graph_launches`: any one of the views holding rows is enough
-            statuses = [export.views.get(view) for view in requirement.split("|")]
-            if all(status is not None and status.rows == 0 for status in statuses):
-                skipped = statuses[0].reason
+            skipped = _unmet(export, requirement)
+            if skipped:
                 break
         out.results[fact.name] = FactResult(fact, columns, rows, skipped)
     return out
+
+
+def _unmet(export: Export, requirement: str) -> str | None:
+    """Why a `-- @requires` requirement does not hold, or None. `kernels|graph_launches`: any one of the views
+    holding rows is enough; `devices.sm_count`: some row of the view must have a value there that is not NULL
+    (newer nsys columns, or ones an export leaves empty)."""
+    if "." in requirement:
+        view, column = requirement.split(".", 1)
+        if view not in VIEWS or column not in [c.name for c in VIEWS[view].columns]:
+            raise FactError(f"-- @requires {requirement}: no canonical column {requirement}; write VIEW.COLUMN with "
+                            f"a column of engine/reading/nsys-schema.md, e.g. devices.sm_count")
+        found = export.con.execute(f'SELECT count("{column}") FROM "{view}"').fetchone()[0]
+        if found:
+            return None
+        doc = next(c.doc for c in VIEWS[view].columns if c.name == column)
+        return f"the export records no {view}.{column} ({doc.rstrip('.')})"
+    statuses = [export.views.get(view) for view in requirement.split("|")]
+    if all(status is not None and status.rows == 0 for status in statuses):
+        return statuses[0].reason
+    return None
 
 
 def _rows(con: Any, fact: Fact) -> tuple[list[str], list[dict[str, Any]]]:

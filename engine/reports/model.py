@@ -13,7 +13,7 @@ from typing_extensions import TypedDict
 
 from ..vocabulary import Kind, Severity
 
-REPORT_SCHEMA_VERSION = "2.0"
+REPORT_SCHEMA_VERSION = "2.1"
 Number = int | float  # integer nanoseconds and counts stay integers in the JSON; means may be fractional
 Better = Literal["higher", "lower"] | None
 
@@ -172,6 +172,20 @@ class View(TypedDict):
     reason: str | None
 
 
+class StackInfo(Model):
+    """The software stack the profile comes from (software_stack fact; README "Advice for your stack")."""
+
+    name: str
+    """Stack id: vllm, sglang, tensorrt-llm, tensorrt, jax, rapids, openacc, openmp, pytorch or cuda."""
+    label: str
+    lineage: list[str]
+    """Stacks whose remediation steps the findings show, most specific first."""
+    evidence: list[str]
+    """What identified it (kernel names, NVTX ranges, process names)."""
+    also: list[str] = []
+    """Other stacks with evidence in the profile (less specific ones, e.g. pytorch under vllm)."""
+
+
 class ProfileSummary(Model):
     """The export that was read."""
 
@@ -185,6 +199,8 @@ class ProfileSummary(Model):
     """'graph' or 'node' when CUDA graphs were traced."""
     duration_ns: int | None
     """Capture duration [nanoseconds]."""
+    stack: StackInfo | None = None
+    """The software stack detected from the export."""
     devices: list[Device]
     views: dict[str, View]
     """Every canonical view by name."""

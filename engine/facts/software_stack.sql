@@ -1,0 +1,63 @@
+-- @fact software_stack
+-- @doc What software produced the GPU work, one row per stack with evidence: kernel-name namespaces
+-- @doc (vllm::, sgl_kernel, tensorrt_llm, at::native, triton_, XLA fusions, cudf/rmm, PGI/NVHPC OpenACC
+-- @doc and OpenMP-offload kernel naming), NVTX domains and range text, and process names. The report's
+-- @doc profile.stack is the most specific stack with evidence (engine/diagnosis/stacks.py), and rules show
+-- @doc that stack's remediation steps first.
+-- @column stack Stack id (engine/vocabulary.py STACKS).
+-- @column source Where the evidence is: kernels, nvtx or process.
+-- @column matches Kernels, NVTX ranges or processes that match.
+-- @column time_share For kernel evidence, the matching kernels' share of all kernel time (0-1).
+-- @column example One matching name.
+-- @check stack not_null
+-- @check time_share range 0 1
+WITH kernel_names AS (
+    SELECT name, count(*) AS n, sum(end_ns - start_ns) AS t FROM kernels WHERE name IS NOT NULL GROUP BY name
+),
+kernel_stack AS (
+    SELECT CASE
+             WHEN regexp_matches(name, 'vllm::|\bpaged_attention|\breshape_and_cache') THEN 'vllm'
+             WHEN regexp_matches(name, '(?i)sgl_kernel|sglang') THEN 'sglang'
+             WHEN regexp_matches(name, 'tensorrt_llm|\btrtllm') THEN 'tensorrt-llm'
+             WHEN regexp_matches(name, '^(__myl_|trt_)') THEN 'tensorrt'
+             WHEN regexp_matches(name, '^(cudf|rmm|cuml|raft|cugraph)::|\b(cudf|rmm|cuml|raft)::') THEN 'rapids'
+             WHEN regexp_matches(name, '^(__pgi_uacc|pgi_)|_\d+_gpu(__red)?$') THEN 'openacc'
+             WHEN regexp_matches(name, '^(nvkernel_|__omp_offloading_)') THEN 'openmp'
+             WHEN regexp_matches(name, '\b(at|c10)::|^triton_|\bflashinfer::') THEN 'pytorch'
+             WHEN regexp_matches(name, '^(loop_|input_|wrapped_)?[a-z_]*fusion(_\d+)*$|\bxla\b') THEN 'jax'
+           END AS stack, name, n, t
+    FROM kernel_names
+),
+total AS (SELECT nullif(sum(t), 0) AS t FROM kernel_names),
+range_texts AS (
+    SELECT coalesce(domain, '') || ' ' || text AS label, count(*) AS n
+    FROM nvtx_ranges WHERE text IS NOT NULL OR domain IS NOT NULL GROUP BY 1
+),
+range_stack AS (
+    SELECT CASE
+             WHEN regexp_matches(label, '(?i)vllm|EngineCore') THEN 'vllm'
+             WHEN regexp_matches(label, '(?i)sglang') THEN 'sglang'
+             WHEN regexp_matches(label, '(?i)tensorrt[-_ ]?llm') THEN 'tensorrt-llm'
+             WHEN regexp_matches(label, '(?i)tensorrt') THEN 'tensorrt'
+             WHEN regexp_matches(label, '(?i)\bXlaModule|\bjax\b|\bxla\b') THEN 'jax'
+             WHEN regexp_matches(label, '(?i)\b(cudf|rmm|dask_cuda)\b') THEN 'rapids'
+             WHEN regexp_matches(label, '^\S* ?aten::|(?i)\btorch\b') THEN 'pytorch'
+           END AS stack, label, n
+    FROM range_texts
+),
+process_stack AS (
+    SELECT CASE
+             WHEN regexp_matches(name, '(?i)vllm') THEN 'vllm'
+             WHEN regexp_matches(name, '(?i)sglang|sgl[-_]') THEN 'sglang'
+             WHEN regexp_matches(name, '(?i)trtllm|tensorrt[-_]llm') THEN 'tensorrt-llm'
+           END AS stack, name
+    FROM processes WHERE name IS NOT NULL
+)
+SELECT stack, 'kernels' AS source, CAST(sum(n) AS BIGINT) AS matches,
+       least(sum(t) / (SELECT t FROM total), 1.0) AS time_share, arg_max(name, t) AS example
+FROM kernel_stack WHERE stack IS NOT NULL GROUP BY stack
+UNION ALL
+SELECT stack, 'nvtx', CAST(sum(n) AS BIGINT), NULL, arg_max(label, n) FROM range_stack WHERE stack IS NOT NULL GROUP BY stack
+UNION ALL
+SELECT stack, 'process', count(*), NULL, min(name) FROM process_stack WHERE stack IS NOT NULL GROUP BY stack
+ORDER BY stack, source
