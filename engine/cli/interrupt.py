@@ -16,10 +16,15 @@ class StopRequest:
 
     The first signal raises KeyboardInterrupt where the program is; later ones are only recorded, so the clean-up
     that the first one started is not itself interrupted. `exit_code` is 128 + the signal number, as a shell
-    reports a process killed by that signal (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
+    reports a process killed by that signal (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP).
 
-    def __init__(self) -> None:
+    With `defer`, no signal raises: the request is only recorded for `check`. That suits code that is short and
+    must not be cut in the middle, such as importing C extensions, where an exception raised by a handler can be
+    swallowed ("Exception ignored in ...") or turn into a misleading ImportError."""
+
+    def __init__(self, *, defer: bool = False) -> None:
         self.signum: int | None = None
+        self._defer = defer
         self._previous: dict[int, object] = {}
 
     @property
@@ -40,7 +45,7 @@ class StopRequest:
         def handler(signum: int, frame: object) -> None:
             first = self.signum is None
             self.signum = self.signum or signum
-            if first:
+            if first and not self._defer:
                 raise KeyboardInterrupt
 
         if threading.current_thread() is threading.main_thread():

@@ -18,8 +18,10 @@ from pathlib import Path
 
 from .interrupt import StopRequest
 
-# Importing DuckDB, pydantic and Jinja takes a moment: Ctrl-C, SIGTERM or SIGHUP then is a stop, not a traceback.
-_STARTING = StopRequest().__enter__()
+# Importing DuckDB, pydantic and Jinja takes a moment: Ctrl-C, SIGTERM or SIGHUP then is recorded, and main() stops
+# as soon as the imports are done, with no traceback. `_STARTING` stays in charge until a command's own StopRequest
+# takes over.
+_STARTING = StopRequest(defer=True).__enter__()
 try:
     from ..api import diagnose
     from ..diagnosis.config import resolve_config
@@ -33,14 +35,13 @@ try:
     from .output import check_output, emit, wants_colour
     from .progress import Progress
     from .tables import ROW_FORMATS
-except (KeyboardInterrupt, ImportError) as exc:
-    # A signal that lands while a C extension (DuckDB) initialises surfaces as "ImportError: initialization failed".
-    if isinstance(exc, ImportError) and not _STARTING.requested:
+except ImportError:
+    if not _STARTING.requested:
         raise
+    # An import interrupted at the C level (DuckDB initialising) can fail even though the handler raised nothing.
+    _STARTING.__exit__()
     sys.stderr.write(f"\ndiagnose: {_STARTING.description}\n")
     sys.exit(_STARTING.exit_code)
-finally:
-    _STARTING.__exit__()
 
 Command = Callable[[argparse.Namespace, StopRequest], int]
 
@@ -229,17 +230,29 @@ COMMANDS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Command, str]] 
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        _STARTING.check()
+        return _main(sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt:  # a signal while importing (deferred until now) or before a command's own handler
+        sys.stderr.write(f"\ndiagnose: {_STARTING.description}\n")
+        return _STARTING.exit_code
+    finally:
+        _STARTING.__exit__()
+
+
+def _main(argv: list[str]) -> int:
     # A file named like a command in the working directory is a profile: `diagnose rules` diagnoses ./rules.
     word = argv[0] if argv and argv[0] in COMMANDS and not Path(argv[0]).is_file() else None
     if word is None:
         args = profile_parser().parse_args(argv)
+        _STARTING.check()
         with StopRequest() as stop:
             progress = Progress(stop, quiet=args.quiet)
             return finish("diagnose", lambda: _diagnose(args, stop, progress), stop, debug=args.debug,
                           clear=progress.clear)
     build, command, prog = COMMANDS[word]
     args = _merge_after(build().parse_args(argv[1:]))
+    _STARTING.check()
     with StopRequest() as stop:
         return finish(prog, lambda: command(args, stop), stop, debug=args.debug)
 
