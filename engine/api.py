@@ -9,6 +9,7 @@ from typing import Callable
 from .diagnosis.config import Config, ConfigError, split_config
 from .duck import reraise_interrupt
 from .diagnosis.evaluate import evaluate, verdict
+from .diagnosis.phases import judge_phases
 from .diagnosis.stacks import detect_stack
 from .facts.compute import FactSet, compute_facts
 from .facts import Fact, FactError, load_facts
@@ -88,10 +89,9 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
                  fact_defs: dict[str, Fact], tokens: int | None = None) -> Report:
     rule_params = {r: config.params_for(r) for r in config.rule_params}
     stack = detect_stack(facts)
-    evaluation = evaluate(
-        rules, facts, rule_params=rule_params,
-        severities={r: s.value for r, s in config.severities.items()},
-        disabled=set(config.disabled), stack=stack.lineage)
+    judging = dict(rule_params=rule_params, severities={r: s.value for r, s in config.severities.items()},
+                   disabled=set(config.disabled), stack=stack.lineage)
+    evaluation = judge_phases(evaluate(rules, facts, **judging), rules, facts, fact_defs, **judging)
     blocking = {r.id for r in rules.values() if r.spec.blocking}
     reported = {}
     for name in REPORTED_FACTS:

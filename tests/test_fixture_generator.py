@@ -34,7 +34,7 @@ NAMES = [
     "sync_storm", "multi_gpu_straggler", "memory_bound_metrics", "old_schema_2022", "new_schema_2025",
     "healthy_prefill", "uvm_migration_storm", "empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture",
     "clock_glitch", "graph_host_gaps", "alloc_churn", "tiny_kernels_queued", "healthy_graph_decode", "hidden_copies",
-    "small_grid_decode",
+    "small_grid_decode", "prefill_heavy_eager_decode", "idle_server_bursts",
 ]
 CAPTURE = ["empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture"]
 PRIMARIES = {"launch-bound", "pcie-bound", "unified-memory", "api-latency", "multi-gpu-imbalance", "memory-bound",
@@ -165,7 +165,8 @@ def test_registry() -> None:
                 "uvm_migration_storm": "unified-memory", "empty_capture": "capture", "nvtx_only": "capture",
                 "cuda_api_only": "capture", "tiny_capture": "capture", "clock_glitch": "launch-bound",
                 "graph_host_gaps": "host-bound", "alloc_churn": "api-latency", "tiny_kernels_queued": "small-kernels",
-                "healthy_graph_decode": None, "hidden_copies": None, "small_grid_decode": "occupancy"}
+                "healthy_graph_decode": None, "hidden_copies": None, "small_grid_decode": "occupancy",
+                "prefill_heavy_eager_decode": "launch-bound", "idle_server_bursts": "launch-bound"}
     assert {n: s.expected_primary for n, s in SCENARIOS.items()} == expected
     with pytest.raises(KeyError):
         generate("no_such_scenario", "/tmp/never.sqlite")
@@ -871,6 +872,149 @@ def test_gap_cause_truth_other_seed_and_scale(tmp_path: Path, name: str) -> None
     sc = generate(name, path, seed=11, scale=2)
     assert sc.truth != SCENARIOS[name].truth
     GAP_CAUSE_CHECKS[name](path, dict(sc.truth))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# phases and idle windows: a problem confined to part of the run
+# ------------------------------------------------------------------------------------------------------------
+def _overhead_by_range(path: Path, ranges: list[tuple[int, int, str, int, int]],
+                       labels: tuple[str, ...]) -> dict[str, tuple[int, float]]:
+    """{label: (kernels, idle between consecutive kernels of one range / their span, summed over the ranges)};
+    a kernel belongs to the range its launching call starts in on the same thread (exactly one of ``labels``)."""
+    per_range: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for ks, ke, api, tid, _ in launch_of_kernels(path):
+        inside = [i for i, (s, e, lab, g, _) in enumerate(ranges) if lab in labels and g == tid and s <= api <= e]
+        assert len(inside) == 1
+        per_range[inside[0]].append((ks, ke))
+    out = {}
+    for label in labels:
+        idle = span = count = 0
+        for i, iv in per_range.items():
+            if ranges[i][2] == label:
+                _, gaps, sp = union_stats(iv)
+                idle, span, count = idle + sum(gaps), span + sp, count + len(iv)
+        out[label] = (count, idle / span)
+    return out
+
+
+def check_prefill_heavy_eager_decode(path: Path, truth: dict[str, Any]) -> None:
+    ranges = nvtx_ranges(path)
+    labels = Counter(r[2] for r in ranges)
+    assert labels == {"prefill": truth["nvtx_prefill_ranges"], "decode": truth["nvtx_decode_ranges"],
+                      truth["nvtx_forward_label"]: truth["nvtx_forward_ranges"]}
+    dom = rows(path, "SELECT text FROM NVTX_EVENTS WHERE eventType = 75")
+    assert dom == [(truth["nvtx_domain"],)]
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["kernel_count"]
+    assert len(runtime_by_name(path, "cudaLaunchKernel%")) == truth["launch_calls"]
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY") == truth["memcpy_count"]
+    assert len(runtime_by_name(path, "cudaStreamSynchronize%")) == truth["stream_syncs"]
+    assert one(path, "SELECT count(DISTINCT deviceId) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["device_count"]
+    assert one(path, "SELECT count(*) FROM PROCESSES") == truth["process_count"]
+    # prefill and decode alternate: each prefill is followed by decode_steps_per_iteration decode ranges
+    order = [lab for _, _, lab, *_ in ranges if lab in ("prefill", "decode")]
+    per = truth["decode_steps_per_iteration"]
+    assert order == (["prefill"] + ["decode"] * per) * truth["iterations"]
+    phase = _overhead_by_range(path, ranges, ("prefill", "decode"))
+    assert phase["prefill"][0] == truth["prefill_kernels"] and phase["decode"][0] == truth["decode_kernels"]
+    assert in_range(phase["prefill"][1], truth["prefill_overhead_ratio"])
+    assert in_range(phase["decode"][1], truth["decode_overhead_ratio"])
+    # the whole run looks well fed: gaps between consecutive kernels are a small share of the window
+    busy, _, span = union_stats(kernel_intervals(path))
+    assert in_range(1 - busy, truth["overhead_ratio"]) and in_range(busy, truth["gpu_busy"])
+    assert 1 - busy <= 0.15 < 0.3 <= truth["decode_overhead_ratio"][0]
+    decode_ns = sum(e - s for s, e, lab, *_ in ranges if lab == "decode")
+    assert in_range(decode_ns / span, truth["decode_window_share"])
+    durations: dict[str, list[int]] = defaultdict(list)
+    for ks, ke, api, tid, _ in launch_of_kernels(path):
+        durations["decode" if range_of(api, tid, ranges, "decode") else "prefill"].append(ke - ks)
+    assert all(in_range(d, truth["decode_kernel_ns"]) for d in durations["decode"])
+    assert all(in_range(d, truth["prefill_kernel_ns"]) for d in durations["prefill"])
+    long = [d for d in durations["prefill"] if d >= truth["prefill_long_kernel_ns"][0]]
+    assert len(long) == truth["prefill_long_kernels"]
+    assert all(in_range(d, truth["prefill_long_kernel_ns"]) for d in long)
+
+
+def _activity(path: Path) -> list[tuple[int, int]]:
+    """(start, end) of every CUDA API call and every GPU activity record."""
+    with connect(path) as con:
+        t = set(tables(con))
+    out: list[tuple[int, int]] = []
+    for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                  "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+                  "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):
+        if table in t:
+            out += rows(path, f'SELECT start, "end" FROM {table}')
+    return out
+
+
+def check_idle_server_bursts(path: Path, truth: dict[str, Any]) -> None:
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["kernel_count"]
+    assert len(runtime_by_name(path, "cudaLaunchKernel%")) == truth["launch_calls"]
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY") == truth["memcpy_count"]
+    assert len(runtime_by_name(path, "cudaStreamSynchronize%")) == truth["stream_syncs"]
+    assert rows(path, "SELECT name FROM PROCESSES WHERE pid IN (SELECT (globalPid >> 24) & 16777215 "
+                      "FROM CUPTI_ACTIVITY_KIND_KERNEL)") == [(truth["process_name"],)]
+    assert "vllm" in truth["process_name"]
+    ranges = nvtx_ranges(path)
+    assert len(ranges) == truth["nvtx_ranges"] and {r[2] for r in ranges} == {truth["nvtx_step_label"]}
+    duration = one(path, "SELECT duration FROM ANALYSIS_DETAILS")
+    assert meta(path, "META_DATA_CAPTURE")["PROCESS_0:ARGUMENT_1"] == "vllm.entrypoints.openai.api_server"
+    # merge every API call and GPU record; the idle windows are the stretches >= 1 s of [0, duration] outside them
+    iv = sorted(_activity(path))
+    merged = [list(iv[0])]
+    for s, e in iv[1:]:
+        if s > merged[-1][1]:
+            merged.append([s, e])
+        else:
+            merged[-1][1] = max(merged[-1][1], e)
+    edges = [0] + [x for m in merged for x in m] + [duration]
+    gaps = [(edges[i], edges[i + 1]) for i in range(0, len(edges), 2)]
+    idle = [(s, e) for s, e in gaps if e - s >= truth["idle_window_min_ns"]]
+    assert len(idle) == truth["idle_windows"] == truth["bursts"] + 1
+    assert max(e - s for s, e in gaps if e - s < truth["idle_window_min_ns"]) < 1_000_000  # inside a burst
+    assert idle[0][0] == 0 and idle[-1][1] == duration
+    assert in_range(idle[0][1] - idle[0][0], truth["lead_quiet_ns"])
+    assert in_range(idle[-1][1] - idle[-1][0], truth["tail_quiet_ns"])
+    assert all(in_range(e - s, truth["quiet_between_ns"]) for s, e in idle[1:-1])
+    assert len({e - s for s, e in idle[1:-1]}) == len(idle) - 2  # the quiet periods vary
+    assert in_range(sum(e - s for s, e in idle) / duration, truth["idle_share"])
+    # the step ranges lie in the bursts (they open/close a few us before/after the step's first/last CUDA call)
+    assert all(min(e, ie) - max(s, is_) < 5_000 for s, e, *_ in ranges for is_, ie in idle)
+    # each burst: steps_per_burst launch-bound eager decode steps
+    kernels = sorted(kernel_intervals(path))
+    for (_, b0), (b1, _) in zip(idle, idle[1:]):
+        assert in_range(b1 - b0, truth["burst_ns"])
+        ks = [(s, e) for s, e in kernels if b0 <= s and e <= b1]
+        assert len(ks) == truth["steps_per_burst"] * gen.PER_STEP_32
+        assert sum(b0 <= (s + e) // 2 <= b1 for s, e, *_ in ranges) == truth["steps_per_burst"]
+        assert in_range(1 - union_stats(ks)[0], truth["burst_overhead_ratio"])
+    assert in_range(1 - union_stats(kernels)[0], truth["overhead_ratio"])
+
+
+PHASE_CHECKS = {"prefill_heavy_eager_decode": check_prefill_heavy_eager_decode,
+                "idle_server_bursts": check_idle_server_bursts}
+
+
+@pytest.mark.parametrize("name", list(PHASE_CHECKS))
+def test_phase_truth(files: dict[str, Path], name: str) -> None:
+    PHASE_CHECKS[name](files[name], dict(SCENARIOS[name].truth))
+
+
+@pytest.mark.parametrize("name", list(PHASE_CHECKS))
+@pytest.mark.parametrize("seed", [1, 5, 11])
+def test_phase_truth_other_seeds(tmp_path: Path, name: str, seed: int) -> None:
+    path = tmp_path / f"{name}.sqlite"
+    sc = generate(name, path, seed=seed)
+    PHASE_CHECKS[name](path, dict(sc.truth))
+    assert path.stat().st_size < 3_000_000
+
+
+@pytest.mark.parametrize("name", list(PHASE_CHECKS))
+def test_phase_truth_scale(tmp_path: Path, name: str) -> None:
+    path = tmp_path / f"{name}.sqlite"
+    sc = generate(name, path, seed=3, scale=2)
+    assert sc.truth["kernel_count"] == 2 * SCENARIOS[name].truth["kernel_count"]
+    PHASE_CHECKS[name](path, dict(sc.truth))
 
 
 # ------------------------------------------------------------------------------------------------------------

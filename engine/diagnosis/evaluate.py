@@ -158,9 +158,11 @@ def _remediation(rule: Rule, stack: Sequence[str], context: dict[str, Any], not_
 
 def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, dict[str, float]] | None = None,
              severities: dict[str, str] | None = None, disabled: set[str] | None = None,
-             stack: Sequence[str] = ()) -> Evaluation:
+             stack: Sequence[str] = (), phase: str | None = None, phase_share: float = 1.0) -> Evaluation:
     """Judge every rule on its fact's rows. `stack`: the profile's stack lineage (StackInfo.lineage); each
-    finding lists those stacks' remediation steps first, then the rule's generic steps."""
+    finding lists those stacks' remediation steps first, then the rule's generic steps. `phase`: the facts are
+    one inference phase's (FactSet.phases), which takes `phase_share` of the run's GPU window; its findings
+    carry the phase, and their cost to the run (run_impact) sets their severity."""
     out = Evaluation()
     rule_params = rule_params or {}
     severities = severities or {}
@@ -193,27 +195,34 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
             fired = True
             impact = row.get(spec.impact) if spec.impact else None
             impact = None if impact is None else max(0.0, min(1.0, float(impact)))
+            run_impact = None if impact is None else impact * phase_share
             severity = severities.get(rule.id, spec.severity)
-            if impact is not None and spec.kind != Kind.CAPTURE and rule.id not in severities:
+            if run_impact is not None and spec.kind != Kind.CAPTURE and rule.id not in severities:
                 # Severity follows cost: a finding that costs little GPU time is information, whatever the rule's
                 # severity (a rule may set its own floor; an explicit rules.<id>.severity is kept as given).
                 limit = (params[spec.info_below_impact.lstrip("$")] if isinstance(spec.info_below_impact, str)
                          else INFO_BELOW_IMPACT if spec.info_below_impact is None else float(spec.info_below_impact))
-                if impact < limit:
+                if run_impact < limit:
                     severity = Severity.INFO
             context = {"row": row, "params": params, "impact": impact}
+            subject = _render(rule, "label", spec.label, context, not_after) if spec.label else None
+            if phase is not None:
+                subject = f"{phase} · {subject}" if subject else phase
             out.findings.append(Finding(
                 rule=rule.id, title=spec.title, category=spec.category, kind=spec.kind, severity=severity,
-                subject=_render(rule, "label", spec.label, context, not_after) if spec.label else None,
-                message=_render(rule, "message", spec.message, context, not_after),
-                impact=impact, evidence=_evidence(rule, row, params),
+                subject=subject, message=_render(rule, "message", spec.message, context, not_after),
+                impact=impact, phase=phase, run_impact=run_impact, evidence=_evidence(rule, row, params),
                 remediation=_remediation(rule, stack, context, not_after),
                 references=list(spec.references), row=row))
         if not fired:
             out.passed.append(outcome)
-    out.findings.sort(key=lambda f: (-f.severity.rank, f.kind.rank, -(f.impact or 0.0),
-                                     f.rule, f.subject or ""))
+    sort_findings(out.findings)
     return out
+
+
+def sort_findings(findings: list[Finding]) -> None:
+    """Severity first, then kind (cause, capture, symptom), then the cost to the run."""
+    findings.sort(key=lambda f: (-f.severity.rank, f.kind.rank, -(f.run_impact or 0.0), f.rule, f.subject or ""))
 
 
 def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str]) -> Verdict:
@@ -221,24 +230,60 @@ def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str]) ->
     blocking = [f for f in findings if f.rule in blocking_rules]
     if blocking:
         f = blocking[0]
-        return Verdict(primary=f.category, rule=f.rule, subject=f.subject, impact=f.impact,
+        return Verdict(primary=f.category, rule=f.rule, subject=f.subject, phase=f.phase, impact=f.run_impact,
                        headline=f"{f.title}: {f.message}")
 
     def strongest(kind: Kind, min_impact: float) -> Finding | None:
         candidates = [f for f in findings if f.kind == kind and f.severity.at_least(Severity.WARNING)
-                      and (f.impact or 0.0) >= min_impact]
-        return max(candidates, key=lambda f: (f.impact or 0.0, f.severity.rank), default=None)
+                      and (f.run_impact or 0.0) >= min_impact]
+        return max(candidates, key=lambda f: (f.run_impact or 0.0, f.severity.rank), default=None)
 
     cause = strongest(Kind.CAUSE, PRIMARY_MIN_IMPACT)
     top = cause or strongest(Kind.SYMPTOM, PRIMARY_MIN_IMPACT) or strongest(Kind.CAPTURE, 0.0)
     # The verdict never contradicts the overhead ratio the key metrics print: when no cause explains gaps that
     # large, it says where they come from.
-    gaps = "" if cause is not None else _unexplained_gaps(facts)
+    gaps = ("" if cause is not None else _unexplained_gaps(facts)) + _server_idle_note(facts)
     if top is not None:
-        cost = f" (costs ≈{fmt_ratio(top.impact, 0)} of GPU time)" if top.impact is not None else ""
-        return Verdict(primary=top.category, rule=top.rule, subject=top.subject, impact=top.impact,
-                       headline=f"{top.title}{cost}: {top.message}{gaps}")
+        if top.phase is not None:
+            cost = (f" (costs ≈{fmt_ratio(top.impact, 0)} of {top.phase}'s GPU time, ≈{fmt_ratio(top.run_impact, 0)}"
+                    f" of the run's)" if top.impact is not None else "")
+            headline = (f"In {top.phase}: {top.title}{cost}: {top.message}"
+                        f"{_other_phases(top.phase, findings, facts)}{gaps}")
+        else:
+            cost = f" (costs ≈{fmt_ratio(top.impact, 0)} of GPU time)" if top.impact is not None else ""
+            headline = f"{top.title}{cost}: {top.message}{gaps}"
+        return Verdict(primary=top.category, rule=top.rule, subject=top.subject, phase=top.phase,
+                       impact=top.run_impact, headline=headline)
     return Verdict(primary=None, headline=_healthy_headline(facts) + gaps)
+
+
+def _other_phases(primary: str, findings: list[Finding], facts: FactSet) -> str:
+    """' Prefill: no bottleneck (kernels run 99 % of its window).' for every other phase judged on its own,
+    or the titles of its findings."""
+    parts = []
+    for phase, scoped in facts.phases.items():
+        if phase == primary:
+            continue
+        own = [f.title for f in findings if f.phase == phase and f.severity.at_least(Severity.WARNING)]
+        gpus = scoped.rows("gpu_utilization") if "gpu_utilization" in scoped.results else []
+        window = sum(g.get("window_ns") or 0 for g in gpus)
+        if own:
+            parts.append(f"{phase.capitalize()}: {'; '.join(dict.fromkeys(own))}.")
+        elif window > 0:
+            busy = sum(g.get("compute_busy_ns") or 0 for g in gpus) / window
+            parts.append(f"{phase.capitalize()}: no bottleneck (kernels run {fmt_ratio(busy, 0)} of its window, "
+                         f"{fmt_ratio(phase_share(facts, phase), 0)} of the run's).")
+    return "".join(f" {p}" for p in parts)
+
+
+def phase_share(facts: FactSet, phase: str) -> float:
+    """The share of the run's GPU window (summed over devices) that `phase` owns; 0 when unknown."""
+    def window(fs: FactSet) -> float:
+        rows = fs.rows("gpu_utilization") if "gpu_utilization" in fs.results else []
+        return float(sum(r.get("window_ns") or 0 for r in rows))
+
+    run = window(facts)
+    return window(facts.phases[phase]) / run if run > 0 and phase in facts.phases else 0.0
 
 
 def _lower_first(text: str) -> str:
@@ -262,6 +307,19 @@ def _unexplained_gaps(facts: FactSet) -> str:
              for c, ns in sorted(idle.items(), key=lambda kv: -kv[1]) if ns / total >= 0.005]
     return (f" The GPUs still wait between kernels (overhead ratio {ratio:.2f}), but no cause rule passes its "
             f"threshold; that idle time is {', '.join(parts)}.")
+
+
+def _server_idle_note(facts: FactSet) -> str:
+    """' Nothing was in flight for 88 % of the capture (5 stretches of no GPU work and no CUDA calls); this verdict
+    judges the 1.20 s of active work.' when there were such stretches; empty otherwise."""
+    idle = facts.first("server_idle") if "server_idle" in facts.results else {}
+    count = idle.get("stretch_count") or 0
+    if not count:
+        return ""
+    stretches = "one stretch" if count == 1 else f"{count:,} stretches"
+    return (f" Nothing was in flight for {fmt_ratio(idle.get('idle_fraction'), 0)} of the capture ({stretches} of no "
+            f"GPU work and no CUDA calls, as when a server waits for requests); this verdict judges the "
+            f"{fmt_value(idle.get('active_ns'), 'ns')} of active work.")
 
 
 def _healthy_headline(facts: FactSet) -> str:

@@ -9,6 +9,8 @@ Header of each file (Perfetto stdlib is the model):
                                       (`kernels|graph_launches`: at least one of them; `devices.sm_count`:
                                       a column that must hold a value in some row)
     -- @param gap_threshold_ns 10000   numeric parameter, written ${gap_threshold_ns} in the SQL
+    -- @per-phase                      computed again over each inference phase (engine/facts/scopes.py), so
+                                      the rules on it judge each phase too (bundled facts only)
     -- @column device_id  CUDA device index.
     -- @check device_id not_null       a test every row must pass (dbt-style column tests, below)
 
@@ -44,7 +46,7 @@ from ..duck import is_out_of_memory, reraise_interrupt
 from ..reading.cache import out_of_memory_error
 from ..errors import DiagnoseError
 
-_HEADER = re.compile(r"^--\s*@(\w+)\s*(.*)$")
+_HEADER = re.compile(r"^--\s*@([\w-]+)\s*(.*)$")
 _PARAM_REF = re.compile(r"\$\{(\w+)\}")
 
 
@@ -122,6 +124,7 @@ class Fact:
     checks: list[FactCheck] = field(default_factory=list)
     materialized: bool = False  # helpers are views unless marked @materialize (read several times)
     team: bool = False  # loaded from a team directory: runs sandboxed, after the bundled facts
+    per_phase: bool = False  # computed again over each inference phase (engine/facts/scopes.py)
     line: int = 1  # of its `-- @fact` header line
 
     @property
@@ -225,6 +228,8 @@ def parse_fact(text: str, path: str) -> Fact:
             doc_lines.append(value)
         elif key == "materialize":
             fact.materialized = True
+        elif key == "per-phase":
+            fact.per_phase = True
         elif key == "needs":
             fact.needs += value.split()
         elif key == "requires":
@@ -347,7 +352,8 @@ def render_sql(fact: Fact, overrides: dict[str, float] | None = None, *, keep_li
 def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
     """(name, DuckDB type) of each column of a table the facts created, in order."""
     return con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? AND "
-                       "database_name = current_database() ORDER BY column_index", [table]).fetchall()
+                       "database_name = current_database() AND schema_name = current_schema() "
+                       "ORDER BY column_index", [table]).fetchall()
 
 
 def materialize(con: duckdb.DuckDBPyConnection, fact: Fact, overrides: dict[str, float] | None = None, *,

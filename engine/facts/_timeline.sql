@@ -8,8 +8,10 @@
 -- @doc of busy intervals (those pieces are disjoint, so their sum is the busy time). The same sort carries
 -- @doc the latest blocking call (synchronisation or synchronous copy) that returned before each operation,
 -- @doc from any process that used the device, and each operation carries the CPU call that issued it
--- @doc (joined after the sort, so the sort stays narrow).
--- @needs _gpu_ops _issuing_calls _sync_calls
+-- @doc (joined after the sort, so the sort stays narrow). A stretch in which the server was idle (_server_idle)
+-- @doc counts as one more earlier operation on every device, so no idle gap spans it: the first operation
+-- @doc after it has prev_end_ns at the stretch's end.
+-- @needs _gpu_ops _issuing_calls _sync_calls _server_idle
 -- @param sync_min_wait_ns 5000
 -- @column device_id CUDA device index.
 -- @column start_ns Start (ns).
@@ -38,21 +40,28 @@ returns AS (SELECT end_ns, min(start_ns) AS start_ns FROM blocking GROUP BY end_
 ops AS (
     -- Flags, not the kind text, travel through the sort: cheaper to move and to test in every FILTER.
     SELECT device_id, start_ns, end_ns, kind IN ('kernel', 'graph') AS is_compute, kind = 'graph' AS is_graph,
-           kind = 'memset' AS is_memset, false AS is_sync, pid, correlation_id, stream_id, is_uvm, is_comm
+           kind = 'memset' AS is_memset, false AS is_sync, false AS is_idle, pid, correlation_id, stream_id, is_uvm,
+           is_comm
     FROM _gpu_ops
     UNION ALL
     -- Blocking calls ride along as marker rows at the moment they returned (end_ns NULL keeps them out of
     -- every running maximum), on each device their process used; they are dropped after the sort.
-    SELECT u.device_id, b.end_ns, NULL, false, false, false, true, b.pid, NULL, NULL, false, false
+    SELECT u.device_id, b.end_ns, NULL, false, false, false, true, false, b.pid, NULL, NULL, false, false
     FROM blocking b JOIN (SELECT DISTINCT pid, device_id FROM _gpu_ops) u ON u.pid = b.pid
+    UNION ALL
+    -- The server's idle stretches, as marker rows on every device that had worked before them (so no device's
+    -- first operation gains a gap); dropped after the sort too.
+    SELECT d.device_id, i.start_ns, i.end_ns, false, false, false, false, true, NULL, NULL, NULL, false, false
+    FROM _server_idle i JOIN (SELECT device_id, min(start_ns) AS first_ns FROM _gpu_ops GROUP BY device_id) d
+         ON i.start_ns >= d.first_ns
 ),
 ordered AS (
-    SELECT device_id, start_ns, end_ns, is_compute, is_graph, is_memset, is_sync, pid, correlation_id, stream_id,
-           is_uvm, is_comm,
+    SELECT device_id, start_ns, end_ns, is_compute, is_graph, is_memset, is_sync, is_idle, pid, correlation_id,
+           stream_id, is_uvm, is_comm,
            max(end_ns) OVER w AS prev_end_ns,
-           max(end_ns) FILTER (WHERE is_compute) OVER w AS prev_compute_end_ns,
-           max(end_ns) FILTER (WHERE is_comm) OVER w AS prev_comm_end_ns,
-           max(end_ns) FILTER (WHERE is_compute AND NOT is_comm) OVER w AS prev_noncomm_end_ns,
+           max(end_ns) FILTER (WHERE is_compute OR is_idle) OVER w AS prev_compute_end_ns,
+           max(end_ns) FILTER (WHERE is_comm OR is_idle) OVER w AS prev_comm_end_ns,
+           max(end_ns) FILTER (WHERE (is_compute AND NOT is_comm) OR is_idle) OVER w AS prev_noncomm_end_ns,
            max(start_ns) FILTER (WHERE is_sync) OVER w AS last_sync_end_ns
     FROM ops
     -- NULLS FIRST: a call that returned at the very nanosecond an operation started counts as before it.
@@ -69,4 +78,4 @@ SELECT o.device_id, o.start_ns, o.end_ns, o.is_compute, o.is_graph, o.is_memset,
 FROM ordered o
 LEFT JOIN _issuing_calls l ON l.pid = o.pid AND l.correlation_id = o.correlation_id
 LEFT JOIN returns r ON r.end_ns = o.last_sync_end_ns
-WHERE NOT o.is_sync
+WHERE NOT o.is_sync AND NOT o.is_idle

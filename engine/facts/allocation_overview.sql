@@ -4,6 +4,7 @@
 -- @doc cudaFreeHost, cudaHostRegister, their driver equivalents) made in the steady state, after the first
 -- @doc warmup_share of the span of GPU work (loading weights and warming caching allocators come first), the
 -- @doc CPU time inside them, and the GPU idle time they cause (_idle_gaps cause 'allocation').
+-- @per-phase
 -- @needs _api_classes _idle_gaps gpu_utilization
 -- @requires api_calls
 -- @param warmup_share 0.1

@@ -15,6 +15,7 @@ from ..duck import sql_literal
 from ..facts import Fact, FactError, check_rows, did_you_mean, load_facts, materialize, run_order, table_columns
 from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
+from .scopes import compute_phase, per_phase_order, phases_to_judge
 
 # Default NVTX phase patterns (case-insensitive regular expressions on the range text). vLLM and
 # SGLang name their model-runner steps prefill/decode or extend/decode; TensorRT-LLM says context/generation.
@@ -98,6 +99,9 @@ class FactResult:
 @dataclass
 class FactSet:
     results: dict[str, FactResult] = field(default_factory=dict)
+    phases: dict[str, "FactSet"] = field(default_factory=dict)
+    """The per-phase facts computed again over each inference phase (engine/facts/scopes.py), by phase name;
+    empty when the run is judged whole."""
 
     def __getitem__(self, name: str) -> FactResult:
         return self.results[name]
@@ -183,6 +187,7 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
     locked = False
     for number, fact in enumerate(ordered, 1):
         if fact.team and not locked:
+            _compute_phases(con, facts, out, params, progress)  # before the lock: it sets the search path
             _lock_for_team_facts(con, TEAM_LIMITS)
             locked = True
         if progress:
@@ -200,7 +205,30 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
             if skipped:
                 break
         out.results[fact.name] = FactResult(fact, columns, rows, skipped)
+    if not locked:
+        _compute_phases(con, facts, out, params, progress)
     return out
+
+
+def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict[str, float] | None,
+                    progress: Callable[[str], None] | None) -> None:
+    """out.phases: the per-phase facts over each phase worth judging on its own (engine/facts/scopes.py)."""
+    if "phases" not in out.results or "_call_phases" not in facts:
+        return
+    phases = phases_to_judge(out.rows("phases"))
+    ordered = per_phase_order(facts) if phases else []
+    for number, phase in enumerate(phases, 1):
+        if progress:
+            progress(f"computing the facts of phase {number}/{len(phases)} {phase}")
+        scoped = FactSet()
+
+        def collect(fact: Fact) -> None:
+            columns, rows = _rows(con, fact)
+            run = out.results.get(fact.name)
+            scoped.results[fact.name] = FactResult(fact, columns, rows, run.skipped if run else None)
+
+        compute_phase(con, phase, f"phase_{number}", ordered, params, collect)
+        out.phases[phase] = scoped
 
 
 def _unmet(export: Export, requirement: str) -> str | None:

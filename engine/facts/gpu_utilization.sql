@@ -3,13 +3,16 @@
 -- @doc with a kernel or CUDA-graph replay running (utilization, as nvidia-smi's and the README's "GPU
 -- @doc utilisation"), time with only copies or memsets running (copy_only_ns), and idle time by cause
 -- @doc (_idle_gaps; README "Where the idle time goes"). Overlapping streams count once; the parts add up to the
--- @doc window.
+-- @doc window. Each operation owns the idle gap before it, so the window is what the operations own: stretches
+-- @doc in which the server was idle (_server_idle: no GPU work and no CUDA call anywhere) are not part of it,
+-- @doc and per phase it is the phase's operations and the gaps before them.
 -- @needs _timeline _idle_gaps
+-- @per-phase
 -- @requires kernels|graph_launches
 -- @column device_id CUDA device index.
 -- @column window_start_ns First GPU operation on the device (ns).
 -- @column window_end_ns End of the last GPU operation on the device (ns).
--- @column window_ns Length of that window (ns).
+-- @column window_ns Length of that window, less what no operation of it owns (excluded_ns) (ns).
 -- @column compute_busy_ns Union of kernels and graph replays (ns).
 -- @column utilization compute_busy_ns / window_ns: share of the window with a kernel or graph replay running (0-1).
 -- @column copy_only_ns Time with a copy or memset running and no kernel (ns).
@@ -30,6 +33,7 @@
 -- @column idle_gpu_side_ns Idle time with the next operation already queued: per-operation GPU cost (ns).
 -- @column idle_uvm_ns Idle time that ends in a unified-memory migration (ns).
 -- @column idle_other_ns Idle time with no traced cause: dependencies, events, untraced work (ns).
+-- @column excluded_ns Time between the first operation and the last that is not part of the window: the server's idle stretches, and per phase the other phases (ns).
 -- @check device_id not_null
 -- @check device_id unique
 -- @check window_ns non_negative
@@ -55,6 +59,10 @@ WITH win AS (
            avg(end_ns - start_ns) FILTER (WHERE is_compute AND NOT is_graph) AS mean_kernel_ns,
            -- each operation adds what sticks out past the earlier ones: the union of busy intervals
            sum(greatest(end_ns - greatest(start_ns, coalesce(prev_end_ns, start_ns)), 0)) AS busy_ns,
+           -- ... and with the idle gap before it, what it owns of the window: the sum telescopes to last end -
+           -- first start, less what no operation owns (the server's idle stretches; in a per-phase computation,
+           -- the other phases' operations and gaps)
+           sum(greatest(end_ns - coalesce(prev_end_ns, start_ns), 0)) AS n,
            coalesce(sum(greatest(end_ns - greatest(start_ns, coalesce(prev_compute_end_ns, start_ns)), 0))
                         FILTER (WHERE is_compute), 0) AS compute_busy_ns
     FROM _timeline GROUP BY device_id
@@ -70,19 +78,19 @@ idle AS (
            coalesce(sum(gap_ns) FILTER (WHERE cause = 'other'), 0) AS idle_other_ns
     FROM _idle_gaps GROUP BY device_id
 )
-SELECT w.device_id, w.s AS window_start_ns, w.e AS window_end_ns, w.e - w.s AS window_ns,
+SELECT w.device_id, w.s AS window_start_ns, w.e AS window_end_ns, w.n AS window_ns,
        CAST(w.compute_busy_ns AS BIGINT) AS compute_busy_ns,
-       CASE WHEN w.e > w.s THEN w.compute_busy_ns / (w.e - w.s) END AS utilization,
+       CASE WHEN w.n > 0 THEN w.compute_busy_ns / w.n END AS utilization,
        CAST(greatest(w.busy_ns - w.compute_busy_ns, 0) AS BIGINT) AS copy_only_ns,
-       CASE WHEN w.e > w.s THEN greatest(w.busy_ns - w.compute_busy_ns, 0) / (w.e - w.s) END AS copy_only_fraction,
+       CASE WHEN w.n > 0 THEN greatest(w.busy_ns - w.compute_busy_ns, 0) / w.n END AS copy_only_fraction,
        CAST(w.busy_ns AS BIGINT) AS busy_ns,
-       CASE WHEN w.e > w.s THEN w.busy_ns / (w.e - w.s) END AS active_fraction,
-       CAST((w.e - w.s) - w.busy_ns AS BIGINT) AS idle_ns,
-       CASE WHEN w.e > w.s THEN 1 - w.busy_ns / (w.e - w.s) END AS idle_fraction,
+       CASE WHEN w.n > 0 THEN w.busy_ns / w.n END AS active_fraction,
+       CAST(w.n - w.busy_ns AS BIGINT) AS idle_ns,
+       CASE WHEN w.n > 0 THEN 1 - w.busy_ns / w.n END AS idle_fraction,
        w.op_count, w.kernel_count, w.graph_replay_count, w.kernel_time_ns, w.mean_kernel_ns,
        coalesce(i.idle_sync_ns, 0) AS idle_sync_ns, coalesce(i.idle_allocation_ns, 0) AS idle_allocation_ns,
        coalesce(i.idle_launch_ns, 0) AS idle_launch_ns, coalesce(i.idle_host_ns, 0) AS idle_host_ns,
        coalesce(i.idle_gpu_side_ns, 0) AS idle_gpu_side_ns, coalesce(i.idle_uvm_ns, 0) AS idle_uvm_ns,
-       coalesce(i.idle_other_ns, 0) AS idle_other_ns
+       coalesce(i.idle_other_ns, 0) AS idle_other_ns, CAST(w.e - w.s - w.n AS BIGINT) AS excluded_ns
 FROM win w LEFT JOIN idle i USING (device_id)
 ORDER BY w.device_id

@@ -4,6 +4,7 @@
 -- @doc what the issuing thread was doing meanwhile, as far as the capture records it: the innermost NVTX
 -- @doc ranges open during those gaps (_host_gap_ranges), the OS-runtime calls it was in (_host_gap_os_calls,
 -- @doc with --trace=osrt) and the functions its CPU samples caught (_host_gap_samples, with --sample).
+-- @per-phase
 -- @needs _idle_gaps _host_gap_ranges _host_gap_os_calls _host_gap_samples gpu_utilization launch_overhead
 -- @requires kernels|graph_launches
 -- @param top_ranges 3

@@ -8,6 +8,7 @@
 -- @doc Theoretical occupancy (resident warps per SM) is not computed: it needs per-SM register, shared-memory
 -- @doc and warp limits that the canonical views do not carry. Kernels without a grid size, and GPUs whose SM
 -- @doc count the export does not give, have no rows.
+-- @per-phase
 -- @needs gpu_utilization
 -- @requires kernels devices.sm_count kernels.grid_size
 -- @param top_kernels 20

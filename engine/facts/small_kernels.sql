@@ -3,6 +3,7 @@
 -- @doc (_idle_gaps cause 'gpu-side': the launch call had returned before the GPU went idle, and the gap is a few
 -- @doc µs), the fixed per-kernel cost on the GPU side that short kernels cannot amortise, and the most frequent
 -- @doc short kernels.
+-- @per-phase
 -- @needs _idle_gaps gpu_utilization launch_overhead
 -- @requires kernels
 -- @param short_kernel_ns 10000

@@ -13,7 +13,7 @@ from typing_extensions import TypedDict
 
 from ..vocabulary import Kind, Severity
 
-REPORT_SCHEMA_VERSION = "2.1"
+REPORT_SCHEMA_VERSION = "2.2"
 Number = int | float  # integer nanoseconds and counts stay integers in the JSON; means may be fractional
 Better = Literal["higher", "lower"] | None
 
@@ -70,7 +70,13 @@ class Finding(Model):
     message: str
     """One paragraph with the numbers."""
     impact: float | None = Field(None, ge=0, le=1)
-    """Estimated share (0-1) of GPU time this costs; null when not estimated."""
+    """Estimated share (0-1) of GPU time this costs; null when not estimated. For a phase finding, the share of
+    the phase's GPU time."""
+    phase: str | None = None
+    """The inference phase (prefill, decode, other or a configured one) the rule judged on its own; null when
+    the rule judged the whole run."""
+    run_impact: float | None = Field(None, ge=0, le=1)
+    """The same cost as a share of the whole run's GPU time (equal to impact when phase is null)."""
     evidence: list[Evidence]
     remediation: list[str]
     """Steps, most effective first."""
@@ -97,7 +103,10 @@ class Verdict(Model):
     rule: str | None = None
     """Rule behind the verdict."""
     subject: str | None = None
+    phase: str | None = None
+    """The phase of the finding behind the verdict, when a rule judged that phase on its own."""
     impact: float | None = None
+    """The cost of the finding behind the verdict as a share of the run's GPU time."""
     headline: str
     """One sentence for people."""
 

@@ -1,0 +1,33 @@
+"""Rules judged per inference phase: the rules whose fact is computed again over each phase (`-- @per-phase`,
+engine/facts/scopes.py) are evaluated on each phase's facts too, and their findings merged with the run's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..facts import Fact
+from ..facts.compute import FactSet
+from .evaluate import Evaluation, evaluate, phase_share, sort_findings
+from .rules import Rule
+
+
+def judge_phases(run: Evaluation, rules: dict[str, Rule], facts: FactSet, fact_defs: dict[str, Fact], *,
+                 rule_params: dict[str, dict[str, float]], severities: dict[str, str], disabled: set[str],
+                 stack: Sequence[str]) -> Evaluation:
+    """`run` with the per-phase findings added. A rule that fires in a phase speaks for that phase: its
+    whole-run finding on the same subject is dropped (the phases split the run, so the phase findings say more),
+    and it no longer counts as passed. A rule that fires only over the whole run keeps that finding."""
+    if not facts.phases:
+        return run
+    phased = {rid: r for rid, r in rules.items() if r.spec.fact in fact_defs and fact_defs[r.spec.fact].per_phase}
+    found = []
+    for phase, scoped in facts.phases.items():
+        found += evaluate(phased, scoped, rule_params=rule_params, severities=severities, disabled=disabled,
+                          stack=stack, phase=phase, phase_share=phase_share(facts, phase)).findings
+    if not found:
+        return run
+    covered = {(f.rule, f.subject.split(" · ", 1)[1] if f.subject and " · " in f.subject else None) for f in found}
+    findings = [f for f in run.findings if (f.rule, f.subject) not in covered] + found
+    sort_findings(findings)
+    fired = {f.rule for f in found}
+    return Evaluation(findings=findings, passed=[o for o in run.passed if o.rule not in fired], skipped=run.skipped)

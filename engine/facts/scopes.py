@@ -1,0 +1,84 @@
+"""Facts computed again over each inference phase, so rules can judge a phase on its own: long compute-bound
+prefills no longer hide an eager, launch-bound decode behind a healthy whole-run average.
+
+Every CUDA call made inside a phase range belongs to that phase (_call_phases), and so do the GPU operations it
+issued (same process and correlation id) and the idle gap before each of them: each operation owns the gap
+before it, so the phases split every device window between them (gpu_utilization). For each phase a DuckDB
+schema holds those rows under the canonical names (api_calls, kernels, graph_launches, memcpys, memsets) with
+the run's _timeline and _idle_gaps cut to the phase, and the facts marked `-- @per-phase` are computed again
+there, with the facts they need. Everything else (names, devices, NVTX, OS calls, the server's idle stretches,
+the causes of each gap) is read from the whole run, where it was computed with all the context.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..duck import sql_literal
+from . import Fact, materialize, run_order
+
+# Read from the whole run in every phase. _timeline and _idle_gaps are cut to the phase, not computed again:
+# an idle gap's cause depends on what the host did before the phase's operation, in any phase.
+FROM_RUN = frozenset({"_api_names", "_api_classes", "_gpu_ops", "_issuing_calls", "_server_idle",
+                      "_phase_ranges", "_call_phases", "_timeline", "_idle_gaps"})
+# Canonical views replaced in a phase by the rows that belong to it, and the key that ties a row to its call.
+_BY_CALL = ("kernels", "graph_launches", "memcpys", "memsets")
+# The phase of work that no phase range claims (as in the `phases` fact).
+OTHER = "other"
+
+
+def phases_to_judge(phase_rows: list[dict[str, Any]]) -> list[str]:
+    """The phases worth judging one by one: those with GPU work, when the work splits into at least two of them
+    and one is a named phase. A run with no phase ranges, or all of its work in one phase, is judged whole."""
+    busy = [r["phase"] for r in phase_rows if (r.get("kernel_count") or 0) > 0]
+    return busy if len(busy) >= 2 and any(p != OTHER for p in busy) else []
+
+
+def per_phase_order(facts: dict[str, Fact]) -> list[Fact]:
+    """The bundled facts marked per-phase, and the facts they need that are not read from the run, in run order."""
+    wanted: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in wanted or name in FROM_RUN or name not in facts:
+            return
+        wanted.add(name)
+        for dep in facts[name].needs:
+            visit(dep)
+
+    for fact in facts.values():
+        if fact.per_phase and not fact.team:
+            visit(fact.name)
+    return [f for f in run_order(facts) if f.name in wanted]
+
+
+def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params: dict[str, float] | None,
+                  collect: Callable[[Fact], None]) -> None:
+    """Create `schema` holding `phase`'s rows and compute `ordered` in it; `collect(fact)` reads each per-phase
+    fact while the schema is current. The schema is dropped afterwards and the search path restored."""
+    db = con.execute("SELECT current_database()").fetchone()[0]
+    run = f'"{db}".main'
+    if phase == OTHER:
+        claimed = f"{run}._call_phases"
+        keep = "ANTI JOIN"
+    else:
+        claimed = f"(SELECT * FROM {run}._call_phases WHERE phase = {sql_literal(phase)})"
+        keep = "SEMI JOIN"
+    con.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        con.execute(f"SET search_path = {sql_literal(f'{schema},main')}")
+        con.execute(f"CREATE VIEW api_calls AS SELECT a.* FROM {run}.api_calls a {keep} {claimed} p "
+                    f"ON p.global_tid = a.global_tid AND p.start_ns = a.start_ns")
+        for view in _BY_CALL:
+            con.execute(f"CREATE VIEW {view} AS SELECT x.* FROM {run}.{view} x {keep} {claimed} p "
+                        f"ON p.pid = x.pid AND p.correlation_id = x.correlation_id")
+        con.execute(f"CREATE TABLE _timeline AS SELECT t.* FROM {run}._timeline t {keep} {claimed} p "
+                    f"ON p.pid = t.pid AND p.correlation_id = t.correlation_id")
+        con.execute(f"CREATE TABLE _idle_gaps AS SELECT g.* FROM {run}._idle_gaps g SEMI JOIN _timeline t "
+                    f"ON t.device_id = g.device_id AND t.start_ns = g.gap_end_ns")
+        for fact in ordered:
+            materialize(con, fact, params)
+            if fact.per_phase:
+                collect(fact)
+    finally:
+        con.execute("RESET search_path")
+        con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
