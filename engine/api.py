@@ -9,6 +9,7 @@ from typing import Callable
 from .diagnosis.config import Config, ConfigError, split_config
 from .duck import reraise_interrupt
 from .diagnosis.evaluate import evaluate, verdict
+from .diagnosis.merge import merge_gpus
 from .diagnosis.phases import judge_phases
 from .diagnosis.stacks import detect_stack
 from .facts.compute import FactSet, compute_facts
@@ -92,6 +93,7 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
     judging = dict(rule_params=rule_params, severities={r: s.value for r, s in config.severities.items()},
                    disabled=set(config.disabled), stack=stack.lineage)
     evaluation = judge_phases(evaluate(rules, facts, **judging), rules, facts, fact_defs, **judging)
+    evaluation.findings = merge_gpus(evaluation.findings)
     blocking = {r.id for r in rules.values() if r.spec.blocking}
     reported = {}
     for name in REPORTED_FACTS:

@@ -57,16 +57,26 @@ def _oracle(export) -> dict:
             d["comm" if is_comm else "noncomm"].append((s, e))
         else:
             d["copies"].append((s, e))
+    # The server's idle stretches: >= 1 s with no GPU operation on any device and no CUDA call but polling.
+    calls = export.query("SELECT start_ns, end_ns FROM api_calls WHERE end_ns >= start_ns AND NOT "
+                         "regexp_matches(name, 'Query|Get[A-Z]|PeekAtLastError')")
+    activity = _union([(s, e) for _, s, e, _, _ in ops] + [(s, e) for s, e in calls])
+    waits = [(a[1], b[0]) for a, b in zip(activity, activity[1:]) if b[0] - a[1] >= 1_000_000_000]
+
+    def idle(union: list[tuple[int, int]]) -> int:
+        # each gap between the intervals, but a gap holding a wait counts only from the end of its last wait
+        return sum(b[0] - max([a[1]] + [we for ws, we in waits if a[1] <= ws and we <= b[0]])
+                   for a, b in zip(union, union[1:]))
+
     out = {}
     for device, d in by_device.items():
         all_u, compute_u = _union(d["all"]), _union(d["compute"])
-        gaps = [b[0] - a[1] for a, b in zip(compute_u, compute_u[1:])]
         out[device] = {
             "busy_ns": _length(all_u),
             "compute_busy_ns": _length(compute_u),
             "idle_gaps": len(all_u) - 1,
-            "idle_ns": _length([(a[1], b[0]) for a, b in zip(all_u, all_u[1:])]),
-            "compute_gap_ns": sum(gaps),
+            "idle_ns": idle(all_u),
+            "compute_gap_ns": idle(compute_u),
             "comm_ns": _length(_union(d["comm"])),
             "noncomm_ns": _length(_union(d["noncomm"])),
             "stall_ns": sum(max(0, (e - s) - _overlap(s, e, compute_u)) for s, e in d["copies"]),

@@ -247,14 +247,24 @@ def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str]) ->
         if top.phase is not None:
             cost = (f" (costs ≈{fmt_ratio(top.impact, 0)} of {top.phase}'s GPU time, ≈{fmt_ratio(top.run_impact, 0)}"
                     f" of the run's)" if top.impact is not None else "")
-            headline = (f"In {top.phase}: {top.title}{cost}: {top.message}"
+            headline = (f"In {top.phase}: {top.title}{cost}: {top.message}{_also_on(top)}"
                         f"{_other_phases(top.phase, findings, facts)}{gaps}")
         else:
             cost = f" (costs ≈{fmt_ratio(top.impact, 0)} of GPU time)" if top.impact is not None else ""
-            headline = f"{top.title}{cost}: {top.message}{gaps}"
+            headline = f"{top.title}{cost}: {top.message}{_also_on(top)}{gaps}"
         return Verdict(primary=top.category, rule=top.rule, subject=top.subject, phase=top.phase,
                        impact=top.run_impact, headline=headline)
     return Verdict(primary=None, headline=_healthy_headline(facts) + gaps)
+
+
+def _also_on(finding: Finding) -> str:
+    """' The same on GPU 0 (≈95 %) and GPU 2 (≈41 %).' for a finding merged over several GPUs."""
+    if not finding.also_on:
+        return ""
+    parts = [a.subject.rsplit(" · ", 1)[-1] + (f" (≈{fmt_ratio(a.impact, 0)})" if a.impact is not None else "")
+             for a in finding.also_on]
+    listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    return f" The same on {listed}."
 
 
 def _other_phases(primary: str, findings: list[Finding], facts: FactSet) -> str:

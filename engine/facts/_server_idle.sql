@@ -5,7 +5,9 @@
 -- @doc (names with Query, Get or PeekAtLastError, which an idle server may keep making). An inference server
 -- @doc between requests looks like this (README "A server waiting for requests"). The stretches are cut out of
 -- @doc the judged windows: _timeline lets no idle gap span one, and gpu_utilization leaves them out of the
--- @doc device windows, so the rules judge the active work only.
+-- @doc device windows, so the rules judge the active work only. The operation after a stretch owns the gap from
+-- @doc the stretch's end; the moments between a GPU's last operation and the start of the stretch (the last
+-- @doc CUDA calls before the wait) are left out with it.
 -- @doc Found without sorting the activity: time is cut into buckets of half the minimum, one pass records which
 -- @doc buckets any activity touches (with the earliest start and latest end per bucket), and a stretch of at
 -- @doc least the minimum always holds one whole untouched bucket; its exact ends come from the neighbouring

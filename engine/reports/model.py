@@ -55,6 +55,17 @@ class Evidence(Model):
     """Rule param holding the threshold (settable with --set)."""
 
 
+class AlsoOn(Model):
+    """Another GPU on which the same rule fired (in the same phase): its own numbers."""
+
+    subject: str
+    severity: Severity
+    message: str
+    impact: float | None = Field(None, ge=0, le=1)
+    run_impact: float | None = Field(None, ge=0, le=1)
+    row: dict[str, Any]
+
+
 class Finding(Model):
     """A rule that fired. Findings are ordered by severity, then kind (cause, capture, symptom), then impact."""
 
@@ -77,6 +88,9 @@ class Finding(Model):
     the rule judged the whole run."""
     run_impact: float | None = Field(None, ge=0, le=1)
     """The same cost as a share of the whole run's GPU time (equal to impact when phase is null)."""
+    also_on: list[AlsoOn] = Field(default_factory=list)
+    """The other GPUs on which the rule fired, when it fired on several: the finding then describes the worst
+    one (subject 'GPUs 0, 1, 3'; message, impact, evidence and row are that GPU's) and lists the rest here."""
     evidence: list[Evidence]
     remediation: list[str]
     """Steps, most effective first."""
