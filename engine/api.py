@@ -30,6 +30,8 @@ REPORTED_FACTS = (
     "utilization_timeline", "gap_histogram",
 )
 _ROW_LIMITS = {"kernel_summary": 50, "api_summary": 50, "kernel_gaps": 200}
+# Per-phase facts shown in reports and JSON (Report.phase_facts).
+PHASE_REPORTED_FACTS = ("gpu_utilization", "launch_overhead", "gpu_metrics_summary")
 
 
 def _suggest(name: str, options: list[str]) -> str:
@@ -108,6 +110,8 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
         verdict=verdict(evaluation, facts, blocking), metrics=facts.first("summary"),
         findings=evaluation.findings, passed=evaluation.passed, skipped=evaluation.skipped,
         overrides=overrides(config, rules, fact_defs), facts=reported,
+        phase_facts={phase: {name: scoped.rows(name) for name in PHASE_REPORTED_FACTS if name in scoped.results}
+                     for phase, scoped in facts.phases.items()},
         throughput=throughput(export.info.duration_ns, facts.rows("phases") if "phases" in facts.results else [],
                               tokens))
     # The key metrics are judged against the same rule params the evaluation used (diagnose.yaml, --set).

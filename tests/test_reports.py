@@ -196,7 +196,11 @@ def test_no_template_lists_a_metric_or_a_rule_threshold():
 def test_key_metrics_follow_the_definition_and_the_rules():
     report = scenario_analysis("prefill_decode_nvtx")[1]  # has NVTX decode ranges, so throughput rows too
     rows = {row.key: row for row in report.key_metrics}
-    assert list(rows) == [m.key for m in METRICS if m.report]
+    # every metric in its place; the GPU-metrics rows only where the capture sampled GPU metrics
+    assert list(rows) == [m.key for m in METRICS if m.report and not m.optional]
+    sampled = {row.key: row for row in scenario_analysis("memory_bound_metrics")[1].key_metrics}
+    assert list(sampled) == [m.key for m in METRICS if m.report and not m.is_throughput]
+    assert sampled["dram_pct"].display == "88.3 %" and sampled["sm_active_pct"].doc.endswith("not throughput")
     overhead = rows["overhead_ratio"]
     assert (overhead.threshold, overhead.op, overhead.param) == (0.3, ">", "launch-bound.max_overhead_ratio")
     assert overhead.past is (overhead.value > 0.3)

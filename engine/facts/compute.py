@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import datetime
 import decimal
+import importlib.resources
 import math
 import re
 import threading
@@ -158,6 +160,23 @@ def _define_phases(con: Any, phase_patterns: dict[str, str] | None) -> None:
     con.execute(f"CREATE OR REPLACE MACRO phase_of(t) AS {'CASE ' + cases + ' END' if cases else 'NULL'}")
 
 
+METRIC_NAMES_FILE = "gpu_metric_names.csv"
+
+
+def metric_names() -> list[dict[str, str]]:
+    """The GPU-metric name table (engine/facts/gpu_metric_names.csv): every metric name nsys is known to write,
+    with its canonical metric, unit, nsys versions, chips and where the name was seen."""
+    text = importlib.resources.files("nsys_diagnose.facts").joinpath(METRIC_NAMES_FILE).read_text(encoding="utf-8")
+    return list(csv.DictReader(line for line in text.splitlines() if line and not line.startswith("#")))
+
+
+def _define_metric_names(con: Any) -> None:
+    """Table _metric_names(name_key, canonical, unit): the name table, keyed on the lower-cased name."""
+    con.execute("CREATE OR REPLACE TABLE _metric_names (name_key VARCHAR, canonical VARCHAR, unit VARCHAR)")
+    rows = {(r["name"].strip().lower(), r["canonical"], r["unit"]) for r in metric_names()}
+    con.executemany("INSERT INTO _metric_names VALUES (?, ?, ?)", sorted(rows))
+
+
 def _in_run_order(facts: dict[str, Fact]) -> list[Fact]:
     """Bundled facts first, then team facts (which may read them)."""
     order = run_order(facts)
@@ -181,6 +200,7 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
     facts = facts if facts is not None else load_facts(extra_fact_dirs)
     con = export.con
     _define_phases(con, phase_patterns)
+    _define_metric_names(con)
     out = FactSet()
     ops = sum(export.count(v) for v in ("kernels", "graph_launches", "memcpys", "memsets") if v in export.views)
     ordered = _in_run_order(facts)
@@ -267,6 +287,7 @@ def check_facts(facts: dict[str, Fact], limits: TeamLimits | None = None) -> lis
     limits = limits or replace(TEAM_LIMITS, seconds=min(TEAM_LIMITS.seconds, 10.0))
     with empty_export() as export:
         _define_phases(export.con, None)
+        _define_metric_names(export.con)
         return compile_facts(export.con, _in_run_order(facts), limits)
 
 

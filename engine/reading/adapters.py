@@ -48,8 +48,9 @@ MISSING_REASON = {
                       "traced in graph mode",
     "nvtx_ranges": "the export has no NVTX_EVENTS table: the application emitted no NVTX ranges or "
                    "NVTX tracing was off (`--trace=nvtx`)",
-    "gpu_metrics": "the export has no GPU_METRICS table: capture with `nsys profile --gpu-metrics-devices=all` "
-                   "to get DRAM and SM throughput",
+    "gpu_metrics": "the export has no GPU metrics (no GPU_METRICS table, no GPU-metric samples in GENERIC_EVENTS): "
+                   "capture with `nsys profile --gpu-metrics-devices=all` to get SM, tensor-core, DRAM and link "
+                   "throughput",
     "osrt_calls": "the export has no OSRT_API table: OS-runtime calls (poll, ioctl, read, pthread waits ...) were "
                   "not traced; profile with `nsys profile --trace=osrt` (with cuda, nvtx) to see them",
     "cpu_samples": "the export has no COMPOSITE_EVENTS table: the CPU was not sampled; profile with "
@@ -258,30 +259,58 @@ def nvtx_ranges(source: Source) -> list[Adapter]:
 
 
 def gpu_metrics(source: Source) -> list[Adapter]:
-    """The GPU is the low byte of typeId; metric names come from TARGET_INFO_GPU_METRICS, joined on (typeId,
-    metricId), since metric ids are not stable across versions (nsys-schema.md, "Pitfalls the reader handles")."""
-    T = "GPU_METRICS"
+    """GPU-metrics samples, one row per sample and metric, from either export format:
+
+    - nsys 2023 and later: GPU_METRICS rows, named through TARGET_INFO_GPU_METRICS joined on (typeId, metricId),
+      since metric ids are not stable across versions (nsys-schema.md, "Pitfalls the reader handles");
+    - nsys 2022.4 and earlier: GENERIC_EVENTS rows whose `data` is a JSON object of metric name -> integer
+      string (the 2022.4 User Guide, "GPU Metrics > Exporting and Querying Data"); the event types that carry
+      GPU metrics are those whose samples have a `GR Active`, `SM Active` or `GPC Clock Frequency` key.
+
+    The GPU is `typeId & 0xFF`, which is TARGET_INFO_GPU.id (NVIDIA's own nsys recipes gpu_metric_util_map and
+    nvlink_sum compute it so); the chip comes from that TARGET_INFO_GPU row."""
     info = "TARGET_INFO_GPU_METRICS"
-    c = _columns(source, T, "g")
-    ts = c("timestamp", c("rawTimestamp"))
-    device = f"CAST({c('typeId', '0')} & 255 AS INTEGER)"
+    gpu = "TARGET_INFO_GPU"
+    chips = (f'SELECT id AS gpu_id, any_value(chipName) AS chip FROM src."{gpu}" GROUP BY id'
+             if _has_columns(source, gpu, ("id", "chipName"))
+             else "SELECT NULL::BIGINT AS gpu_id, NULL::VARCHAR AS chip WHERE false")
+    if source.has("GPU_METRICS"):
+        T = "GPU_METRICS"
+        c = _columns(source, T, "g")
+        ts = c("timestamp", c("rawTimestamp"))
 
-    def select(src: str) -> str:
-        if source.has(info):
+        def select(src: str) -> str:
+            if source.has(info):
+                name = "COALESCE(t.metric_name, 'metric ' || g.metricId)"
+                names = f"""LEFT JOIN (SELECT typeId AS type_id, metricId AS metric_id, any_value(metricName) AS metric_name
+                                       FROM src."{info}" GROUP BY ALL) t
+                              ON t.type_id = g.typeId AND t.metric_id = g.metricId"""
+            else:
+                name, names = "'metric ' || g.metricId", ""
             return f"""
-            SELECT {ts} AS ts_ns, {device} AS device_id,
-                   COALESCE(t.metric_name, 'metric ' || {c('metricId')}) AS metric,
-                   CAST({c('value')} AS DOUBLE) AS value
-            FROM {src} g
-            LEFT JOIN (SELECT typeId AS type_id, metricId AS metric_id, any_value(metricName) AS metric_name
-                       FROM src."{info}" GROUP BY ALL) t
-              ON t.type_id = {c('typeId')} AND t.metric_id = {c('metricId')}"""
-        return f"""
-        SELECT {ts} AS ts_ns, {device} AS device_id, 'metric ' || {c('metricId')} AS metric,
-               CAST({c('value')} AS DOUBLE) AS value
-        FROM {src} g"""
+            SELECT {ts} AS ts_ns, CAST(g.typeId & 255 AS INTEGER) AS device_id, {name} AS metric,
+                   CAST(g.value AS DOUBLE) AS value, ch.chip AS chip
+            FROM {src} g {names}
+            LEFT JOIN ({chips}) ch ON ch.gpu_id = g.typeId & 255"""
 
-    return [Adapter("gpu_metrics", T, select)] if source.has(T) else []
+        return [Adapter("gpu_metrics", T, select)]
+    if _has_columns(source, "GENERIC_EVENTS", ("timestamp", "typeId", "data")):
+        def select_generic(src: str) -> str:
+            return f"""
+            WITH ev AS (SELECT timestamp AS ts_ns, typeId, TRY_CAST(data AS JSON) AS j FROM {src}),
+            metric_types AS (
+                SELECT DISTINCT typeId FROM ev
+                WHERE json_exists(j, '$."GR Active"') OR json_exists(j, '$."SM Active"')
+                   OR json_exists(j, '$."GPC Clock Frequency"'))
+            SELECT x.ts_ns, x.device_id, x.metric, x.value, ch.chip AS chip
+            FROM (SELECT ev.ts_ns, CAST(ev.typeId & 255 AS INTEGER) AS device_id, e.key AS metric,
+                         TRY_CAST(e.value AS DOUBLE) AS value
+                  FROM ev, unnest(map_entries(json_transform(ev.j, '"MAP(VARCHAR, VARCHAR)"'))) AS u(e)
+                  WHERE ev.typeId IN (SELECT typeId FROM metric_types) AND ev.ts_ns IS NOT NULL) x
+            LEFT JOIN ({chips}) ch ON ch.gpu_id = x.device_id"""
+
+        return [Adapter("gpu_metrics", "GENERIC_EVENTS", select_generic)]
+    return []
 
 
 def osrt_calls(source: Source) -> list[Adapter]:

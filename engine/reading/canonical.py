@@ -165,9 +165,11 @@ VIEWS: dict[str, View] = {
             "GPU-metrics samples (nsys --gpu-metrics-devices), one row per sample and metric.",
             (
                 _c("ts_ns", "BIGINT", "Sample time on the capture timeline (ns).", "ns"),
-                _c("device_id", "INTEGER", "GPU the sample belongs to (low byte of GPU_METRICS.typeId)."),
-                _c("metric", "VARCHAR", "Metric name as nsys writes it, e.g. 'DRAM Read Bandwidth [Throughput %]'."),
+                _c("device_id", "INTEGER", "GPU the sample belongs to: typeId & 0xFF, TARGET_INFO_GPU.id."),
+                _c("metric", "VARCHAR", "Metric name as nsys writes it, e.g. 'DRAM Read Bandwidth [Throughput %]' "
+                                        "(2023.4+) or 'DRAM Read Throughput' (2022.4, from GENERIC_EVENTS)."),
                 _c("value", "DOUBLE", "Sample value (percent for throughput metrics).", "as the metric name says"),
+                _c("chip", "VARCHAR", "Chip of the GPU (TARGET_INFO_GPU.chipName), e.g. 'GH100', when recorded."),
             ),
         ),
         View(

@@ -108,6 +108,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, finalize=_inert if autoescape else None)
     env.filters.update(dur=fmt_duration, pct=fmt_ratio, bytes=fmt_bytes, num=fmt_number, md=md_inline,
                        term=term, shorten=shorten, para=para,
+                       percent=lambda v: "n/a" if v is None else f"{float(v):.1f} %",
                        value=lambda v, col: fmt_value(v, column_unit(col)))
     env.globals.update(metric_cells=metric_cells, metric_grid=metric_grid)
     return env

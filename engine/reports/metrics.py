@@ -22,7 +22,7 @@ from ..diagnosis.rules import Rule
 from .model import Better, MetricRow, Report, Throughput
 from ..units import PARAM_UNITS, fmt_value
 
-Unit = Literal["ratio", "share", "ns", "count", "bytes", "rate"]
+Unit = Literal["ratio", "share", "percent", "ns", "count", "bytes", "rate"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class Metric:
     report: bool = True      # a row of the single-profile report's key metrics
     compare: bool = True     # compared (and gated) by `diagnose compare`
     headline: bool = False   # decides the comparison's verdict before the other metrics
+    optional: bool = False   # a report row only when the profile has a value (e.g. GPU metrics were captured)
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -99,6 +100,18 @@ METRICS: tuple[Metric, ...] = (
            doc="between GPUs, PtoP", group="D2D / peer copy volume", compare=False),
     Metric("memset_count", "Memsets", "count", None, "summary.memset_count",
            doc="memset operations, counted apart from copies", compare=False),
+    Metric("sm_active_pct", "SMs Active (GPU metrics)", "percent", None, "gpu_metrics_summary.sm_active_pct",
+           doc="share of SMs with a warp resident while kernels ran: residency, not throughput",
+           group="SM active / issue", optional=True, compare=False),
+    Metric("sm_issue_pct", "SM Issue (GPU metrics)", "percent", None, "gpu_metrics_summary.sm_issue_pct",
+           doc="share of SM cycles that issued an instruction while kernels ran: how busy the SMs really are",
+           group="SM active / issue", optional=True, compare=False),
+    Metric("tensor_active_pct", "Tensor Active (GPU metrics)", "percent", None,
+           "gpu_metrics_summary.tensor_active_pct", doc="share of SM cycles with the tensor cores busy",
+           group="Tensor / DRAM", optional=True, compare=False),
+    Metric("dram_pct", "DRAM bandwidth (GPU metrics)", "percent", None, "gpu_metrics_summary.dram_pct",
+           doc="read and write, share of peak, while kernels ran", group="Tensor / DRAM", optional=True,
+           compare=False),
     Metric("duration_ns", "Profiled duration", "ns", None, ("profile.duration_ns", "summary.duration_ns"),
            report=False),
     Metric("tokens_per_s", "Output tokens per second", "rate", "higher", "throughput.tokens_per_s",
@@ -178,7 +191,7 @@ def phase_values(report: Report) -> dict[str, float | None]:
 # ------------------------------------------------------------------------------------------------------------
 # A metric's unit -> the display unit of engine/units.py fmt_value (a metric 'ratio' is shown as 0.00, a 'share'
 # as a percentage).
-_DISPLAY_UNIT = {"ratio": "plain", "share": "ratio", "ns": "ns", "bytes": "bytes", "rate": "per_s", "count": "number"}
+_DISPLAY_UNIT = {"ratio": "plain", "share": "ratio", "percent": "percent", "ns": "ns", "bytes": "bytes", "rate": "per_s", "count": "number"}
 
 
 def fmt_metric(value: float | None, unit: str) -> str:
@@ -190,6 +203,8 @@ def fmt_change(change: float | None, relative: float | None, unit: str) -> str:
         return "n/a"
     if unit == "share":
         absolute = f"{change * 100:+.1f} pt"
+    elif unit == "percent":
+        absolute = f"{change:+.1f} pt"
     elif unit == "ratio":
         absolute = f"{change:+.2f}"
     else:
@@ -249,6 +264,7 @@ def key_metric_rows(report: Report, thresholds: Mapping[str, Threshold]) -> list
         return []
     shown = [m for m in METRICS if m.report and (report.throughput is not None or not m.is_throughput)]
     values = {m.key: raw_value(m, report) for m in shown}
+    shown = [m for m in shown if not m.optional or number(values[m.key]) is not None]
     rows = []
     for m in shown:
         value = values[m.key]

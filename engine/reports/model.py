@@ -279,6 +279,9 @@ class Report(Document):
     facts: dict[str, list[dict[str, Any]]]
     """Rows of each reported fact (long tables cut: kernel_summary and api_summary to 50 rows, kernel_gaps to
     200); team facts (--rule-dir) appear under their own names."""
+    phase_facts: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    """When the rules judged each inference phase on its own: per phase, the rows of its per-phase facts
+    (gpu_utilization, launch_overhead, gpu_metrics_summary) computed over that phase's work alone."""
     throughput: Throughput | None = None
     """Null when neither --tokens nor NVTX decode ranges give one."""
     window: list[GpuWindow] = []
