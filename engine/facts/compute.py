@@ -172,9 +172,11 @@ def metric_names() -> list[dict[str, str]]:
 
 def _define_metric_names(con: Any) -> None:
     """Table _metric_names(name_key, canonical, unit): the name table, keyed on the lower-cased name."""
-    con.execute("CREATE OR REPLACE TABLE _metric_names (name_key VARCHAR, canonical VARCHAR, unit VARCHAR)")
-    rows = {(r["name"].strip().lower(), r["canonical"], r["unit"]) for r in metric_names()}
-    con.executemany("INSERT INTO _metric_names VALUES (?, ?, ?)", sorted(rows))
+    rows = sorted({(r["name"].strip().lower(), r["canonical"], r["unit"]) for r in metric_names()})
+    # One statement: executemany() would run one INSERT per name, a third of a second for the whole table.
+    values = ", ".join(f"({', '.join(sql_literal(v) for v in row)})" for row in rows)
+    con.execute("CREATE OR REPLACE TABLE _metric_names AS SELECT * FROM (VALUES " + values + ") "
+                "t(name_key, canonical, unit)")
 
 
 def _in_run_order(facts: dict[str, Fact]) -> list[Fact]:
