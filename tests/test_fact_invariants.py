@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from nsys_diagnose.vocabulary import IDLE_CAUSES
-from nsys_diagnose.facts.compute import compute_facts
-from nsys_diagnose.fixtures.generator import SCENARIOS, generate
+from nsys_diagnose.fixtures.generator import SCENARIOS
 from nsys_diagnose.reading.export import open_export
 
-from conftest import REAL_EXPORTS
+from conftest import REAL_EXPORTS, analysis, scenario_analysis
 
 COMM = ("nccl", "allreduce", "all_reduce", "allgather", "all_gather", "reducescatter", "reduce_scatter",
         "cross_device_reduce", "alltoall")
@@ -85,8 +84,8 @@ def _oracle(export) -> dict:
 
 
 def _check(path: Path) -> None:
+    facts = analysis(path)[0]  # the facts every test module reads, computed once per session
     with open_export(path) as export:
-        facts = compute_facts(export)
         oracle = _oracle(export)
     util = {r["device_id"]: r for r in facts.rows("gpu_utilization")}
     assert set(util) == set(oracle)
@@ -118,10 +117,8 @@ def _check(path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_single_sort_facts_match_interval_merging_on_scenarios(tmp_path, name):
-    path = tmp_path / f"{name}.sqlite"
-    generate(name, path)
-    _check(path)
+def test_single_sort_facts_match_interval_merging_on_scenarios(name):
+    _check(Path(scenario_analysis(name)[1].profile.path))
 
 
 @pytest.mark.real_exports

@@ -4,11 +4,13 @@
     1  a finding at or above --fail-on (diagnose), a crossed gate (compare), a failed rule test (rules test)
     2  usage, input, configuration or rule error: one sentence on stderr saying what to do
     3  internal error: a bug in nsys-diagnose, never a finding; the traceback is shown with --debug
-  128+N stopped by signal N: 130 Ctrl-C (SIGINT), 143 SIGTERM, 129 SIGHUP; nothing is left behind
+  128+N stopped by signal N: 130 Ctrl-C (SIGINT), 143 SIGTERM, 129 SIGHUP; nothing is left behind;
+        141 (SIGPIPE) quietly when the reader of standard output went away (`| head`)
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from .interrupt import StopRequest
 from ..text import strip_controls
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
+SIGPIPE = 13  # the signal number on every POSIX system; signal.SIGPIPE does not exist on Windows
 
 EXIT_CODES_HELP = ("Exit codes: 0 success, 1 a finding at or above --fail-on, 2 usage, input or rule error, "
                    "3 internal error (a bug: rerun with --debug and report it), 128+N stopped by signal N "
@@ -44,6 +47,12 @@ def finish(prog: str, body: Callable[[], int], stop: StopRequest | None = None, 
         for problem in getattr(exc, "problems", None) or [exc]:  # a broken rule file lists each of its problems
             say(f"error: {one_line(problem)}")
         return EXIT_ERROR
+    except BrokenPipeError:
+        # Whoever read standard output stopped (`diagnose rules list | head`): nothing went wrong with the run, so
+        # no message; exit as a process killed by SIGPIPE, and keep Python's final flush from failing again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + SIGPIPE
     except KeyboardInterrupt:
         sys.stderr.write("\n")
         say(stop.description if stop is not None else "interrupted")

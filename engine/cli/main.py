@@ -35,6 +35,7 @@ try:
     from .output import check_output, emit, wants_colour
     from .progress import Progress
     from .tables import ROW_FORMATS
+    from ..version import tool_version
 except ImportError:
     if not _STARTING.requested:
         raise
@@ -89,9 +90,31 @@ def _add_debug(p: argparse.ArgumentParser, *, after: bool = False) -> None:
                    help="on an internal error (exit 3), print the traceback to include in a bug report")
 
 
-def _add_colour(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                   help=f"colour in the {what} (default: auto, when writing to a terminal)")
+def _add_colour(p: argparse.ArgumentParser, what: str | None, *, after: bool = False) -> None:
+    """--color and --no-color. `what` None: the command prints no colour, and accepts both so that scripts can
+    pass them to every command."""
+    default = argparse.SUPPRESS if after else "auto"
+    if what is None:
+        p.add_argument("--color", choices=("auto", "always", "never"), default=default,
+                       help="accepted for uniformity; this command prints no colour")
+        p.add_argument("--no-color", dest="color", action="store_const", const="never", default=default,
+                       help="accepted for uniformity; this command prints no colour")
+        return
+    p.add_argument("--color", choices=("auto", "always", "never"), default=default,
+                   help=f"colour in the {what} (default: auto, when writing to a terminal; NO_COLOR turns it off)")
+    p.add_argument("--no-color", dest="color", action="store_const", const="never", default=default,
+                   help="no colour, as --color never")
+
+
+def _add_quiet(p: argparse.ArgumentParser, help_text: str = "no progress messages", *,
+               after: bool = False) -> None:
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS if after else False,
+                   help=help_text)
+
+
+def _add_version(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--version", action="version", version=f"nsys-diagnose {tool_version()}",
+                   help="print the version and exit")
 
 
 def _merge_after(args: argparse.Namespace) -> argparse.Namespace:
@@ -131,8 +154,9 @@ def profile_parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=_positive_int_of("ranks"), metavar="N",
                    help="multi-rank runs: ranks read at once (default: one per CPU); the ranks read side by side "
                         "share the CPUs and DuckDB's memory limit")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    _add_quiet(p)
     _add_debug(p)
+    _add_version(p)
     return p
 
 
@@ -143,7 +167,7 @@ def compare_parser() -> argparse.ArgumentParser:
                     "changed: metrics with absolute and relative change, findings that appeared or disappeared, "
                     "and a verdict (improved, regressed, unchanged).",
         epilog="Gates: METRIC:+N fails when the metric rises by more than N (absolute, in its unit: a 0-1 "
-               "ratio, ns, a count), METRIC:-N%% when it falls by more than N %% of its before value. Metrics: "
+               "ratio, ns, a count), METRIC:-N% when it falls by more than N % of its before value. Metrics: "
                + ", ".join(known_metrics()) + ", phase_<name>_ns. "
                + EXIT_CODES_HELP.replace("a finding at or above --fail-on", "a gate crossed"))
     p.add_argument("before", help="SQLite export of the baseline run")
@@ -160,7 +184,9 @@ def compare_parser() -> argparse.ArgumentParser:
     _add_set(p, "override a rule param for both runs (as for diagnose); repeatable")
     _add_cache(p)
     _add_colour(p, "terminal output")
+    _add_quiet(p, "accepted for uniformity; compare prints no progress messages")
     _add_debug(p)
+    _add_version(p)
     return p
 
 
@@ -169,7 +195,10 @@ def rules_parser() -> argparse.ArgumentParser:
                         epilog="Exit codes: 0 success, 1 a failed rule test, 2 a broken rule or fact file, usage or "
                                "input error, 3 internal error (a bug: rerun with --debug and report it).")
     _add_config(p)
+    _add_quiet(p, "rules test: print only the failed cases and the count")
+    _add_colour(p, None)
     _add_debug(p)
+    _add_version(p)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
     commands = [
         sub.add_parser("list", help="every rule: id, category, severity, scope (profile or multi-rank run), source"),
@@ -183,6 +212,8 @@ def rules_parser() -> argparse.ArgumentParser:
     test.add_argument("paths", nargs="*", type=Path, help="directories or .test.yaml files (default: all loaded)")
     for command in commands:
         _add_config(command, after=True)
+        _add_quiet(command, "rules test: print only the failed cases and the count", after=True)
+        _add_colour(command, None, after=True)
         _add_debug(command, after=True)
     return p
 
@@ -194,7 +225,10 @@ def facts_parser() -> argparse.ArgumentParser:
                         epilog="Exit codes: 0 success, 2 usage, input, configuration or fact error, 3 internal error "
                                "(a bug: rerun with --debug and report it), 128+N stopped by signal N.")
     _add_config(p)
+    _add_quiet(p)
+    _add_colour(p, None)
     _add_debug(p)
+    _add_version(p)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
     listing = sub.add_parser("list", help="every fact: name, what it holds, columns, params; helpers and team facts "
                                           "marked")
@@ -214,9 +248,10 @@ def facts_parser() -> argparse.ArgumentParser:
     _add_set(show, "set a fact param, e.g. facts.gap_threshold_ns=5000 (rule settings are checked as for "
                    "diagnose); repeatable", "facts.PARAM=VALUE")
     _add_cache(show)
-    show.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     for command in (listing, show):
         _add_config(command, after=True)
+        _add_quiet(command, after=True)
+        _add_colour(command, None, after=True)
         _add_debug(command, after=True)
     return p
 

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
         return cmd_explain(config, args.rule_id)
     if args.command == "check":
         return check_rules(config, args.paths)
-    return cmd_test(config, args.paths)
+    return cmd_test(config, args.paths, quiet=args.quiet)
 
 
 def cmd_list(config: Config) -> int:
@@ -109,7 +109,7 @@ def _example_message(rule, rules, facts) -> str | None:
     return f"[{where}] {found[0].message}"
 
 
-def cmd_test(config: Config, paths: list[Path]) -> int:
+def cmd_test(config: Config, paths: list[Path], *, quiet: bool = False) -> int:
     extra = list(dict.fromkeys(config.rule_dirs + team_dirs(paths)))
     facts = load_facts(extra)
     rules = load_rules(facts, extra, scope=None)
@@ -119,6 +119,8 @@ def cmd_test(config: Config, paths: list[Path]) -> int:
     results = run_rule_tests(files, rules, facts)
     failed = [r for r in results if not r.passed]
     for r in results:
+        if quiet and r.passed:
+            continue
         status = "ok  " if r.passed else "FAIL"
         print(f"{status} {r.rule}: {r.name}")
         if not r.passed:

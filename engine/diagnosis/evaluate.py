@@ -245,8 +245,8 @@ def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str]) ->
     gaps = ("" if cause is not None else _unexplained_gaps(facts)) + _server_idle_note(facts)
     if top is not None:
         if top.phase is not None:
-            cost = (f" (costs ≈{fmt_ratio(top.impact, 0)} of {top.phase}'s GPU time, ≈{fmt_ratio(top.run_impact, 0)}"
-                    f" of the run's)" if top.impact is not None else "")
+            cost = (f" (costs ≈{fmt_ratio(top.impact, 0)} of {top.phase}'s GPU time, "
+                    f"≈{fmt_ratio(top.run_impact, 0)} of the run's)" if top.impact is not None else "")
             headline = (f"In {top.phase}: {top.title}{cost}: {top.message}{_also_on(top)}"
                         f"{_other_phases(top.phase, findings, facts)}{gaps}")
         else:

@@ -9,17 +9,20 @@ from ..facts import Fact
 from ..facts.compute import FactSet
 from .evaluate import Evaluation, evaluate, phase_share, sort_findings
 from .rules import Rule
+from ..vocabulary import Kind
 
 
 def judge_phases(run: Evaluation, rules: dict[str, Rule], facts: FactSet, fact_defs: dict[str, Fact], *,
                  rule_params: dict[str, dict[str, float]], severities: dict[str, str], disabled: set[str],
                  stack: Sequence[str]) -> Evaluation:
-    """`run` with the per-phase findings added. A rule that fires in a phase speaks for that phase: its
-    whole-run finding on the same subject is dropped (the phases split the run, so the phase findings say more),
-    and it no longer counts as passed. A rule that fires only over the whole run keeps that finding."""
+    """`run` with the per-phase findings added (capture rules aside). A rule that fires in a phase speaks for that
+    phase: its whole-run finding on the same subject is dropped (the phases split the run, so the phase findings
+    say more), and it no longer counts as passed. A rule that fires only over the whole run keeps that finding."""
     if not facts.phases:
         return run
-    phased = {rid: r for rid, r in rules.items() if r.spec.fact in fact_defs and fact_defs[r.spec.fact].per_phase}
+    # Capture problems (sampling too coarse, unknown metric names) belong to the capture, not to a phase.
+    phased = {rid: r for rid, r in rules.items() if r.spec.fact in fact_defs and fact_defs[r.spec.fact].per_phase
+              and r.spec.kind != Kind.CAPTURE}
     found = []
     for phase, scoped in facts.phases.items():
         found += evaluate(phased, scoped, rule_params=rule_params, severities=severities, disabled=disabled,

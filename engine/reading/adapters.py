@@ -282,7 +282,8 @@ def gpu_metrics(source: Source) -> list[Adapter]:
         def select(src: str) -> str:
             if source.has(info):
                 name = "COALESCE(t.metric_name, 'metric ' || g.metricId)"
-                names = f"""LEFT JOIN (SELECT typeId AS type_id, metricId AS metric_id, any_value(metricName) AS metric_name
+                names = f"""LEFT JOIN (SELECT typeId AS type_id, metricId AS metric_id,
+                                              any_value(metricName) AS metric_name
                                        FROM src."{info}" GROUP BY ALL) t
                               ON t.type_id = g.typeId AND t.metric_id = g.metricId"""
             else:

@@ -1,0 +1,84 @@
+"""The command line behaves the same way everywhere: --version, -q and --no-color on every command, help text
+with the exit codes and no stray %%."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from nsys_diagnose.cli import main as cli
+from nsys_diagnose.version import tool_version
+
+COMMANDS = ([], ["compare"], ["rules"], ["facts"])
+PARSERS = {"diagnose": cli.profile_parser, "compare": cli.compare_parser, "rules": cli.rules_parser,
+           "facts": cli.facts_parser}
+
+
+@pytest.mark.parametrize("words", COMMANDS, ids=lambda w: " ".join(w) or "diagnose")
+def test_every_command_prints_the_version(words, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*words, "--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"nsys-diagnose {tool_version()}"
+
+
+def _helps() -> dict[str, str]:
+    out = {}
+    for name, build in PARSERS.items():
+        parser = build()
+        out[name] = parser.format_help()
+        for action in parser._actions:  # the subcommands' own help
+            choices = getattr(action, "choices", None)
+            if isinstance(choices, dict):
+                out.update({f"{name} {word}": sub.format_help() for word, sub in choices.items()})
+    return out
+
+
+def test_help_states_the_exit_codes_and_shows_no_doubled_percent_sign() -> None:
+    helps = _helps()
+    assert {"diagnose", "compare", "rules", "rules test", "facts", "facts show"} <= set(helps)
+    for name, text in helps.items():
+        assert "%%" not in text, name
+    for name in PARSERS:
+        assert "Exit codes: 0 success" in helps[name], name
+    assert "gpu_utilization:-5%" in helps["compare"] and "METRIC:-N% when it falls by more than N %" in \
+        " ".join(helps["compare"].split())
+
+
+@pytest.mark.parametrize("words", [["rules", "list"], ["rules", "check"], ["facts", "list"]])
+@pytest.mark.parametrize("flags", [["-q"], ["--no-color"], ["--color", "never"], ["-q", "--no-color"]])
+def test_quiet_and_no_color_are_accepted_before_and_after_the_subcommand(words, flags, capsys) -> None:
+    assert cli.main([words[0], *flags, *words[1:]]) == 0
+    before = capsys.readouterr().out
+    assert cli.main([*words, *flags]) == 0
+    assert capsys.readouterr().out == before and before
+
+
+def test_no_color_is_color_never_for_diagnose_and_compare(tmp_path: Path) -> None:
+    for build, args in ((cli.profile_parser, ["x.sqlite"]), (cli.compare_parser, ["a.sqlite", "b.sqlite"])):
+        assert build().parse_args([*args, "--no-color"]).color == "never"
+        assert build().parse_args(args).color == "auto"
+
+
+def test_rules_test_quiet_prints_only_failures_and_the_count(tmp_path: Path, capsys) -> None:
+    from nsys_diagnose.diagnosis.rules import bundled_rules_dir
+    test_file = bundled_rules_dir() / "capture" / "server-idle.test.yaml"
+    assert cli.main(["rules", "test", str(test_file)]) == 0
+    loud = capsys.readouterr().out.splitlines()
+    assert cli.main(["rules", "test", "-q", str(test_file)]) == 0
+    quiet = capsys.readouterr().out.splitlines()
+    assert len(loud) > 1 and all(line.startswith("ok") for line in loud[:-1])
+    assert quiet == [loud[-1]] == ["4 passed, 0 failed"]
+
+
+@pytest.mark.parametrize("words", [["rules", "list"], ["facts", "list"]])
+def test_a_reader_that_goes_away_is_not_an_error(words) -> None:
+    import subprocess
+    diagnose = Path(sys.executable).with_name("diagnose")
+    proc = subprocess.Popen([str(diagnose), *words], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # as `| head` does once it has what it wants, before the command writes
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode in (0, 141)  # 141: killed-by-SIGPIPE, as a shell would report it
+    assert err == b""
