@@ -452,7 +452,7 @@ def test_table_checker_catches_an_unescaped_pipe():
 # HTML is self-contained
 # ------------------------------------------------------------------------------------------------------------
 ALLOWED_TAGS = {"html", "head", "meta", "link", "title", "style", "body", "main", "header", "section", "div", "span",
-                "h1", "h2", "h3", "p", "figure", "figcaption", "svg", "rect", "line", "text", "ul", "ol", "li",
+                "h1", "h2", "h3", "p", "figure", "figcaption", "code", "svg", "rect", "line", "text", "ul", "ol", "li",
                 "strong", "table", "thead", "tbody", "tr", "th", "td", "article", "a", "footer", "polyline"}
 
 
@@ -799,3 +799,14 @@ def test_html_in_headless_chromium(tmp_path, hostile):
     assert eager["width"] <= 1280  # no horizontal scrolling on a laptop screen
     assert bad["active"] == 0 and bad["width"] <= 1280, bad
     assert (ARTIFACTS / "eager_decode_report.png").stat().st_size > 10_000
+
+
+def test_html_shows_commands_in_skip_reasons_as_code_not_backticks():
+    report = scenario_analysis("eager_decode")[1]  # no GPU metrics, no OS-runtime trace: skip reasons name commands
+    html = render(report, "html")
+    assert "<code>nsys profile --gpu-metrics-devices=all</code>" in html
+    assert "`" not in html
+    hostile = report.model_copy(update={"skipped": [report.skipped[0].model_copy(
+        update={"reason": "see `<script>alert(1)</script>` and `nsys`"})]})
+    page = render(hostile, "html")
+    assert "<code>&lt;script&gt;alert(1)&lt;/script&gt;</code>" in page and "<script>alert" not in page

@@ -5,6 +5,7 @@ control characters; the terminal and Markdown templates run each name through `t
 from __future__ import annotations
 
 import importlib.resources
+import re
 import textwrap
 from collections.abc import Callable, Sequence
 from itertools import groupby
@@ -28,6 +29,16 @@ def painter(colour: bool) -> Paint:
         return f"{ANSI[style]}{text}{ANSI['reset']}" if colour and style else text
 
     return paint
+
+
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
+def code_spans(text: object) -> markupsafe.Markup:
+    """Text whose `backticked` parts (commands, flags, table names in skip reasons) become <code>: escaped
+    first, so nothing of the text itself can become markup."""
+    escaped = str(markupsafe.escape(strip_controls(text)))
+    return markupsafe.Markup(_CODE_SPAN.sub(r"<code>\1</code>", escaped))
 
 
 def _inert(value: object) -> object:
@@ -108,7 +119,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, finalize=_inert if autoescape else None)
     env.filters.update(dur=fmt_duration, pct=fmt_ratio, bytes=fmt_bytes, num=fmt_number, md=md_inline,
                        term=term, shorten=shorten, para=para,
-                       percent=lambda v: "n/a" if v is None else f"{float(v):.1f} %",
+                       percent=lambda v: "n/a" if v is None else f"{float(v):.1f} %", code_spans=code_spans,
                        value=lambda v, col: fmt_value(v, column_unit(col)))
     env.globals.update(metric_cells=metric_cells, metric_grid=metric_grid)
     return env
