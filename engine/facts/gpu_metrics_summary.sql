@@ -4,7 +4,8 @@
 -- @doc to one canonical metric (engine/facts/gpu_metric_names.csv, README "GPU metrics"), and names the table
 -- @doc does not know are listed, not guessed at. The SM, tensor and DRAM means are over the samples taken while
 -- @doc a kernel ran (the time the kernels are judged on); the link means over the samples taken while a
--- @doc collective (communication kernel) or a copy ran: what moves data over the links. Computed per phase too: then the samples are those taken while the phase's work ran.
+-- @doc collective (communication kernel) or a copy ran: what moves data over the links. Computed per phase too:
+-- @doc then the samples are those taken while the phase's work ran.
 -- @needs _timeline gpu_utilization
 -- @per-phase
 -- @requires gpu_metrics
@@ -55,31 +56,21 @@ named AS (
     LEFT JOIN _metric_names n ON n.name_key = lower(trim(m.metric))
 ),
 times AS (SELECT DISTINCT device_id, ts_ns FROM named),
--- What ran at each sample time: the latest end among the operations (and among the kernels) that started
--- before it. The running maxima are taken here, over this fact's _timeline rows, so that per phase only the
--- phase's own work counts.
-op_ends AS (
+-- What ran at each sample time: the latest end among the kernels, and among the collectives and copies, that
+-- started before it, in one pass. The running maxima are taken here, over this fact's _timeline rows, so that
+-- per phase only the phase's own work counts.
+ends AS (
     SELECT device_id, start_ns,
-           max(end_ns) OVER (PARTITION BY device_id ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS run_end
+           max(end_ns) FILTER (WHERE is_compute) OVER w AS kernel_end,
+           -- collectives (communication kernels) and copies: what moves data over the links
+           max(end_ns) FILTER (WHERE is_comm OR NOT is_compute) OVER w AS transfer_end
     FROM _timeline WHERE device_id IN (SELECT device_id FROM times)
-),
-transfer_ends AS (  -- collectives (communication kernels) and copies: what moves data over the links
-    SELECT device_id, start_ns,
-           max(end_ns) OVER (PARTITION BY device_id ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS run_end
-    FROM _timeline WHERE (is_comm OR NOT is_compute) AND device_id IN (SELECT device_id FROM times)
-),
-kernel_ends AS (
-    SELECT device_id, start_ns,
-           max(end_ns) OVER (PARTITION BY device_id ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS run_end
-    FROM _timeline WHERE is_compute AND device_id IN (SELECT device_id FROM times)
+    WINDOW w AS (PARTITION BY device_id ORDER BY start_ns RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
 covered AS (
-    SELECT t.device_id, t.ts_ns, coalesce(o.run_end >= t.ts_ns, false) AS any_op,
-           coalesce(k.run_end >= t.ts_ns, false) AS kernel, coalesce(x.run_end >= t.ts_ns, false) AS transfer
-    FROM times t
-    ASOF LEFT JOIN op_ends o ON o.device_id = t.device_id AND o.start_ns <= t.ts_ns
-    ASOF LEFT JOIN kernel_ends k ON k.device_id = t.device_id AND k.start_ns <= t.ts_ns
-    ASOF LEFT JOIN transfer_ends x ON x.device_id = t.device_id AND x.start_ns <= t.ts_ns
+    SELECT t.device_id, t.ts_ns, coalesce(e.kernel_end >= t.ts_ns, false) AS kernel,
+           coalesce(e.transfer_end >= t.ts_ns, false) AS transfer
+    FROM times t ASOF LEFT JOIN ends e ON e.device_id = t.device_id AND e.start_ns <= t.ts_ns
 ),
 -- One value per sample time and canonical metric: the NVLink throughput is the sum of its request and response
 -- user-data parts (the parts of one direction add up); other metrics have one name per metric set.
@@ -90,7 +81,7 @@ per_ts AS (
     GROUP BY device_id, ts_ns, canonical
 ),
 judged AS (
-    SELECT p.*, c.any_op, c.kernel, c.transfer FROM per_ts p JOIN covered c USING (device_id, ts_ns)
+    SELECT p.*, c.kernel, c.transfer FROM per_ts p JOIN covered c USING (device_id, ts_ns)
 ),
 per_device AS (
     SELECT device_id,
