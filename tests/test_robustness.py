@@ -118,7 +118,7 @@ def test_mangled_exports_never_crash(tmp_path, scenario, mutations):
     con.commit()
     con.close()
     try:
-        report = diagnose(path)
+        report = diagnose(path, cache=False)  # each example is a new file: a cache of it would never be reused
     except DiagnoseError as exc:
         message = str(exc)
         assert message and "\n" not in message.strip() and "Traceback" not in message

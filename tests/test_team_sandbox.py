@@ -20,6 +20,8 @@ from nsys_diagnose.api import diagnose
 from nsys_diagnose.diagnosis.config import Config
 from nsys_diagnose.errors import DiagnoseError
 
+from cli_in_process import run_cli
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
 SECRET = "TOP-SECRET-db-password-hunter2"
@@ -48,6 +50,7 @@ def _pack(tmp_path: Path, select: str, columns: str = "device_id") -> Path:
 
 
 def _run(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process of its own: for the bounds on memory, whose use is measured or could hurt this one."""
     return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", *map(str, args)], capture_output=True,
                           text=True, timeout=timeout)
 
@@ -94,12 +97,12 @@ ESCAPES = {
 def test_team_sql_reads_no_file(tmp_path, secrets_dir, what):
     sql = ESCAPES[what].format(d=secrets_dir)
     pack = _pack(tmp_path, sql, "device_id secret")
-    done = _run(EXAMPLE, "--rule-dir", pack, "--no-cache", "-f", "json")
+    done = run_cli(EXAMPLE, "--rule-dir", pack, "--no-cache", "-f", "json")
     assert SECRET not in done.stdout + done.stderr
     assert done.returncode == 2, done.stdout[:500]
     assert done.stderr.startswith("diagnose: error: ") and done.stderr.count("\n") == 1
     assert "team_fact" in done.stderr and "Traceback" not in done.stderr
-    check = _run("rules", "check", pack)  # refused before any profile is read
+    check = run_cli("rules", "check", pack)  # refused before any profile is read
     assert check.returncode == 2, check.stdout
     assert "team_fact" in check.stdout and SECRET not in check.stdout + check.stderr
 
@@ -107,13 +110,13 @@ def test_team_sql_reads_no_file(tmp_path, secrets_dir, what):
 def test_rules_check_accepts_a_sound_team_fact(tmp_path):
     pack = _pack(tmp_path, "SELECT device_id, count(*) AS kernel_count FROM kernels GROUP BY device_id",
                  "device_id kernel_count")
-    check = _run("rules", "check", pack)
+    check = run_cli("rules", "check", pack)
     assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_rules_check_catches_a_wrong_column(tmp_path):
     pack = _pack(tmp_path, "SELECT device_idd AS device_id FROM kernels")
-    check = _run("rules", "check", pack)
+    check = run_cli("rules", "check", pack)
     assert check.returncode == 2 and "device_idd" in check.stdout
 
 
@@ -149,7 +152,7 @@ def test_a_team_fact_that_runs_forever_is_stopped(tmp_path, monkeypatch):
 
 def test_a_team_fact_with_huge_text_is_refused(tmp_path):
     pack = _pack(tmp_path, "SELECT 0 AS device_id, repeat('x', 1000000) AS note", "device_id note")
-    done = _run(EXAMPLE, "--rule-dir", pack, "--no-cache", "-q")
+    done = run_cli(EXAMPLE, "--rule-dir", pack, "--no-cache", "-q")
     assert done.returncode == 2 and "text value of 1,000,000 bytes" in done.stderr
 
 
@@ -159,10 +162,10 @@ def test_any_value_a_team_fact_returns_reaches_the_reports(tmp_path):
                            "DATE '2026-11-30' AS day, INTERVAL 90 SECOND AS wait, "
                            "'3d8e1d4f-8d8a-4c1e-9f4e-6f2b2a1b0c9d'::UUID AS id, [1, 2] AS xs, {'a': 1} AS st",
                  "device_id raw price day wait id xs st")
-    done = _run(EXAMPLE, "--rule-dir", pack, "--no-cache", "-f", "json")
+    done = run_cli(EXAMPLE, "--rule-dir", pack, "--no-cache", "-f", "json")
     assert done.returncode == 0, done.stderr
     (row,) = json.loads(done.stdout)["facts"]["team_fact"]
     assert row == {"device_id": 0, "raw": "\\xAA\\x00abc", "price": 1.25, "day": "2026-11-30", "wait": 90.0,
                    "id": "3d8e1d4f-8d8a-4c1e-9f4e-6f2b2a1b0c9d", "xs": [1, 2], "st": {"a": 1}}
     for fmt in ("md", "html", "terminal"):
-        assert _run(EXAMPLE, "--rule-dir", pack, "--no-cache", "-f", fmt).returncode == 0
+        assert run_cli(EXAMPLE, "--rule-dir", pack, "--no-cache", "-f", fmt).returncode == 0

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_in_process import run_cli
 from conftest import scenario_analysis
 
 REPO = Path(__file__).resolve().parents[1]
@@ -148,12 +149,13 @@ def test_label_and_remediation_templates_are_named_too(tmp_path):
 
 
 def test_a_template_that_does_not_compile_stops_diagnose_before_the_profile_is_read(tmp_path):
-    syntax = run(str(EXAMPLE), "--rule-dir", str(team_dir(tmp_path, message="GPU {{ row.used_devices }")))
+    # Nothing here renders a template: the CLI runs in this process (the attacks above need a process of their own).
+    syntax = run_cli(str(EXAMPLE), "--rule-dir", str(team_dir(tmp_path, message="GPU {{ row.used_devices }")))
     assert syntax.returncode == 2 and len(syntax.stderr.strip().splitlines()) == 1
     assert 'x.yaml:9:1: rule "acme/x": its message template has a syntax error: unexpected' in syntax.stderr
     # Jinja itself only notices an unknown filter in a branch when the branch runs
     hidden = "{% if row.kernel_count > 10**15 %}{{ row.kernel_count | nmu }}{% endif %}"
-    unknown = run(str(EXAMPLE), "--rule-dir", str(team_dir(tmp_path, remediation=hidden)))
+    unknown = run_cli(str(EXAMPLE), "--rule-dir", str(team_dir(tmp_path, remediation=hidden)))
     assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
     assert ('x.yaml:11:15: rule "acme/x": its remediation 1 template uses the unknown filter \'nmu\'; '
             "did you mean 'num'?") in unknown.stderr
@@ -212,7 +214,7 @@ def test_rules_check_lists_template_errors_beside_another_error(tmp_path):
     d = team_dir(tmp_path, message="{{ row.gpu_utilization | pcent }}")
     f = d / "x.yaml"
     f.write_text(f.read_text().replace("gpu_utilization >= 0", "gpu_utilisation >= 0"))
-    result = run("rules", "check", str(d))
+    result = run_cli("rules", "check", str(d))
     assert result.returncode == 2
     assert result.stdout.splitlines() == [
         f"{f}:7:5: rule \"acme/x\": fact 'summary' has no column 'gpu_utilisation'; did you mean 'gpu_utilization'?",

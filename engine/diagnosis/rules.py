@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import importlib.resources
 import re
 from dataclasses import dataclass, field
@@ -255,7 +257,7 @@ def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled",
         raise RuleError(f"{where}:1:1: not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x}); save "
                         f"the rule file as UTF-8") from None
     try:
-        data = yaml.load(text, Loader=SAFE_LOADER)
+        data = _parsed_yaml(text)
     except yaml.YAMLError as exc:
         line, col = error_position(exc) or (1, 1)
         raise RuleError(f"{where}:{line}:{col}: invalid YAML: {error_problem(exc)}") from None
@@ -285,6 +287,17 @@ def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled",
         raise RuleError(*messages, rule=rule if not bad else None)
     assert rule is not None
     return rule
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_yaml_once(text: str) -> Any:
+    return yaml.load(text, Loader=SAFE_LOADER)
+
+
+def _parsed_yaml(text: str) -> Any:
+    """The YAML document of a rule file's text, parsed once per process (every diagnosis loads every rule file, and
+    parsing is most of that cost); a copy, so nothing a caller does reaches the next one."""
+    return copy.deepcopy(_parse_yaml_once(text))
 
 
 def problem_position(message: str) -> tuple[int, int]:

@@ -376,7 +376,11 @@ def materialize(con: duckdb.DuckDBPyConnection, fact: Fact, overrides: dict[str,
                             f"settings or network", fact.name) from None
         raise FactError(f"{fact.path}: fact {fact.name!r} failed: {detail}", fact.name, str(exc)) from None
     if check_columns and not fact.is_helper:
-        actual = [name for name, _ in table_columns(con, fact.name)]
-        if actual != fact.column_names:
-            raise FactError(f"{fact.path}: documented columns {fact.column_names} differ from the SQL's {actual}",
-                            fact.name)
+        check_documented_columns(fact, [name for name, _ in table_columns(con, fact.name)])
+
+
+def check_documented_columns(fact: Fact, actual: list[str]) -> None:
+    """Refuse a fact whose query returns `actual`, other columns than its `-- @column` lines document."""
+    if actual != fact.column_names:
+        raise FactError(f"{fact.path}: documented columns {fact.column_names} differ from the SQL's {actual}",
+                        fact.name)

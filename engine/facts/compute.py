@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..duck import sql_literal
-from ..facts import Fact, FactError, check_rows, did_you_mean, load_facts, materialize, run_order, table_columns
+from ..facts import (Fact, FactError, check_documented_columns, check_rows, did_you_mean, load_facts, materialize,
+                     run_order, table_columns)
 from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
 from .scopes import compute_phase, per_phase_order, phases_to_judge
@@ -206,6 +207,7 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
     out = FactSet()
     ops = sum(export.count(v) for v in ("kernels", "graph_launches", "memcpys", "memsets") if v in export.views)
     ordered = _in_run_order(facts)
+    unmet: dict[str, str | None] = {}  # requirement -> why it does not hold; several facts share one
     locked = False
     for number, fact in enumerate(ordered, 1):
         if fact.team and not locked:
@@ -217,13 +219,17 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
         if fact.team:
             _materialize_bounded(con, fact, params, TEAM_LIMITS)
         else:
-            materialize(con, fact, params)
+            materialize(con, fact, params, check_columns=False)  # checked below on the rows' columns
         if fact.is_helper and fact.name not in helpers:
             continue
         columns, rows = _rows(con, fact)
+        if not fact.is_helper:
+            check_documented_columns(fact, columns)
         skipped = None
         for requirement in fact.requires:
-            skipped = _unmet(export, requirement)
+            if requirement not in unmet:
+                unmet[requirement] = _unmet(export, requirement)
+            skipped = unmet[requirement]
             if skipped:
                 break
         out.results[fact.name] = FactResult(fact, columns, rows, skipped)

@@ -3,11 +3,13 @@ reused while the profile is unchanged, plus a private scratch directory for ever
 
 Why files and not DuckDB's memory: an in-memory table of 5 M kernels takes about 1 GB uncompressed, while the
 same rows in a database file are compressed (about 80 MB) and can be evicted, so peak memory stays bounded
-by the memory limit set here. Facts then run in a scratch database that attaches the canonical file.
+by the memory limit set here. Facts then run in an in-memory scratch database that attaches the canonical file:
+a database file would write and sync its log on every fact's table (about ten times the cost of the query itself on
+a small export) and checkpoint them all at close, only to delete them; past the memory limit DuckDB spills the
+facts' tables to the spill directory like any other data.
 
 Layout of one diagnosis:
-    <scratch dir>/scratch.duckdb     facts and helper tables (deleted at close)
-    <scratch dir>/spill/             DuckDB's spill files for sorts and joins larger than the memory limit
+    <scratch dir>/spill/             DuckDB's spill files: sorts, joins and fact tables larger than the memory limit
     <cache file>                     the canonical tables: <cache dir>/<hash of the profile path>-<name>.nsys-diagnose.duckdb,
                                      in the scratch dir when there is no cache.
 
@@ -349,14 +351,6 @@ def publish(built: Path, final: Path, mode: int) -> None:
     os.replace(built, final)
 
 
-def remove_database_files(path: Path) -> None:
-    for p in (path, path.with_name(path.name + ".wal")):
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
-
-
 # -- Scratch space and DuckDB connections ---------------------------------------------------------------------
 
 @dataclass
@@ -392,9 +386,9 @@ class Workspace:
         return con
 
     def open_facts(self, canonical: Path) -> duckdb.DuckDBPyConnection:
-        """The facts' connection: a scratch database in the workspace with `canonical` attached read-only as
-        `canon`, and external access disabled before anything of `canonical` is read."""
-        con = offline_connection(str(self.root / "scratch.duckdb"), threads=self.threads)
+        """The facts' connection: an in-memory scratch database (spilling into the workspace) with `canonical`
+        attached read-only as `canon`, and external access disabled before anything of `canonical` is read."""
+        con = offline_connection(threads=self.threads)
         try:
             _configure(con, memory_limit(self.share), self.root / "spill")
             paths = [str(canonical), str(canonical) + ".wal"]
@@ -411,7 +405,6 @@ class Workspace:
         if self._con is not None:
             self._con.close()
             self._con = None
-            remove_database_files(self.root / "scratch.duckdb")
 
     def close(self) -> None:
         try:
