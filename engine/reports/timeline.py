@@ -1,0 +1,210 @@
+"""The timeline excerpt: one representative stretch of the profile (fact timeline_excerpt) laid out in lanes as
+the Nsight Systems timeline shows it: per host thread its NVTX ranges, OS-runtime calls and CUDA API calls, per
+GPU stream its kernels, copies and memsets, each GPU's idle gaps shaded by cause.
+
+excerpt(report) gives the geometry of the HTML report's SVG (reports/templates/_timeline.html.j2 draws it);
+text_strip(report) gives the same stretch as fixed-width text for Markdown, where an SVG cannot be embedded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .charts import PART_COLOURS, nice_ticks
+from .model import Report
+from ..text import shorten
+from ..units import fmt_duration
+
+WIDTH = 960          # SVG user units; the SVG scales to the page width
+LABEL_W = 168        # room for the lane labels on the left
+PLOT_W = WIDTH - LABEL_W - 8
+LANE_H = 18
+LANE_GAP = 4
+AXIS_H = 30
+TEXT_COLS = 96       # width of the Markdown strip
+MIN_LABEL_W = 56     # an event gets its name written inside when at least this wide
+TIP_CHARS = 400      # a tooltip shows this much of a name (C++ template names run to megabytes)
+
+EVENT_COLOURS = {
+    "kernel": "#2563eb", "graph": "#1d4ed8", "memcpy": "#0d9488", "memset": "#0f766e",
+    "launch": "#6366f1", "sync": "#f59e0b", "allocation": "#b45309", "osrt": "#64748b",
+}
+NVTX_COLOURS = ("#a7f3d0", "#bfdbfe", "#fde68a", "#fbcfe8", "#ddd6fe")
+KIND_WORDS = {
+    "kernel": "kernel", "graph": "CUDA-graph replay", "memcpy": "copy", "memset": "memset",
+    "launch": "CUDA call that issues work", "sync": "blocking CUDA call", "allocation": "allocation or free call",
+    "osrt": "OS-runtime call",
+}
+# One character per kind in the Markdown strip; idle causes use the first letter of the cause.
+TEXT_MARKS = {"kernel": "█", "graph": "█", "memcpy": "▒", "memset": "▒", "launch": "L", "sync": "S",
+              "allocation": "A", "osrt": "o", "nvtx": "─"}
+IDLE_MARKS = {"launch": "l", "host": "h", "sync": "s", "allocation": "a", "gpu-side": "g", "uvm": "u", "other": "?"}
+
+
+@dataclass
+class Lane:
+    key: tuple[Any, ...]
+    label: str
+    title: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _thread_label(row: dict[str, Any]) -> str:
+    return f"thread {row['tid']}" if row.get("tid") is not None else "thread ?"
+
+
+def _nvtx_levels(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """NVTX ranges of one thread packed into levels: a range goes to the first level where it overlaps nothing,
+    so nested ranges sit under the range that holds them."""
+    levels: list[list[dict[str, Any]]] = []
+    ends: list[int] = []
+    for r in sorted(rows, key=lambda r: (r["start_ns"], -r["end_ns"])):
+        for i, end in enumerate(ends):
+            if r["start_ns"] >= end:
+                levels[i].append(r)
+                ends[i] = r["end_ns"]
+                break
+        else:
+            levels.append([r])
+            ends.append(r["end_ns"])
+    return levels
+
+
+def lanes(rows: list[dict[str, Any]]) -> list[Lane]:
+    """The lanes of the excerpt, top to bottom: per host thread its NVTX levels, OS-runtime calls and CUDA API
+    calls; then per GPU each stream's operations, in the fact's order within each lane."""
+    out: list[Lane] = []
+    threads = sorted({r["global_tid"] for r in rows if r["track"] in ("api", "nvtx", "osrt")})
+    for g in threads:
+        mine = [r for r in rows if r.get("global_tid") == g]
+        name = _thread_label(mine[0])
+        for level, ranges in enumerate(_nvtx_levels([r for r in mine if r["track"] == "nvtx"])):
+            out.append(Lane(("nvtx", g, level), f"{name} · NVTX" + (f" {level + 1}" if level else ""),
+                            "NVTX ranges of the thread", ranges))
+        osrt = [r for r in mine if r["track"] == "osrt"]
+        if osrt:
+            out.append(Lane(("osrt", g), f"{name} · OS runtime", "OS-runtime calls of the thread", osrt))
+        api = [r for r in mine if r["track"] == "api"]
+        if api:
+            out.append(Lane(("api", g), f"{name} · CUDA API", "CUDA API calls of the thread", api))
+    streams = sorted({(r["device_id"], r["stream_id"]) for r in rows if r["track"] == "gpu"},
+                     key=lambda k: (k[0], -1 if k[1] is None else k[1]))
+    for dev, stream in streams:
+        ops = [r for r in rows if r["track"] == "gpu" and r["device_id"] == dev and r["stream_id"] == stream]
+        out.append(Lane(("gpu", dev, stream), f"GPU {dev} · stream {stream if stream is not None else '?'}",
+                        f"GPU {dev}, CUDA stream {stream}", ops))
+    return out
+
+
+def _tip(r: dict[str, Any], w0: int) -> str:
+    what = f"idle, cause: {r['kind']}" if r["track"] == "idle" else KIND_WORDS.get(r["kind"], r["kind"])
+    return (f"{shorten(r['name'], TIP_CHARS)} ({what}): {fmt_duration(r['dur_ns'])}, starts at +{fmt_duration(r['start_ns'] - w0)} "
+            f"in the excerpt, {r['start_ns'] / 1e9:.6f} s into the capture")
+
+
+def _colour(r: dict[str, Any], level: int) -> str:
+    if r["track"] == "nvtx":
+        return NVTX_COLOURS[level % len(NVTX_COLOURS)]
+    return EVENT_COLOURS.get(r["kind"], "#9ca3af")
+
+
+def excerpt(report: Report) -> dict[str, Any] | None:
+    """Geometry of the excerpt's SVG: lanes with their events (x, width, colour, tooltip), idle bands behind each
+    GPU's lanes, a time axis relative to the excerpt's start, and a legend of the kinds drawn."""
+    rows = report.facts.get("timeline_excerpt") or []
+    if not rows:
+        return None
+    w0, w1 = rows[0]["window_start_ns"], rows[0]["window_end_ns"]
+    span = max(w1 - w0, 1)
+    scale = PLOT_W / span
+
+    def x_of(ns: int) -> float:
+        return round(LABEL_W + (min(max(ns, w0), w1) - w0) * scale, 1)
+
+    drawn, kinds, y = [], set(), 0
+    device_rows: dict[int, list[float]] = {}
+    for lane in lanes(rows):
+        level = lane.key[2] if lane.key[0] == "nvtx" else 0
+        events = []
+        for r in lane.events:
+            x, x_end = x_of(r["start_ns"]), x_of(r["end_ns"])
+            w = round(max(x_end - x, 0.6), 1)
+            kinds.add("nvtx" if r["track"] == "nvtx" else r["kind"])
+            events.append(dict(x=x, w=w, colour=_colour(r, level), tip=_tip(r, w0), kind=r["kind"],
+                               track=r["track"], start_ns=r["start_ns"], dur_ns=r["dur_ns"], name=r["name"], label=r.get("label") or r["name"],
+                               chars=int((w - 6) / 6.2) if w >= MIN_LABEL_W else 0))
+        drawn.append(dict(label=lane.label, title=lane.title, y=y, events=events, key="-".join(map(str, lane.key))))
+        if lane.key[0] == "gpu":
+            device_rows.setdefault(lane.key[1], []).append(y)
+        y += LANE_H + LANE_GAP
+    bands = []
+    for r in rows:
+        if r["track"] != "idle" or r["device_id"] not in device_rows:
+            continue
+        ys = device_rows[r["device_id"]]
+        x, x_end = x_of(r["start_ns"]), x_of(r["end_ns"])
+        bands.append(dict(x=x, w=round(max(x_end - x, 0.6), 1), y=min(ys) - 2,
+                          h=max(ys) - min(ys) + LANE_H + 4, colour=PART_COLOURS.get(r["kind"], "#9ca3af"),
+                          cause=r["kind"], tip=_tip(r, w0), start_ns=r["start_ns"], dur_ns=r["dur_ns"]))
+    causes = sorted({b["cause"] for b in bands})
+    ticks = [dict(x=round(LABEL_W + t * scale, 1), label=fmt_duration(t) if t else "0")
+             for t in nice_ticks(span, 8)]
+    legend = [dict(colour=EVENT_COLOURS[k], label=KIND_WORDS[k], band=False) for k in EVENT_COLOURS if k in kinds]
+    if "nvtx" in kinds:
+        legend.insert(0, dict(colour=NVTX_COLOURS[0], label="NVTX range", band=False))
+    legend += [dict(colour=PART_COLOURS.get(c, "#9ca3af"), label=f"GPU idle: {c}", band=True) for c in causes]
+    return dict(width=WIDTH, label_w=LABEL_W, plot_w=PLOT_W, lane_h=LANE_H, height=y + AXIS_H, axis_y=y,
+                lanes=drawn, bands=bands, ticks=ticks, legend=legend, reason=rows[0]["window_reason"],
+                start_ns=w0, end_ns=w1, span_ns=span,
+                gpu_events=sum(1 for r in rows if r["track"] == "gpu"),
+                idle_ns=sum(min(r["end_ns"], w1) - max(r["start_ns"], w0) for r in rows if r["track"] == "idle"))
+
+
+def text_strip(report: Report) -> dict[str, Any] | None:
+    """The excerpt as fixed-width lines (one per lane, TEXT_COLS characters): in each column the event covering
+    most of that slice of time, a space where nothing ran; one line per GPU marks by cause the columns it was idle
+    for at least half of."""
+    rows = report.facts.get("timeline_excerpt") or []
+    if not rows:
+        return None
+    w0, w1 = rows[0]["window_start_ns"], rows[0]["window_end_ns"]
+    span = max(w1 - w0, 1)
+    cell = span / TEXT_COLS
+
+    def paint(events: list[dict[str, Any]], mark: Any, min_share: float = 0.0) -> str:
+        cover = [(0.0, " ")] * TEXT_COLS
+        for r in events:
+            s, e = max(r["start_ns"], w0), min(r["end_ns"], w1)
+            first, last = int((s - w0) / cell), min(int((e - w0) / cell), TEXT_COLS - 1)
+            for c in range(max(first, 0), last + 1):
+                lo, hi = w0 + c * cell, w0 + (c + 1) * cell
+                part = max(min(e, hi) - max(s, lo), 0)
+                if part < min_share * cell:
+                    continue
+                # an event shorter than a column still shows in the column it falls in
+                if part > cover[c][0] or (cover[c][1] == " " and e >= s):
+                    cover[c] = (max(part, cover[c][0]), mark(r))
+        return "".join(ch for _, ch in cover)
+
+    all_lanes = lanes(rows)
+    width = max((len(l.label) for l in all_lanes), default=10) + 1
+    lines = []
+    for lane in all_lanes:
+        lines.append(lane.label.ljust(width) + "|" + paint(lane.events, lambda r: TEXT_MARKS.get(
+            "nvtx" if r["track"] == "nvtx" else r["kind"], "?")) + "|")
+    for dev in sorted({r["device_id"] for r in rows if r["track"] == "idle"}):
+        idle = [r for r in rows if r["track"] == "idle" and r["device_id"] == dev]
+        lines.append(f"GPU {dev} · idle".ljust(width) + "|" + paint(idle, lambda r: IDLE_MARKS.get(r["kind"], "?"), 0.5)
+                     + "|")
+    scale = f"0{' ' * (TEXT_COLS - 1 - len(fmt_duration(span)))}{fmt_duration(span)}"
+    lines.append(" " * width + " " + scale)
+    drawn = {ch for line in lines[:-1] for ch in line[width + 1:-1]}
+    marks = {TEXT_MARKS[k]: KIND_WORDS.get(k, "NVTX range") for k in TEXT_MARKS
+             if k in {"nvtx" if r["track"] == "nvtx" else r["kind"] for r in rows if r["track"] != "idle"}}
+    if "kernel" in marks.values() and "CUDA-graph replay" in {KIND_WORDS.get(r["kind"]) for r in rows}:
+        marks["█"] = "kernel or CUDA-graph replay"
+    legend = [f"{m} {word}" for m, word in marks.items() if m in drawn]
+    legend += [f"{IDLE_MARKS.get(c, '?')} idle: {c}" for c in sorted({r["kind"] for r in rows if r["track"] == "idle"})
+               if IDLE_MARKS.get(c, "?") in drawn]
+    return dict(lines=lines, legend=legend, reason=rows[0]["window_reason"], start_ns=w0, span_ns=span)
