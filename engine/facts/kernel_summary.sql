@@ -12,22 +12,44 @@
 -- @column max_ns Longest (ns).
 -- @column share_of_kernel_time total_ns / all kernel time (0-1).
 -- @column is_communication NCCL or other collective-communication kernel.
+-- @column grid_size CTAs per launch (gridX*gridY*gridZ) of the dominant launch configuration: the grid and block of the executions with the most time (NULL when the export records no grid).
+-- @column block_size Threads per CTA (blockX*blockY*blockZ) of the dominant launch configuration.
+-- @column config_count Distinct launch configurations (grid, block) the kernel ran with.
+-- @column config_share Share of the kernel's time spent in the dominant configuration (0-1).
 -- @check name not_null
 -- @check count non_negative
 -- @check total_ns non_negative
 -- @check min_ns non_negative
 -- @check share_of_kernel_time range 0 1
 -- @check is_communication not_null
--- Grouped on the integer name id (one per distinct name), the text is looked at once per group.
-WITH per_name AS (
-    SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name, count(*) AS count,
+-- @check grid_size non_negative
+-- @check block_size non_negative
+-- @check config_count non_negative
+-- @check config_share range 0 1
+-- Grouped on the integer name id (one per distinct name), the text is looked at once per group. One scan feeds
+-- both groupings (per name, and per name and launch configuration).
+WITH grouped AS (
+    SELECT name_id, grid_size, block_size, grouping(grid_size, block_size) > 0 AS by_name, any_value(name) AS name,
+           any_value(short_name) AS short_name, count(*) AS count,
            sum(dur_ns) AS total_ns, avg(dur_ns) AS mean_ns, quantile_cont(dur_ns, 0.5) AS p50_ns,
            min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
-    FROM kernels GROUP BY name_id
+    FROM kernels GROUP BY GROUPING SETS ((name_id), (name_id, grid_size, block_size))
+),
+per_name AS (
+    SELECT name_id, name, short_name, count, total_ns, mean_ns, p50_ns, min_ns, max_ns
+    FROM grouped WHERE by_name
+),
+configs AS (
+    SELECT name_id, count(*) AS config_count,
+           arg_max({'grid_size': grid_size, 'block_size': block_size, 'ns': total_ns},
+                   (total_ns, -coalesce(grid_size, 0), -coalesce(block_size, 0))) AS dominant
+    FROM grouped WHERE NOT by_name GROUP BY name_id
 )
-SELECT name, short_name, count, total_ns, mean_ns, p50_ns, min_ns, max_ns,
-       total_ns / nullif((SELECT sum(total_ns) FROM per_name), 0) AS share_of_kernel_time,
-       coalesce(regexp_matches(name, '(?i)nccl|all_?reduce|all_?gather|reduce_?scatter|cross_device_reduce|alltoall'),
-                false) AS is_communication
-FROM per_name
-ORDER BY total_ns DESC, name
+SELECT p.name, p.short_name, p.count, p.total_ns, p.mean_ns, p.p50_ns, p.min_ns, p.max_ns,
+       p.total_ns / nullif((SELECT sum(total_ns) FROM per_name), 0) AS share_of_kernel_time,
+       coalesce(regexp_matches(p.name, '(?i)nccl|all_?reduce|all_?gather|reduce_?scatter|cross_device_reduce|alltoall'),
+                false) AS is_communication,
+       c.dominant.grid_size AS grid_size, c.dominant.block_size AS block_size, c.config_count,
+       CASE WHEN p.total_ns > 0 THEN c.dominant.ns / p.total_ns END AS config_share
+FROM per_name p JOIN configs c USING (name_id)
+ORDER BY p.total_ns DESC, p.name
