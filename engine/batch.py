@@ -1,0 +1,516 @@
+"""Diagnose a fleet of independent profiles in parallel and write one row per profile to a table file.
+
+    rows = diagnose_batch(find_profiles(["nightly/", "runs/**/*.sqlite"]).profiles, config, jobs=4)
+    write_table(rows, Path("results.parquet"), mode=0o644)     # or .csv, .jsonl
+
+Each profile is diagnosed exactly as `diagnose(path, config)` would, in a process of its own pool: DuckDB is not
+fork-safe once used, so the workers are spawned, and each gets an equal share of the CPUs and of DuckDB's memory
+limit. A profile that cannot be diagnosed is a row with the one-sentence error `diagnose` would print, never the
+end of the batch; a bug (an unexpected exception, or a worker process that died) is a row whose error starts with
+"internal error:". The table's columns are the same for every row (nulls where absent), so the files of several
+shards can be concatenated.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import stat
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from multiprocessing.queues import SimpleQueue
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from .api import diagnose, load_rule_set, validate_config
+from .diagnosis.config import Config
+from .diagnosis.rules import load_rules
+from .duck import offline_connection, reraise_interrupt, sql_literal
+from .errors import DiagnoseError, InputError, OutputError
+from .reading.cache import cache_secret
+from .reading.ranks import EXPORT_SUFFIXES
+from .reports.metrics import METRICS, Metric
+from .reports.model import Report
+from .text import strip_controls
+from .vocabulary import Severity
+
+TABLE_FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
+INTERNAL = "internal error: "
+STATUS_OK, STATUS_ERROR = "ok", "error"  # the status column: diagnosed, or an error row
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The table: one row per profile, the same columns for every row
+# ------------------------------------------------------------------------------------------------------------
+def _metric_type(metric: Metric) -> str:
+    return "BIGINT" if metric.unit in ("count", "bytes") else "DOUBLE"
+
+
+# The key metrics of the single-profile report (engine/reports/metrics.py), one column each, named by their key.
+METRIC_COLUMNS: tuple[Metric, ...] = tuple(m for m in METRICS if m.report)
+FINDING_FIELDS = {"rule": "VARCHAR", "category": "VARCHAR", "severity": "VARCHAR", "subject": "VARCHAR",
+                  "phase": "VARCHAR", "impact": "DOUBLE", "title": "VARCHAR"}
+COLUMNS: dict[str, Any] = {
+    "path": "VARCHAR",
+    "status": "VARCHAR",          # ok | error
+    "error": "VARCHAR",           # one sentence; null when ok
+    "verdict": "VARCHAR",         # category of the primary bottleneck, 'none' when nothing is wrong
+    "verdict_rule": "VARCHAR",
+    "headline": "VARCHAR",
+    "primary_cost": "DOUBLE",     # the verdict's impact: share of the GPU time the primary finding costs (0-1)
+    "phase": "VARCHAR",
+    "stack": "VARCHAR",
+    "nsys_version": "VARCHAR",
+    "duration_ns": "BIGINT",
+    **{m.key: _metric_type(m) for m in METRIC_COLUMNS},
+    **{f"findings_{s}": "BIGINT" for s in Severity.names()},
+    "findings": [FINDING_FIELDS],
+    "seconds": "DOUBLE",          # wall time of this profile's diagnosis in its worker
+}
+
+
+def _finite(value: Any, kind: str) -> int | float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if number != number or number in (float("inf"), float("-inf")):
+        return None
+    return round(number) if kind == "BIGINT" else number
+
+
+def report_row(path: str, report: Report, seconds: float) -> dict[str, Any]:
+    verdict, profile = report.verdict, report.profile
+    metrics = {row.key: row.value for row in report.key_metrics}
+    findings = [{"rule": f.rule, "category": f.category, "severity": f.severity.value, "subject": f.subject,
+                 "phase": f.phase, "impact": f.impact, "title": f.title} for f in report.findings]
+    return {
+        "path": path, "status": STATUS_OK, "error": None,
+        "verdict": verdict.primary or "none", "verdict_rule": verdict.rule, "headline": verdict.headline,
+        "primary_cost": verdict.impact, "phase": verdict.phase,
+        "stack": profile.stack.name if profile.stack else None, "nsys_version": profile.nsys_version,
+        "duration_ns": profile.duration_ns,
+        **{m.key: _finite(metrics.get(m.key), _metric_type(m)) for m in METRIC_COLUMNS},
+        **{f"findings_{s}": sum(1 for f in findings if f["severity"] == s) for s in Severity.names()},
+        "findings": findings, "seconds": seconds,
+    }
+
+
+def error_row(path: str, message: str, seconds: float | None = None) -> dict[str, Any]:
+    row: dict[str, Any] = {name: None for name in COLUMNS}
+    row.update(path=path, status=STATUS_ERROR, error=message, seconds=seconds)
+    return row
+
+
+def one_sentence(exc: BaseException) -> str:
+    """What `diagnose` prints for an error (engine/cli/exits.py), on one line with control characters inert."""
+    if isinstance(exc, DiagnoseError):
+        text = str(exc)
+    elif isinstance(exc, MemoryError):
+        text = ("ran out of memory; close other programs, raise the memory limits of this shell (ulimit), or "
+                "diagnose on a machine with more memory.")
+    elif isinstance(exc, OSError):
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        text = f"{where}{exc.strerror or exc}"
+    else:
+        text = f"{INTERNAL}{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    return " ".join(strip_controls(text).split())
+
+
+def is_internal(row: dict[str, Any]) -> bool:
+    return row["status"] == STATUS_ERROR and str(row["error"]).startswith(INTERNAL)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Finding the profiles
+# ------------------------------------------------------------------------------------------------------------
+@dataclass
+class Found:
+    profiles: list[Path] = field(default_factory=list)
+    skipped: int = 0      # entries of a directory (or glob matches) that are not named like an export
+    duplicates: int = 0   # the same file reached twice (a directory and a glob, a symbolic link)
+
+
+def _named_like_export(path: Path) -> bool:
+    return path.name.lower().endswith(EXPORT_SUFFIXES) and not path.name.startswith(".")
+
+
+def _stem(path: Path) -> str:
+    return path.name[: -len(next(s for s in EXPORT_SUFFIXES if path.name.lower().endswith(s)))]
+
+
+def _exports_among(paths: Sequence[Path]) -> tuple[list[Path], int]:
+    """The exports among the entries of a directory or the matches of a glob, as a multi-rank directory is read
+    (engine/reading/ranks.py): named *.sqlite or *.nsys-rep, not hidden, and a .nsys-rep whose .sqlite export
+    lies beside it left out. Entries named like an export that are not regular files are kept: their rows say
+    what they are."""
+    named = [p for p in paths if _named_like_export(p)]
+    sqlite_stems = {(p.parent, _stem(p)) for p in named if p.name.lower().endswith(".sqlite") and p.is_file()}
+    kept = [p for p in named if p.name.lower().endswith(".sqlite") or (p.parent, _stem(p)) not in sqlite_stems]
+    return kept, len(paths) - len(kept)
+
+
+def _has_magic(text: str) -> bool:
+    return any(c in text for c in "*?[")
+
+
+def find_profiles(arguments: Iterable[str]) -> Found:
+    """The profiles named by files, directories (their exports, not those of subdirectories) and glob patterns
+    (expanded here, so quoted globs work; `**` descends). An explicit file is always a profile, so a file that is
+    not one becomes an error row; a glob or directory with nothing in it is an InputError."""
+    found = Found()
+    seen: set[str] = set()
+
+    def add(path: Path) -> None:
+        key = os.path.realpath(path)
+        if key in seen:
+            found.duplicates += 1
+            return
+        seen.add(key)
+        found.profiles.append(path)
+
+    for argument in arguments:
+        if argument == "":
+            raise InputError("a profile argument is empty; give export files, directories of them or glob patterns.")
+        given = Path(argument)
+        if _has_magic(argument) and not os.path.lexists(given):
+            matches = [Path(m) for m in sorted(glob.glob(argument, recursive=True))]
+            if not matches:
+                raise InputError(f"{argument} matches no file; check the pattern (it is expanded by diagnose batch, "
+                                 f"relative to the working directory).")
+            entries: list[Path] = []
+            for match in matches:
+                entries.extend(_directory(match) if match.is_dir() else [match])
+            kept, skipped = _exports_among(entries)
+        elif given.is_dir():
+            kept, skipped = _exports_among(_directory(given))
+            if not kept:
+                raise InputError(f"{given} holds no *.sqlite or *.nsys-rep export; give the directory of the "
+                                 f"exports (subdirectories are not searched: use a glob such as "
+                                 f"'{given / '**' / '*.sqlite'}').")
+        else:
+            kept, skipped = [given], 0
+        found.skipped += skipped
+        for path in kept:
+            add(path)
+    return found
+
+
+def _directory(directory: Path) -> list[Path]:
+    try:
+        return sorted(directory.iterdir())
+    except OSError as exc:
+        raise InputError(f"{directory}: cannot list the directory ({exc.strerror or exc}).") from None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The workers
+# ------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WorkerSettings:
+    config: Config
+    cache: bool = True
+    cache_dir: str | None = None
+    threads: int = 1      # DuckDB threads of each worker
+    share: int = 1        # workers side by side, splitting DuckDB's memory limit
+
+
+Work = Callable[[str, WorkerSettings], "dict[str, Any] | None"]
+
+
+class _WorkerStop:
+    """A stop signal (Ctrl-C reaches the whole process group; the parent forwards SIGTERM) interrupts the
+    diagnosis in progress, which then removes its temporary files; between diagnoses it is only recorded, so an
+    idle worker never dies with a traceback and leaves when the pool shuts down."""
+
+    requested = False
+    busy = False
+    stopping: Any = None  # the pool's multiprocessing Event: set when the batch stops (seen by late workers too)
+
+    @classmethod
+    def handler(cls, signum: int, frame: object) -> None:
+        first = not cls.requested
+        cls.requested = True
+        if first and cls.busy:
+            raise KeyboardInterrupt
+
+    @classmethod
+    def check(cls, stage: str = "") -> None:
+        if cls.requested or (cls.stopping is not None and cls.stopping.is_set()):
+            raise KeyboardInterrupt
+
+
+_STOP_SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
+
+
+@contextmanager
+def _stop_signals_held() -> Iterator[None]:
+    """Block the stop signals while worker processes are started: the blocked mask is inherited through fork and
+    exec, so Ctrl-C on the terminal (which reaches the whole process group) waits in a starting worker until its
+    handler is in place, instead of ending its interpreter start-up with a traceback. Here, they are delivered
+    when the block ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _start_worker(pids: SimpleQueue, stopping: Any) -> None:
+    _WorkerStop.stopping = stopping
+    for sig in _STOP_SIGNALS:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _WorkerStop.handler)
+    pids.put(os.getpid())
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
+def diagnose_row(path: str, settings: WorkerSettings) -> dict[str, Any] | None:
+    """One profile's row (None when the batch is being stopped). Runs in a worker process."""
+    start = time.monotonic()
+    _WorkerStop.busy = True
+    try:
+        _WorkerStop.check()
+        report = diagnose(path, settings.config, progress=_WorkerStop.check, cache=settings.cache,
+                          cache_dir=settings.cache_dir, threads=settings.threads, share=settings.share)
+        return report_row(path, report, time.monotonic() - start)
+    except KeyboardInterrupt:
+        return None
+    except Exception as exc:  # noqa: BLE001 - every failure of one profile is its row, never the batch's end
+        return error_row(path, one_sentence(exc), time.monotonic() - start)
+    finally:
+        _WorkerStop.busy = False
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The pool
+# ------------------------------------------------------------------------------------------------------------
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def worker_count(profiles: int, jobs: int | None = None) -> int:
+    """Worker processes for `profiles` profiles: `jobs` when given, else one per usable CPU; never more than the
+    profiles."""
+    return max(1, min(profiles, jobs or usable_cpus()))
+
+
+def check_config(config: Config) -> None:
+    """Refuse a bad --set, diagnose.yaml or rule directory once, before any profile is read (a ConfigError or
+    RuleError), instead of as the same error on every row."""
+    fact_defs, rules = load_rule_set(config)
+    validate_config(config, {**rules, **load_rules(fact_defs, config.rule_dirs, scope="run")}, fact_defs)
+
+
+Done = Callable[[dict[str, Any], int, int], None]
+
+
+def diagnose_batch(profiles: Sequence[Path], config: Config, *, jobs: int | None = None, cache: bool = True,
+                   cache_dir: str | os.PathLike[str] | None = None, on_done: Done | None = None,
+                   check_stop: Callable[[], None] | None = None, work: Work = diagnose_row) -> list[dict[str, Any]]:
+    """One row per profile, in the order given. `jobs`: worker processes (default: one per usable CPU, never more
+    than the profiles). `on_done(row, finished, total)` is called in this process as each profile finishes.
+    `check_stop` raises KeyboardInterrupt when the caller wants to stop (a signal DuckDB swallowed); on any
+    interruption the workers are stopped, their temporary files removed, and the exception propagates."""
+    total = len(profiles)
+    if total == 0:
+        return []
+    workers = worker_count(total, jobs)
+    settings = WorkerSettings(config, cache, os.fspath(cache_dir) if cache_dir is not None else None,
+                              threads=max(1, usable_cpus() // workers), share=workers)
+    if cache:
+        cache_secret()  # create this user's cache key once, before workers race to create it
+    rows: dict[int, dict[str, Any]] = {}
+    queue = deque(range(total))
+    alone: deque[int] = deque()  # in flight when a worker process died: each is tried again in a pool of its own
+
+    def finished(index: int, row: dict[str, Any]) -> None:
+        rows[index] = row
+        if on_done is not None:
+            on_done(row, len(rows), total)
+
+    while queue or alone:
+        solo = bool(alone)
+        source, size = (alone, 1) if solo else (queue, workers)
+        pool = _WorkerPool(size)
+        running: dict[Future, int] = {}
+        broken = False
+        try:
+            pool.start()
+            while (source and not broken) or running:
+                while source and not broken and len(running) < size:
+                    try:
+                        running[pool.submit(work, str(profiles[source[0]]), settings)] = source[0]
+                    except BrokenProcessPool:
+                        broken = True
+                        break
+                    source.popleft()
+                done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+                if check_stop is not None:
+                    check_stop()
+                for future in done:
+                    index = running.pop(future)
+                    try:
+                        row = future.result()
+                    except BrokenProcessPool:  # a worker died: every profile in flight fails with it
+                        broken = True
+                        if solo:
+                            finished(index, error_row(str(profiles[index]), _WORKER_DIED))
+                        else:
+                            alone.append(index)
+                        continue
+                    except Exception as exc:  # noqa: BLE001 - e.g. a row that could not be sent back
+                        row = error_row(str(profiles[index]), f"{INTERNAL}{one_sentence(exc).removeprefix(INTERNAL)}")
+                    if row is None:  # the worker was asked to stop, though this process was not
+                        raise KeyboardInterrupt
+                    finished(index, row)
+            pool.close()
+        except BaseException:
+            pool.stop(running)
+            raise
+    return [rows[i] for i in range(total)]
+
+
+_WORKER_DIED = (f"{INTERNAL}the worker process diagnosing this profile stopped unexpectedly (killed, out of memory "
+                f"or a crash in a library); diagnose the profile alone to see what happens.")
+
+
+class _WorkerPool:
+    """A pool of spawned worker processes that can be stopped promptly: each worker registers its pid, and an
+    Event tells a worker that is still starting not to begin a profile."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.executor: ProcessPoolExecutor | None = None
+
+    def start(self) -> None:
+        context = get_context("spawn")
+        # The resource tracker that multiprocessing starts with the first semaphore, like the workers, starts with
+        # the stop signals held: a SIGHUP of the whole process group must not kill it in the middle of the batch.
+        with _stop_signals_held():
+            self.pids: SimpleQueue = context.SimpleQueue()
+            self.stopping = context.Event()
+            self.executor = ProcessPoolExecutor(max_workers=self.size, mp_context=context,
+                                                initializer=_start_worker, initargs=(self.pids, self.stopping))
+
+    def submit(self, work: Work, path: str, settings: WorkerSettings) -> Future:
+        assert self.executor is not None
+        with _stop_signals_held():  # submit starts the worker processes
+            return self.executor.submit(work, path, settings)
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(wait=True)
+
+    def stop(self, running: Iterable[Future]) -> None:
+        """Cancel what has not started and ask every worker to stop the diagnosis it is running (each removes its
+        own temporary files), then wait for them."""
+        if self.executor is None:
+            return
+        self.stopping.set()
+        for future in running:
+            future.cancel()
+        while not self.pids.empty():
+            try:
+                os.kill(self.pids.get(), signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Writing the table
+# ------------------------------------------------------------------------------------------------------------
+def table_format(path: Path) -> str | None:
+    """parquet, csv or jsonl from the file name; None for any other name."""
+    return TABLE_FORMATS.get(path.suffix.lower())
+
+
+def write_table(rows: Sequence[dict[str, Any]], output: Path, *, mode: int) -> None:
+    """Write `rows` to `output` (the format from its extension) atomically: DuckDB writes the file in a private
+    temporary directory beside the target (0700: nobody else can read it while it is written), and it is renamed
+    onto the target when complete; nothing is left behind. `mode`: the permissions of the finished file."""
+    fmt = table_format(output)
+    if fmt is None:
+        raise InputError(f"{output}: the results file must end in {', '.join(TABLE_FORMATS)}.")
+    target = Path(os.path.realpath(output))
+    workdir = Path(tempfile.mkdtemp(prefix=f".{target.name[:200]}.", suffix=".tmp", dir=target.parent))
+    try:
+        written = workdir / f"results.{fmt}"
+        _copy_rows(rows, written, fmt, output)
+        fd = os.open(written, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(written, target)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(output)) from None  # name the results file, not the temporary
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+_COPY = {
+    "parquet": ("SELECT * FROM results", "FORMAT parquet"),
+    "csv": ("SELECT * REPLACE (to_json(findings)::VARCHAR AS findings) FROM results", "FORMAT csv, HEADER"),
+    "jsonl": ("SELECT * FROM results", "FORMAT json"),  # newline-delimited: one object per line
+}
+
+
+def _copy_rows(rows: Sequence[dict[str, Any]], path: Path, fmt: str, output: Path) -> None:
+    """The rows, typed by COLUMNS (from_json reads them with exactly that structure), copied to `path` by DuckDB."""
+    query, options = _COPY[fmt]
+    con = offline_connection(threads=1)
+    try:
+        con.execute(f"CREATE TABLE batch AS SELECT unnest(from_json(?::JSON, {sql_literal(json.dumps([COLUMNS]))}), "
+                    f"recursive := false) AS r", [json.dumps(list(rows), default=str)])
+        con.execute("CREATE VIEW results AS SELECT r.* FROM batch")
+        con.execute(f"COPY ({query}) TO {sql_literal(str(path))} ({options})")
+    except duckdb.Error as exc:
+        reraise_interrupt(exc)
+        raise OutputError(f"{output}: the results could not be written "
+                          f"({' '.join(str(exc).split())[:300]}).") from None
+    finally:
+        con.close()
+
+
+def output_mode(output: Path, umask: int) -> int:
+    """A replaced results file keeps its mode; a new one gets what the umask gives new files."""
+    try:
+        st = os.stat(output)
+    except OSError:
+        return 0o666 & ~umask
+    return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o666 & ~umask
+
+
+def summary(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+    errors = [r for r in rows if r["status"] == STATUS_ERROR]
+    return {"profiles": len(rows), "ok": len(rows) - len(errors), "errors": len(errors),
+            "internal": sum(1 for r in errors if is_internal(r))}
+
+
+def has_finding_at_least(rows: Iterable[dict[str, Any]], severity: str) -> bool:
+    return any(Severity(f["severity"]).at_least(severity) for r in rows for f in r["findings"] or [])
+

@@ -1,0 +1,142 @@
+"""`diagnose batch PROFILE|DIR|GLOB... --out results.parquet`: diagnose many independent profiles in parallel and
+write one row per profile (engine/batch.py does the work; the command line itself is defined in main.py).
+
+Exit codes: 0 every profile diagnosed (and none has a finding at or above --fail-on), 1 a finding at or above
+--fail-on, 2 usage, input or configuration error, or some profiles could not be diagnosed (the results file is
+written all the same, their rows say why), 3 a bug hit some profile (rows marked "internal error:"), 128+N
+stopped by signal N with no results file written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..batch import (STATUS_OK, TABLE_FORMATS, check_config, diagnose_batch, find_profiles, has_finding_at_least,
+                     output_mode, summary, table_format, worker_count, write_table)
+from ..diagnosis.config import resolve_config
+from ..errors import OutputError
+from ..units import fmt_ratio
+from .exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, one_line
+from .interrupt import StopRequest
+from .output import check_output, current_umask
+
+PROG = "diagnose batch"
+_BAR_WIDTH = 24
+
+
+class BatchProgress:
+    """One line per finished profile on stderr (unless quiet), and below them a bar on a terminal."""
+
+    def __init__(self, *, quiet: bool, stream: TextIO | None = None) -> None:
+        self.stream, self.quiet = stream or sys.stderr, quiet
+        self.bar = not quiet and self.stream.isatty()
+        self.start = time.monotonic()
+        self.finished = self.total = 0
+
+    def begin(self, total: int) -> None:
+        self.total = total
+        self._draw()
+
+    def tick(self) -> None:
+        """Redraw the bar, so that its clock runs while long profiles are diagnosed."""
+        self._draw()
+
+    def done(self, row: dict[str, Any], finished: int, total: int) -> None:
+        if self.quiet:
+            return
+        if row["status"] == STATUS_OK:
+            cost = f" ({fmt_ratio(row['primary_cost'])})" if row["primary_cost"] is not None else ""
+            outcome = f"{row['verdict']}{cost}"
+        else:
+            outcome = f"error: {row['error']}"
+        seconds = f" {row['seconds']:.1f} s" if row["seconds"] is not None else ""
+        self.finished, self.total = finished, total
+        self.clear()
+        self.stream.write(f"[{finished}/{total}] {one_line(row['path'])}: {one_line(outcome)}{seconds}\n")
+        self._draw()
+
+    def _draw(self) -> None:
+        if not self.bar or self.total == 0:
+            return
+        filled = _BAR_WIDTH * self.finished // self.total
+        self.stream.write(f"\r\x1b[2K[{'#' * filled}{'.' * (_BAR_WIDTH - filled)}] {self.finished}/{self.total} "
+                          f"profiles · {time.monotonic() - self.start:.0f} s")
+        self.stream.flush()
+
+    def clear(self) -> None:
+        if self.bar:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            self.clear()
+            self.stream.write(f"{PROG}: {text}\n")
+
+
+def run(args: argparse.Namespace, stop: StopRequest) -> int:
+    progress = BatchProgress(quiet=args.quiet)
+    try:
+        return _run(args, stop, progress)
+    finally:
+        progress.clear()
+
+
+def _run(args: argparse.Namespace, stop: StopRequest, progress: BatchProgress) -> int:
+    output: Path = args.output
+    if table_format(output) is None:
+        raise OutputError(f"--out {output}: the results file must end in {', '.join(TABLE_FORMATS)} (the format "
+                          f"follows the extension).")
+    found = find_profiles(args.inputs)
+    inputs = [p for p in found.profiles if not p.is_dir()]
+    _check_results_path(output, inputs, args.cache_dir)  # fail fast: before any diagnosis work
+    config = resolve_config(args.config, args.rule_dirs, args.sets)
+    check_config(config)
+    total = len(found.profiles)
+    progress.begin(total)
+    def check_stop() -> None:  # every half second while the workers run
+        stop.check()
+        progress.tick()
+
+    rows = diagnose_batch(found.profiles, config, jobs=args.jobs, cache=args.cache, cache_dir=args.cache_dir,
+                          on_done=progress.done, check_stop=check_stop)
+    stop.check()
+    _check_results_path(output, inputs, args.cache_dir)  # again: the batch can take long enough for a change
+    write_table(rows, output, mode=output_mode(output, current_umask()))
+    counts = summary(rows)
+    elapsed = time.monotonic() - progress.start
+    extra = [text for n, text in (
+        (found.skipped, f"skipped {found.skipped} non-export entr{'y' if found.skipped == 1 else 'ies'}"),
+        (found.duplicates, f"{found.duplicates} file{'s' if found.duplicates > 1 else ''} reached twice, "
+                           f"diagnosed once")) if n]
+    progress.say(f"{total} profiles: {counts['ok']} ok, {counts['errors']} failed, in {elapsed:.1f} s with "
+                 f"{worker_count(total, args.jobs)} worker processes{''.join('; ' + e for e in extra)}; wrote {output}")
+    if counts["internal"]:
+        _error(f"internal error: {counts['internal']} of {total} profiles hit a bug in nsys-diagnose (rows whose "
+               f"error starts with \"internal error:\" in {output}); diagnose one of them alone with --debug and "
+               f"report it.", progress)
+        return EXIT_INTERNAL
+    if counts["errors"]:
+        _error(f"error: {counts['errors']} of {total} profiles could not be diagnosed; the error column of their "
+               f"rows in {output} says why.", progress)
+        return EXIT_ERROR
+    if args.fail_on and has_finding_at_least(rows, args.fail_on):
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def _check_results_path(output: Path, inputs: list[Path], cache_dir: Path | None) -> None:
+    check_output(output, inputs, cache_dir)
+    if os.path.exists(output) and not os.path.isfile(output):
+        raise OutputError(f"--out {output} is not a regular file; give the path of a results file (it is written "
+                          f"beside its final name and renamed into place).")
+
+
+def _error(message: str, progress: BatchProgress) -> None:
+    progress.clear()
+    sys.stderr.write(f"{PROG}: {message}\n")
