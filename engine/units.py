@@ -45,6 +45,10 @@ PARAM_UNITS: dict[str, tuple[str, float]] = {
 }
 
 
+# Time units a duration may be written in (e.g. a compare gate's '+5us'), in nanoseconds.
+DURATION_UNITS: dict[str, float] = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+
+
 def column_unit(column: str) -> str:
     for suffix, unit in _SUFFIX_UNITS:
         if column.endswith(suffix):

@@ -85,13 +85,14 @@ def test_swapped_is_regressed_and_gates_cross(regressed):
 
 
 def test_gate_within_threshold_passes(reports):
-    c = compare(reports["graphs"], reports["eager"], gates=["overhead_ratio:+1", "kernel_count:+50%"])
+    c = compare(reports["graphs"], reports["eager"], gates=["overhead_ratio:+0.6", "kernel_count:+50%"])
     assert not c.gate_crossed and all(g.observed is not None for g in c.gates)
+    assert c.gates[0].message.startswith("overhead_ratio rose 0.561 (0.07 → 0.63), within the allowed +0.6")
 
 
 def test_gate_parsing():
     g = parse_gate("gpu_utilization:-5%", known_metrics())
-    assert (g.metric, g.direction, g.threshold, g.relative) == ("gpu_utilization", "-", 5.0, True)
+    assert (g.metric, g.direction, g.threshold, g.relative, g.unit) == ("gpu_utilization", "-", 5.0, True, "percent")
     assert parse_gate("overhead_ratio:0.05", known_metrics()).direction == "+"  # its bad direction
     with pytest.raises(GateError, match="did you mean 'gpu_utilization'"):
         parse_gate("gpu_utilisation:-5%", known_metrics())
@@ -162,6 +163,10 @@ def test_cli_exit_codes(exports, tmp_path):
     assert unknown.returncode == 2
     assert unknown.stderr.count("\n") == 1 and "did you mean 'overhead_ratio'" in unknown.stderr
     assert "Traceback" not in unknown.stderr
+    absent = cli(graphs, eager, "--fail-on-regression", "overhead_ratio:+0.05", "--fail-on-regression",
+                 "step_time_ns:+5us", "-f", "md", "-o", str(tmp_path / "absent.md"))
+    assert absent.returncode == 2 and not (tmp_path / "absent.md").exists()  # not 1: a gate that cannot run
+    assert absent.stderr.count("\n") == 1 and "step_time_ns is missing in both profiles" in absent.stderr
     missing = cli(eager, str(tmp_path / "nope.sqlite"))
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
 

@@ -1,7 +1,8 @@
 """`diagnose compare BEFORE AFTER`: diagnose both exports, show the change, gate pull requests on it.
 
-Exit codes: 0 success, 1 a --fail-on-regression gate crossed, 2 usage, input or rule error. The command line
-itself is defined in main.py.
+Exit codes: 0 success, 1 a --fail-on-regression gate crossed, 2 usage, input or rule error, including a gate
+that cannot be evaluated (its metric missing in a profile, unless the gate is optional): compare() raises that
+before anything is written, so it wins over a crossed gate. The command line itself is defined in main.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ..reports.compare import compare, known_metrics, parse_gate
 from ..reports.render import render
 from .exits import EXIT_FINDINGS, EXIT_OK
 from .interrupt import StopRequest
-from .output import check_output, emit, wants_colour
+from .output import check_output, emit, output_formats, wants_colour
 
 EXIT_GATE = EXIT_FINDINGS
 
@@ -23,17 +24,20 @@ EXIT_GATE = EXIT_FINDINGS
 def run(args: argparse.Namespace, stop: StopRequest) -> int:
     progress = lambda _stage: stop.check()  # noqa: E731 - no display, only the interrupt check
     inputs = [args.before, args.after]
-    check_output(args.output, inputs, args.cache_dir)
-    for spec in args.gates:  # fail fast, before the (slower) diagnosis
+    outputs = output_formats(args.outputs, args.format)
+    for output, _ in outputs:
+        check_output(output, inputs, args.cache_dir)
+    for spec in args.gates:  # fail fast on syntax, metric and unit, before the (slower) diagnosis
         parse_gate(spec, known_metrics())
     config = resolve_config(args.config, args.rule_dirs, args.sets)  # diagnose() sets cross-rank rules aside
     before = diagnose(args.before, config, cache=args.cache, progress=progress, cache_dir=args.cache_dir)
     after = diagnose(args.after, config, cache=args.cache, progress=progress, cache_dir=args.cache_dir)
     stop.check()
-    comparison = compare(before, after, tokens=args.tokens, gates=args.gates)
-    colour = wants_colour(args.color, args.output) and args.format == "terminal"
-    emit(render(comparison, args.format, colour=colour), args.output, inputs=inputs,
-         cache_dir=args.cache_dir)
+    comparison = compare(before, after, tokens=args.tokens, gates=args.gates)  # GateError (exit 2) before any output
+    texts = [(output, render(comparison, fmt, colour=fmt == "terminal" and wants_colour(args.color, output)))
+             for output, fmt in outputs]
+    for output, text in texts:
+        emit(text, output, inputs=inputs, cache_dir=args.cache_dir)
     crossed = [g for g in comparison.gates if g.crossed]
     for g in crossed:
         sys.stderr.write(f"diagnose compare: regression gate crossed: {g.message}\n")

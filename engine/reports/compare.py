@@ -8,20 +8,29 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any
+from collections.abc import Callable, Mapping
+from pathlib import PurePath
+from typing import Any, Literal
 
-from .comparemodel import Comparison, FindingChange, Gate, MetricDelta, Side
+from .comparemodel import Comparison, FindingChange, Gate, GateUnit, MetricDelta, Side
 from ..diagnosis.throughput import throughput
 from ..errors import DiagnoseError
-from .metrics import PHASE_KEY, compared, definition, fmt_change, fmt_metric, number, phase_values, raw_value
+from .metrics import (PHASE_KEY, Metric, compared, definition, fmt_change, fmt_metric, number, phase_values,
+                      raw_value)
 from .model import Report
+from ..units import DURATION_UNITS
 from ..vocabulary import Severity
 
 NOISE = 0.02  # relative changes below 2 % count as unchanged
 
 
 class GateError(DiagnoseError):
-    """An unknown metric or malformed --fail-on-regression spec (exit 2)."""
+    """A --fail-on-regression gate that is malformed, names an unknown metric, uses a unit that cannot apply to
+    its metric, or cannot be evaluated on the two profiles (exit 2). `problems`: one sentence per gate."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
 
 
 def extract(report: Report, tokens: int | None = None) -> dict[str, float | None]:
@@ -98,28 +107,70 @@ def _verdict(deltas: list[MetricDelta], findings: list[FindingChange]) -> tuple[
     return "unchanged", f"no judged metric changed by {NOISE * 100:.0f} % or more"
 
 
-_GATE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*:\s*([+-]?)\s*(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*$")
+# METRIC[?]:[+|-]NUMBER[UNIT]; the unit is validated against the metric by _gate_unit.
+_GATE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(\?)?\s*:\s*([+-]?)\s*(\d+(?:\.\d*)?|\.\d+)\s*([^\s\d.+-]\S*)?\s*$")
+_SYNTAX = "METRIC[?]:[+|-]NUMBER[%|pt|ns|us|ms|s]"
+_ZERO_TO_ONE = ("share", "ratio")  # metric units holding a value from 0 to 1, which points apply to
+_UNIT_WORDS = {"share": "a 0-1 share", "ratio": "a 0-1 ratio", "ns": "nanoseconds", "count": "a count",
+               "bytes": "bytes", "rate": "a rate per second", "percent": "percent"}
+_GATE_SYMBOLS = {"percent": " %", "points": " pt", "ns": " ns", "us": " µs", "ms": " ms", "s": " s"}
+
+
+def _unknown_metric(name: str, known: list[str]) -> GateError:
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; known metrics are {', '.join(known)}"
+    return GateError(f"unknown metric {name!r} in --fail-on-regression{hint}")
+
+
+def _gate_unit(spec: str, metric: Metric, sign: str, amount: str, written: str) -> GateUnit:
+    """The gate's unit from the suffix written after its number, refused where it cannot mean anything for the
+    metric (a gate that could never fire must not pass silently)."""
+    key, words = metric.key, _UNIT_WORDS.get(metric.unit, metric.unit)
+    zero_to_one = metric.unit in _ZERO_TO_ONE
+    alternatives = (f"{key}:{sign}{amount}pt, {key}:{sign}{amount}% or {key}:{sign}0.05" if zero_to_one
+                    else f"{key}:{sign}{amount}% (relative) or {key}:{sign}{amount} (absolute, {words})")
+    if written == "%":
+        return "percent"
+    if written == "pt":
+        if not zero_to_one:
+            raise GateError(f"--fail-on-regression {spec!r}: 'pt' (percentage points) applies only to 0-1 "
+                            f"metrics such as gpu_utilization, and {key} is {words}; write {alternatives}")
+        return "points"
+    if written in DURATION_UNITS:
+        if metric.unit != "ns":
+            raise GateError(f"--fail-on-regression {spec!r}: the time unit {written!r} applies only to time "
+                            f"metrics (the *_ns ones), and {key} is {words}; write {alternatives}")
+        return "us" if written == "µs" else written  # type: ignore[return-value]
+    if written:
+        raise GateError(f"--fail-on-regression {spec!r}: unknown unit {written!r}; use % (of the before value), "
+                        f"pt (percentage points of a 0-1 metric) or ns, us, ms, s (time metrics)")
+    if zero_to_one and float(amount) >= 1:
+        raise GateError(f"--fail-on-regression {spec!r}: {key} is {words}, so it can never move by {amount}; "
+                        f"did you mean {key}:{sign}{amount}pt or {key}:{sign}{amount}%?")
+    return "absolute"
 
 
 def parse_gate(spec: str, known: list[str]) -> Gate:
-    """'gpu_utilization:-5%' (fail when it falls by more than 5 % of its before value) or
-    'overhead_ratio:+0.05' (fail when it rises by more than 0.05); without a sign, the metric's bad direction."""
+    """A --fail-on-regression gate: 'gpu_utilization:-5pt' (fail when it falls by more than 5 percentage points),
+    ':-5%' (by more than 5 % of its before value), 'overhead_ratio:+0.05' (rises by more than 0.05, absolute),
+    'step_time_ns:+2ms' (a time metric, in that unit; a bare number is ns). Without a sign, the metric's bad
+    direction. 'METRIC?:…' marks the gate optional: it passes, not evaluated, when the metric is missing."""
     m = _GATE.match(spec)
     if not m:
-        raise GateError(f"--fail-on-regression {spec!r} is not METRIC:[+|-]NUMBER[%], "
-                        f"e.g. gpu_utilization:-5% or overhead_ratio:+0.05")
-    name, sign, amount, pct = m.groups()
+        raise GateError(f"--fail-on-regression {spec!r} is not {_SYNTAX}, e.g. gpu_utilization:-5pt, "
+                        f"step_time_ns:+2ms or overhead_ratio:+0.05")
+    name, optional, sign, amount, written = m.groups()
     if name not in known and not PHASE_KEY.match(name):
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else f"; known metrics are {', '.join(known)}"
-        raise GateError(f"unknown metric {name!r} in --fail-on-regression{hint}")
+        raise _unknown_metric(name, known)
+    metric = definition(name)
     if not sign:
-        better = definition(name).better
-        if better is None:
+        if metric.better is None:
             raise GateError(f"metric {name!r} has no good direction; give one in --fail-on-regression, "
-                            f"e.g. {name}:+{amount}{pct}")
-        sign = "-" if better == "higher" else "+"
-    return Gate(spec=spec.strip(), metric=name, direction=sign, threshold=float(amount), relative=bool(pct))
+                            f"e.g. {name}:+{amount}{written or ''}")
+        sign = "-" if metric.better == "higher" else "+"
+    unit = _gate_unit(spec.strip(), metric, sign, amount, written or "")
+    return Gate(spec=spec.strip(), metric=name, direction=sign, threshold=float(amount),
+                relative=unit == "percent", unit=unit, optional=bool(optional))
 
 
 def known_metrics() -> list[str]:
@@ -127,26 +178,112 @@ def known_metrics() -> list[str]:
     return sorted(m.key for m in compared())
 
 
-def _check(gate: Gate, deltas: dict[str, MetricDelta]) -> Gate:
-    d = deltas.get(gate.metric)
-    label = f"{gate.metric} ({gate.spec})"
-    if d is None or d.change is None:
-        return gate.model_copy(update={"message": f"{label}: not evaluated, the metric is missing in a profile"})
-    if gate.relative:
-        if d.relative is None:
-            return gate.model_copy(update={"message": f"{label}: not evaluated, the before value is 0"})
-        observed, limit = d.relative * 100, gate.threshold
-        shown = f"{observed:+.1f} %"
-    else:
-        observed, limit = d.change, gate.threshold
-        shown = d.change_display
+def _amount(x: float) -> str:
+    """A non-negative change for a gate message: '1,250', '7.2', '0.0563'."""
+    if x >= 100:
+        return f"{x:,.0f}"
+    if x >= 1:
+        return f"{x:.1f}".removesuffix(".0")
+    return f"{x:.3g}"
+
+
+def _observed(gate: Gate, before: float, after: float) -> float:
+    """The change in the gate's unit (a percent gate needs a before value other than 0)."""
+    change = after - before
+    if gate.unit == "percent":
+        return change / abs(before) * 100
+    if gate.unit == "points":
+        return change * 100
+    if gate.unit in DURATION_UNITS:
+        return change / DURATION_UNITS[gate.unit]
+    return change
+
+
+def _check(gate: Gate, before: float, after: float) -> Gate:
+    """The gate on a metric both profiles have."""
+    d = _delta(gate.metric, before, after)
+    observed = _observed(gate, before, after)
     moved = observed if gate.direction == "+" else -observed
-    crossed = moved > limit
-    verb = "rose" if observed > 0 else "fell"
-    message = (f"{gate.metric} {verb} {d.before_display} → {d.after_display} ({shown}), "
-               f"{'beyond' if crossed else 'within'} the allowed {gate.direction}{gate.threshold:g}"
-               f"{' %' if gate.relative else ''}")
+    crossed = round(moved, 9) > gate.threshold  # 0.65 - 0.60 is 5.000000000000004 pt, not more than 5 pt
+    symbol = _GATE_SYMBOLS.get(gate.unit) or {"ns": " ns", "rate": "/s"}.get(d.unit, "")
+    moved_by = (f"rose {_amount(observed)}{symbol}" if observed > 0 else
+                f"fell {_amount(-observed)}{symbol}" if observed < 0 else "did not change")
+    message = (f"{gate.metric} {moved_by} ({d.before_display} → {d.after_display}), "
+               f"{'beyond' if crossed else 'within'} the allowed {gate.direction}{gate.threshold:,.10g}{symbol}")
     return gate.model_copy(update={"observed": observed, "crossed": crossed, "message": message})
+
+
+def _optional_spec(gate: Gate) -> str:
+    return f"{gate.metric}?:{gate.spec.split(':', 1)[1].strip()}"
+
+
+SideName = Literal["before", "after"]
+# What is known of a profile that lacks a metric: its file name and why it lacks it ("" where unknown).
+Absence = Callable[[SideName, str], tuple[str, str]]
+
+
+def _unknown_absence(_side: SideName, _key: str) -> tuple[str, str]:
+    return "", ""
+
+
+def _missing_in(lacking: list[SideName], key: str, about: Absence) -> str:
+    """'the after profile (b.sqlite; no NVTX decode ranges)', 'both profiles (a.sqlite, b.sqlite; …)'."""
+    known = {side: about(side, key) for side in lacking}
+
+    def detail(names: list[str], why: str) -> str:
+        inside = "; ".join(x for x in (", ".join(n for n in names if n), why) if x)
+        return f" ({inside})" if inside else ""
+
+    if len(lacking) == 2 and known["before"][1] == known["after"][1]:
+        return "both profiles" + detail([known["before"][0], known["after"][0]], known["before"][1])
+    return " and ".join(f"the {side} profile{detail([known[side][0]], known[side][1])}" for side in lacking)
+
+
+def check_gates(gates: list[Gate], before: Mapping[str, float | None], after: Mapping[str, float | None],
+                about: Absence = _unknown_absence) -> list[Gate]:
+    """Each gate evaluated on the compared values of the two profiles (as extract() returns them). A gate that
+    cannot be evaluated (its metric missing in a profile, a percent gate on a before value of 0) is an error,
+    one sentence per gate naming the metric and the profile that lacks it (`about` names that profile and says
+    why), unless the gate is optional: then it passes, not evaluated."""
+    checked: list[Gate] = []
+    problems: list[str] = []
+    for gate in gates:
+        b, a = before.get(gate.metric), after.get(gate.metric)
+        if b is None or a is None:
+            lacking: list[SideName] = [side for side, value in (("before", b), ("after", a)) if value is None]
+            reason = f"{gate.metric} is missing in {_missing_in(lacking, gate.metric, about)}"
+            fix = f"mark the gate optional as {_optional_spec(gate)!r} to let it pass when the metric is missing"
+        elif gate.unit == "percent" and b == 0:
+            reason = f"the before value of {gate.metric} is 0, so a change in % of it is undefined"
+            fix = (f"use an absolute gate such as {gate.metric}:{gate.direction}N (in its unit) or mark it "
+                   f"optional as {_optional_spec(gate)!r}")
+        else:
+            checked.append(_check(gate, b, a))
+            continue
+        if gate.optional:
+            checked.append(gate.model_copy(update={"message": f"{gate.spec}: not evaluated (optional), {reason}"}))
+        else:
+            problems.append(f"--fail-on-regression {gate.spec!r}: {reason}; {fix}")
+    if problems:
+        raise GateError(problems[0], problems)
+    return checked
+
+
+def _absence(report: Report, key: str, tokens: int | None) -> tuple[str, str]:
+    """The file name of a profile that lacks the metric `key`, and why where that is known."""
+    name = PurePath(report.profile.path).name
+    phase = PHASE_KEY.match(key)
+    if phase:
+        present = [PHASE_KEY.match(k).group(1) for k in phase_values(report)]  # type: ignore[union-attr]
+        return name, (f"no NVTX phase {phase.group(1)!r}, only {', '.join(present)}" if present
+                      else "no NVTX phases")
+    metric = definition(key)
+    if not metric.is_throughput:
+        return name, ""
+    with_tokens = throughput(report.profile.duration_ns, report.facts.get("phases") or [], 1)
+    if tokens is None and number(raw_value(metric, report, with_tokens)) is not None:
+        return name, "no --tokens N given"
+    return name, "no NVTX decode ranges"
 
 
 def _timeline(report: Report) -> list[dict[str, float]]:
@@ -179,8 +316,8 @@ def compare(before: Report, after: Report, *, tokens: int | None = None, gates: 
     deltas = [_delta(k, vb.get(k), va.get(k)) for k in keys
               if vb.get(k) is not None or va.get(k) is not None]
     parsed = [parse_gate(s, known_metrics()) for s in gates]
-    by_key = {d.key: d for d in deltas}
-    checked = [_check(g, by_key) for g in parsed]
+    sides = {"before": before, "after": after}
+    checked = check_gates(parsed, vb, va, lambda side, key: _absence(sides[side], key, tokens))
     findings = _finding_changes(before, after)
     verdict, reason = _verdict(deltas, findings)
     return Comparison(tool_version=after.tool_version, before=_side(before), after=_side(after), tokens=tokens,

@@ -8,8 +8,9 @@ from typing import Literal
 from .model import Document, MetricInfo, Model
 from ..vocabulary import Severity
 
-COMPARISON_SCHEMA_VERSION = "1.0"
+COMPARISON_SCHEMA_VERSION = "1.1"
 Assessment = Literal["improved", "regressed", "unchanged", "changed", "n/a"]
+GateUnit = Literal["percent", "points", "absolute", "ns", "us", "ms", "s"]
 
 
 class MetricDelta(MetricInfo):
@@ -56,15 +57,23 @@ class Gate(Model):
     """A --fail-on-regression gate and its outcome."""
 
     spec: str
-    """As given, e.g. 'gpu_utilization:-5%'."""
+    """As given, e.g. 'gpu_utilization:-5pt'."""
     metric: str
     direction: Literal["+", "-"]
     """'+': fail when the metric rises by more than the threshold; '-': when it falls by more."""
     threshold: float
+    """As written, in the gate's unit: 5 for ':-5pt', ':-5%' and ':+5us'."""
     relative: bool
-    """The threshold is in % of the before value (else absolute, in the metric's unit)."""
+    """The threshold is in % of the before value (unit 'percent')."""
+    unit: GateUnit
+    """What the threshold counts: percent of the before value; points, percentage points of a 0-1 metric (its
+    change × 100); absolute, the change in the metric's own unit (ns for a time); ns, us, ms or s, the change of
+    a time metric in that unit."""
+    optional: bool = False
+    """Marked with '?' after the metric: when the metric is missing in a profile, or a percent gate meets a
+    before value of 0, the gate is not evaluated and passes (otherwise that stops the comparison, exit 2)."""
     observed: float | None = None
-    """The change in the gate's terms (absolute or relative); null when it could not be evaluated."""
+    """The change in the gate's unit; null when it was not evaluated."""
     crossed: bool = False
     message: str = ""
 
