@@ -27,9 +27,10 @@ REPORTED_FACTS = (
     "summary", "gpu_utilization", "launch_overhead", "kernel_gaps", "launch_api", "api_summary",
     "sync_overview", "sync_summary", "copy_summary", "transfer_overview", "kernel_summary", "cuda_graphs",
     "communication", "device_balance", "gpu_metrics_summary", "phases", "gpu_starvation", "capture_health",
-    "utilization_timeline", "gap_histogram",
+    "nvtx_summary", "osrt_summary", "worst_offenders",
+    "utilization_timeline", "gap_histogram", "timeline_excerpt",
 )
-_ROW_LIMITS = {"kernel_summary": 50, "api_summary": 50, "kernel_gaps": 200}
+_ROW_LIMITS = {"kernel_summary": 50, "api_summary": 50, "kernel_gaps": 200, "nvtx_summary": 50, "osrt_summary": 50}
 # Per-phase facts shown in reports and JSON (Report.phase_facts).
 PHASE_REPORTED_FACTS = ("gpu_utilization", "launch_overhead", "gpu_metrics_summary")
 

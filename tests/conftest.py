@@ -45,7 +45,11 @@ SLOW_MODULES = {
 # path a quicker test of the fast tier already walks. A name stands for every case of a parametrized test.
 SLOW_TESTS = {
     "test_reports.py": ["test_html_in_headless_chromium", "test_cli_writes_the_html_report"],
+    "test_timeline_excerpt.py": ["test_chromium_draws_the_profiles_own_events"],
+    "test_cli_outputs.py": ["test_compare_writes_every_format_from_one_comparison"],
     "test_compare.py": ["test_cli_exit_codes"],
+    "test_batch.py": ["test_a_worker_that_dies_is_an_internal_error_row_not_the_end_of_the_batch",
+                      "test_a_stop_signal_stops_the_workers_and_leaves_nothing"],
     "test_cli.py": ["test_both_module_entry_points_run_every_command", "test_tokens_turn_time_into_throughput",
                     "test_rule_options_go_before_or_after_the_subcommand",
                     "test_a_file_named_like_a_command_is_a_profile", "test_config_file_in_working_directory_is_used"],

@@ -13,7 +13,7 @@ from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "tools" / "benchmark.py"
-HEADER = ("| kernels | file MB | command | wall s | peak RSS MB | x floor (copy) "
+HEADER = ("| kernels | file MB | command | wall s | peak RSS MB | CPU % | x floor (gaps) "
           "| x faster than nsys stats | x faster than nsys analyze |")
 
 
@@ -31,27 +31,31 @@ def test_benchmark_smoke(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     rows = {r["command"]: r for r in data["rows"]}
 
-    assert {"floor (copy)", "floor (scan)", "nsys stats", "nsys analyze"} <= rows.keys()
+    assert {"floor (gaps)", "floor (copy)", "floor (scan)", "nsys stats", "nsys analyze"} <= rows.keys()
     diagnose = [c for c in rows if c.startswith("diagnose")]
     assert diagnose, rows.keys()
     if data["tools"]["has_no_cache"]:
         assert {"diagnose (cold)", "diagnose (first run, builds cache)", "diagnose (cache reused)"} <= set(diagnose)
     else:
         assert diagnose == ["diagnose"]
-    for command in ("floor (copy)", "floor (scan)", *diagnose):
+    for command in ("floor (gaps)", "floor (copy)", "floor (scan)", *diagnose):
         row = rows[command]
         assert row["status"] == "ok", row
         assert row["kernels"] == 3000
         assert row["wall_s"] > 0 and row["peak_rss_mb"] > 0
         assert all(run["returncode"] == 0 and run["wall_s"] > 0 and run["rss_kib"] > 0 for run in row["runs"])
-        assert row["x_floor"] > 0
+        assert row["x_floor"] > 0 and row["cpu_pct"] > 0
     assert rows["nsys stats"]["status"] == rows["nsys analyze"]["status"] == "skipped"
     assert data["sizes"][0]["kernels"] == 3000 and data["sizes"][0]["generated_s"] is not None
     assert data["machine"]["cpus"] >= 1 and data["machine"]["duckdb"]
 
     lines = done.stdout.splitlines()
     assert HEADER in lines
-    assert any(line.startswith("| 3 k |") and "| floor (copy) |" in line for line in lines)
+    assert any(line.startswith("| 3 k |") and "| floor (gaps) |" in line for line in lines)
+    # the phased twin is measured beside the plain export, and what phases cost is reported
+    assert rows["diagnose (cold, phased)"]["status"] == "ok"
+    assert data["phase_cost"][0]["kernels"] == 3000 and "Cost of judging phases" in done.stdout
+    assert any(t.startswith("- 3 k kernels: cold run") for t in data["targets"])
     assert (tmp_path / "large-3000.sqlite").is_file()
 
     # same work directory: the export is reused, not generated again

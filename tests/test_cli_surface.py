@@ -11,9 +11,9 @@ import pytest
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.version import tool_version
 
-COMMANDS = ([], ["compare"], ["rules"], ["facts"])
-PARSERS = {"diagnose": cli.profile_parser, "compare": cli.compare_parser, "rules": cli.rules_parser,
-           "facts": cli.facts_parser}
+COMMANDS = ([], ["compare"], ["batch"], ["rules"], ["facts"])
+PARSERS = {"diagnose": cli.profile_parser, "compare": cli.compare_parser, "batch": cli.batch_parser,
+           "rules": cli.rules_parser, "facts": cli.facts_parser}
 
 
 @pytest.mark.parametrize("words", COMMANDS, ids=lambda w: " ".join(w) or "diagnose")

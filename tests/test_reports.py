@@ -26,18 +26,15 @@ import html.parser
 import io
 import json
 import os
-import queue
 import re
-import shutil
 import sqlite3
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
+from chromium import Browser, chromium_binary, page_problems
 from conftest import analysis, scenario_analysis
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.cli import main as cli
@@ -417,7 +414,7 @@ def check_markdown(md: str) -> str:
         assert len(set(counts)) == 1, counts
     tags = {t.lower() for t in re.findall(r"<([a-zA-Z][a-zA-Z0-9]*)", rendered)}
     assert tags <= {"h2", "h3", "h4", "blockquote", "p", "strong", "em", "code", "table", "thead", "tbody", "tr",
-                    "th", "td", "ol", "ul", "li", "a", "details", "summary", "br"}, tags
+                    "th", "td", "ol", "ul", "li", "a", "details", "summary", "br", "pre"}, tags
     return rendered
 
 
@@ -453,7 +450,7 @@ def test_table_checker_catches_an_unescaped_pipe():
 # ------------------------------------------------------------------------------------------------------------
 ALLOWED_TAGS = {"html", "head", "meta", "link", "title", "style", "body", "main", "header", "section", "div", "span",
                 "h1", "h2", "h3", "p", "figure", "figcaption", "code", "svg", "rect", "line", "text", "ul", "ol", "li",
-                "strong", "table", "thead", "tbody", "tr", "th", "td", "article", "a", "footer", "polyline"}
+                "strong", "table", "thead", "tbody", "tr", "th", "td", "article", "a", "footer", "polyline", "g"}
 
 
 class _Tags(html.parser.HTMLParser):
@@ -642,113 +639,8 @@ def test_cli_writes_the_html_report(hostile, tmp_path):
 # ------------------------------------------------------------------------------------------------------------
 # Headless Chromium: renders the charts, no console error, no network request, a screenshot
 # ------------------------------------------------------------------------------------------------------------
-def _chromium() -> str | None:
-    override = os.environ.get("CHROMIUM")
-    if override:
-        return override
-    return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
-
-
-class Browser:
-    """Chromium driven through the DevTools protocol over --remote-debugging-pipe (fd 3 in, fd 4 out)."""
-
-    def __init__(self, binary: str, profile_dir: Path, log: Path):
-        to_chrome_r, self._to_chrome = os.pipe()
-        self._from_chrome, from_chrome_w = os.pipe()
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-default-apps", "--disable-extensions", "--hide-scrollbars", "--mute-audio",
-                 f"--user-data-dir={profile_dir}", "--remote-debugging-pipe", "about:blank"]
-        self._log = open(log, "wb")
-        self.proc = subprocess.Popen(
-            ["bash", "-c", f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}', binary, *flags],
-            pass_fds=(to_chrome_r, from_chrome_w), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
-        os.close(to_chrome_r)
-        os.close(from_chrome_w)
-        self._next_id = 0
-        self._messages: queue.Queue = queue.Queue()
-        self.events: list[dict] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        buf = b""
-        while True:
-            chunk = os.read(self._from_chrome, 1 << 16)
-            if not chunk:
-                self._messages.put(None)
-                return
-            buf += chunk
-            *messages, buf = buf.split(b"\0")
-            for m in messages:
-                self._messages.put(json.loads(m))
-
-    def _next(self, deadline: float) -> dict:
-        try:
-            msg = self._messages.get(timeout=max(deadline - time.monotonic(), 0.01))
-        except queue.Empty:
-            raise TimeoutError("Chromium did not answer in time") from None
-        if msg is None:
-            raise RuntimeError("Chromium exited")
-        if "method" in msg:
-            self.events.append(msg)
-        return msg
-
-    def send(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 30):
-        self._next_id += 1
-        msg = {"id": self._next_id, "method": method, "params": params or {}}
-        if session:
-            msg["sessionId"] = session
-        os.write(self._to_chrome, json.dumps(msg).encode() + b"\0")
-        deadline = time.monotonic() + timeout
-        while True:
-            reply = self._next(deadline)
-            if reply.get("id") == self._next_id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply["result"]
-
-    def wait_for(self, method: str, session: str, timeout: float = 30) -> dict:
-        seen = len(self.events)
-        deadline = time.monotonic() + timeout
-        while True:
-            for e in self.events[seen:]:
-                if e["method"] == method and e.get("sessionId") == session:
-                    return e
-            seen = len(self.events)
-            self._next(deadline)
-
-    def close(self) -> None:
-        try:
-            self.send("Browser.close", timeout=5)
-        except Exception:
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        os.close(self._to_chrome)
-        self._log.close()
-
-
-def _problems(events: list[dict], allowed_urls: set[str]) -> list[str]:
-    out = []
-    for e in events:
-        p = e.get("params", {})
-        if e["method"] == "Network.requestWillBeSent" and p["request"]["url"] not in allowed_urls \
-                and not p["request"]["url"].startswith("data:"):
-            out.append(f"request: {p['request']['url'][:200]}")
-        elif e["method"] == "Log.entryAdded" and p["entry"]["level"] == "error":
-            out.append(f"log: {p['entry'].get('text', '')[:300]}")
-        elif e["method"] == "Runtime.consoleAPICalled" and p["type"] in ("error", "assert"):
-            out.append(f"console: {str(p.get('args'))[:300]}")
-        elif e["method"] in ("Runtime.exceptionThrown", "Page.javascriptDialogOpening"):
-            out.append(f"{e['method']}: {str(p)[:300]}")
-    return out
-
-
 def test_html_in_headless_chromium(tmp_path, hostile):
-    binary = _chromium()
+    binary = chromium_binary()
     if not binary:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail("chromium is required in CI: apt-get install chromium (see .ci/run)")
@@ -789,7 +681,7 @@ def test_html_in_headless_chromium(tmp_path, hostile):
                 (ARTIFACTS / "eager_decode_report.png").write_bytes(base64.b64decode(full))
                 pdf = browser.send("Page.printToPDF", {"printBackground": True}, session=s, timeout=60)["data"]
                 assert base64.b64decode(pdf).startswith(b"%PDF")
-        problems = _problems(browser.events, {p.as_uri() for p in pages.values()})
+        problems = page_problems(browser.events, {p.as_uri() for p in pages.values()})
     finally:
         browser.close()
     assert not problems, problems

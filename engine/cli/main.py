@@ -2,6 +2,7 @@
 
     diagnose PROFILE...                  one export, or the ranks of a run (no command word)
     diagnose compare BEFORE AFTER        compare.py
+    diagnose batch PATHS... --out FILE   batch.py (many independent profiles, one row each)
     diagnose rules list|explain|check|test   rules.py, rules_check.py
     diagnose facts list|show             facts.py
 
@@ -25,14 +26,11 @@ _STARTING = StopRequest(defer=True).__enter__()
 try:
     from ..api import diagnose
     from ..diagnosis.config import resolve_config
-    from ..diagnosis.multirank import diagnose_run
     from ..errors import InputError
-    from ..reports.compare import known_metrics
     from ..reports.render import FORMATS, render
     from ..vocabulary import Severity
-    from . import compare, facts, rules
     from .exits import EXIT_CODES_HELP, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, finish
-    from .output import check_output, emit, wants_colour
+    from .output import check_output, emit, output_formats, wants_colour
     from .progress import Progress
     from .tables import ROW_FORMATS
     from ..version import tool_version
@@ -131,7 +129,7 @@ def profile_parser() -> argparse.ArgumentParser:
                     "compared (straggler, imbalance, NCCL time per rank).",
         epilog="Rule tooling: `diagnose rules list|explain ID|check [PATHS]|test [PATHS]`. "
                "Facts: `diagnose facts list`, `diagnose facts show FACT PROFILE` (its rows on an export). "
-               "Before/after: `diagnose compare BEFORE AFTER [--fail-on-regression METRIC:N]`. "
+               "Before/after: `diagnose compare BEFORE AFTER [--fail-on-regression METRIC:-5pt]`. "
                "Multi-rank: `diagnose rank0.sqlite rank1.sqlite ...` or `diagnose RUN_DIR`; --fail-on then "
                "counts every rank's findings and the cross-rank ones. A file named compare, rules or facts in "
                "the working directory is a profile, not a command. " + EXIT_CODES_HELP)
@@ -139,9 +137,12 @@ def profile_parser() -> argparse.ArgumentParser:
                    help="SQLite export written by `nsys export --type sqlite` (read-only); two or more, or a "
                         "directory of *.sqlite / *.nsys-rep exports, diagnose one multi-rank run (rank numbers from "
                         "names such as rank0, rank_3, -r2, .3.sqlite, else sorted order)")
-    p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
+    p.add_argument("-f", "--format", choices=FORMATS, default=None,
                    help="terminal summary (default), GitHub Markdown, self-contained HTML with charts, or JSON")
-    p.add_argument("-o", "--output", type=Path, help="write the report to this file instead of standard output")
+    p.add_argument("-o", "--output", dest="outputs", action="append", type=Path, default=[], metavar="FILE",
+                   help="write the report to FILE instead of standard output; repeatable, to write several formats "
+                        "from one diagnosis: without -f each file's format follows its extension (.md, .html, "
+                        ".json; anything else: the terminal summary as plain text)")
     p.add_argument("--fail-on", choices=Severity.names(), help="exit 1 when a finding has this severity or worse")
     p.add_argument("--tokens", type=_positive_int_of("tokens"), metavar="N",
                    help="output tokens the profiled run generated: adds tokens/s and time per output token "
@@ -160,24 +161,38 @@ def profile_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _known_metrics() -> list[str]:
+    from ..reports.compare import known_metrics  # only `compare` needs it (see COMMANDS)
+
+    return known_metrics()
+
+
 def compare_parser() -> argparse.ArgumentParser:
     p = _ArgumentParser(
         prog="diagnose compare",
         description="Diagnose two Nsight Systems SQLite exports (before and after a change) and show what "
                     "changed: metrics with absolute and relative change, findings that appeared or disappeared, "
                     "and a verdict (improved, regressed, unchanged).",
-        epilog="Gates: METRIC:+N fails when the metric rises by more than N (absolute, in its unit: a 0-1 "
-               "ratio, ns, a count), METRIC:-N% when it falls by more than N % of its before value. Metrics: "
-               + ", ".join(known_metrics()) + ", phase_<name>_ns. "
+        epilog="Gates: METRIC:+N fails when the metric rises by more than N in its own unit (a 0-1 ratio, ns, "
+               "a count), METRIC:-N% when it falls by more than N % of its before value, METRIC:-Npt by more "
+               "than N percentage points (0-1 metrics), METRIC:+2ms by more than a time (*_ns metrics); "
+               "METRIC?:... passes when the metric is missing, which otherwise exits 2. Metrics: "
+               + ", ".join(_known_metrics()) + ", phase_<name>_ns. "
                + EXIT_CODES_HELP.replace("a finding at or above --fail-on", "a gate crossed"))
     p.add_argument("before", help="SQLite export of the baseline run")
     p.add_argument("after", help="SQLite export of the changed run")
-    p.add_argument("-f", "--format", choices=FORMATS, default="terminal",
+    p.add_argument("-f", "--format", choices=FORMATS, default=None,
                    help="terminal (default), GitHub Markdown, self-contained HTML with a chart, or JSON")
-    p.add_argument("-o", "--output", type=Path, help="write the comparison to this file instead of standard output")
-    p.add_argument("--fail-on-regression", dest="gates", action="append", default=[], metavar="METRIC:[+|-]N[%]",
-                   help="exit 1 when METRIC moves beyond the threshold, e.g. gpu_utilization:-5%% or "
-                        "overhead_ratio:+0.05; repeatable")
+    p.add_argument("-o", "--output", dest="outputs", action="append", type=Path, default=[], metavar="FILE",
+                   help="write the comparison to FILE instead of standard output; repeatable: without -f each "
+                        "file's format follows its extension (.md, .html, .json; else plain terminal text)")
+    p.add_argument("--fail-on-regression", dest="gates", action="append", default=[],
+                   metavar="METRIC[?]:[+|-]N[UNIT]",
+                   help="exit 1 when METRIC moves beyond N (- falls, + rises; no sign: its bad direction); "
+                        "repeatable. UNIT: %% of the before value (gpu_utilization:-5%%), pt percentage points of "
+                        "a 0-1 metric (gpu_utilization:-5pt), ns/us/ms/s for *_ns metrics (step_time_ns:+2ms); "
+                        "none: absolute in the metric's unit (overhead_ratio:+0.05; ns for times). A metric "
+                        "missing in either profile exits 2 unless marked optional: phase_decode_ns?:+5%%")
     p.add_argument("--tokens", type=_positive_int_of("tokens"), metavar="N",
                    help="output tokens generated in each run: adds tokens/s and time per output token")
     _add_config(p)
@@ -185,6 +200,40 @@ def compare_parser() -> argparse.ArgumentParser:
     _add_cache(p)
     _add_colour(p, "terminal output")
     _add_quiet(p, "accepted for uniformity; compare prints no progress messages")
+    _add_debug(p)
+    _add_version(p)
+    return p
+
+
+def batch_parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(
+        prog="diagnose batch",
+        description="Diagnose many independent profiles (nightly runs, a sweep of models and batch sizes) in "
+                    "parallel worker processes and write one row per profile (verdict, its cost, key metrics, "
+                    "findings) to a Parquet, CSV or JSON Lines file.",
+        epilog="A profile that cannot be diagnosed is a row with its error, never the end of the batch. "
+               "Exit codes: 0 success (every profile diagnosed), 1 a finding at or above --fail-on, 2 usage, input or "
+               "configuration error, or some profiles could not be diagnosed (the results file is written, their "
+               "rows say why), "
+               "3 a bug hit some profile (rows marked \"internal error:\"), 128+N stopped by signal N (130 Ctrl-C, "
+               "143 SIGTERM, 129 SIGHUP): no results file is written.")
+    p.add_argument("inputs", nargs="+", metavar="PROFILE|DIR|GLOB",
+                   help="SQLite exports (or .nsys-rep reports), directories of them (not their subdirectories; "
+                        "other files are skipped and counted) and glob patterns, expanded here so quoted globs work "
+                        "('runs/**/*.sqlite' descends)")
+    p.add_argument("-o", "--out", dest="output", type=Path, required=True, metavar="FILE",
+                   help="results file; the format follows the extension: .parquet, .csv (findings as a JSON string) "
+                        "or .jsonl; written atomically, never over an input")
+    p.add_argument("--fail-on", choices=Severity.names(), help="exit 1 when a finding of any profile has this "
+                                                               "severity or worse")
+    _add_config(p)
+    _add_set(p, "override a rule param for every profile (as for diagnose); repeatable")
+    _add_cache(p)
+    p.add_argument("-j", "--jobs", type=_positive_int_of("processes"), metavar="N",
+                   help="worker processes (default: one per usable CPU); each gets an equal share of the CPUs and "
+                        "of DuckDB's memory limit")
+    _add_colour(p, None)
+    _add_quiet(p, "no progress lines (errors and the exit code still tell what failed)")
     _add_debug(p)
     _add_version(p)
     return p
@@ -256,11 +305,38 @@ def facts_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Each command module is imported when its command runs: every CLI process starts by importing this file, and
+# diagnosing a profile needs none of them.
+def _compare(args: argparse.Namespace, stop: StopRequest) -> int:
+    from . import compare
+
+    return compare.run(args, stop)
+
+
+def _batch(args: argparse.Namespace, stop: StopRequest) -> int:
+    from . import batch
+
+    return batch.run(args, stop)
+
+
+def _rules(args: argparse.Namespace, stop: StopRequest) -> int:
+    from . import rules
+
+    return rules.run(args, stop)
+
+
+def _facts(args: argparse.Namespace, stop: StopRequest) -> int:
+    from . import facts
+
+    return facts.run(args, stop)
+
+
 # command word -> (its parser, its implementation, the name its error messages start with)
 COMMANDS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Command, str]] = {
-    "compare": (compare_parser, compare.run, "diagnose compare"),
-    "rules": (rules_parser, rules.run, "diagnose"),
-    "facts": (facts_parser, facts.run, "diagnose"),
+    "compare": (compare_parser, _compare, "diagnose compare"),
+    "batch": (batch_parser, _batch, "diagnose batch"),
+    "rules": (rules_parser, _rules, "diagnose"),
+    "facts": (facts_parser, _facts, "diagnose"),
 }
 
 
@@ -294,25 +370,29 @@ def _main(argv: list[str]) -> int:
 
 def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -> int:
     multi_rank = len(args.profiles) > 1 or (args.profiles[0] != "" and Path(args.profiles[0]).is_dir())
-    check_output(args.output, args.profiles, args.cache_dir)  # fail fast: before any diagnosis work
+    outputs = output_formats(args.outputs, args.format)
+    for output, _ in outputs:
+        check_output(output, args.profiles, args.cache_dir)  # fail fast: before any diagnosis work
     config = resolve_config(args.config, args.rule_dirs, args.sets)
-    colour = wants_colour(args.color, args.output) and args.format == "terminal"
     if multi_rank:
         if args.tokens:
             raise InputError("--tokens applies to one profile; the ranks of a run need not generate the same "
                              "tokens, so diagnose a rank alone to get its tokens/s.")
-        run = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs,
-                           cache_dir=args.cache_dir)
-        findings = [f for _, f in run.all_findings()]
-        text = render(run, args.format, colour=colour)
+        from ..diagnosis.multirank import diagnose_run  # only multi-rank runs need it
+
+        document = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs,
+                                cache_dir=args.cache_dir)
+        findings = [f for _, f in document.all_findings()]
     else:
-        report = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
-                          cache=args.cache, cache_dir=args.cache_dir)
-        findings = report.findings
-        text = render(report, args.format, colour=colour)
+        document = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
+                            cache=args.cache, cache_dir=args.cache_dir)
+        findings = document.findings
+    texts = [(output, render(document, fmt, colour=fmt == "terminal" and wants_colour(args.color, output)))
+             for output, fmt in outputs]
     stop.check()
     progress.clear()
-    emit(text, args.output, inputs=args.profiles, cache_dir=args.cache_dir)
+    for output, text in texts:
+        emit(text, output, inputs=args.profiles, cache_dir=args.cache_dir)
     if args.fail_on and any(f.severity.at_least(args.fail_on) for f in findings):
         return EXIT_FINDINGS
     return EXIT_OK

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import OutputError
+from ..errors import InputError, OutputError
 from ..reading.ranks import exports_in
 from ..reading.cache import cache_location
 
@@ -49,6 +49,22 @@ class Protected:
 
     path: Path
     what: str
+
+
+_EXTENSION_FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
+
+
+def output_formats(outputs: list[Path], fmt: str | None) -> list[tuple[Path | None, str]]:
+    """(file, format) of every report to write: standard output when no -o is given; `fmt` (-f) for the one file
+    when it is given, else each file's extension (.md, .html, .json; anything else: the terminal text)."""
+    if not outputs:
+        return [(None, fmt or "terminal")]
+    if fmt and len(outputs) > 1:
+        raise InputError(f"-f {fmt} with {len(outputs)} -o files: with several -o, each file's extension chooses "
+                         f"its format (.md, .html, .json); drop -f")
+    if len({os.path.abspath(o) for o in outputs}) < len(outputs):
+        raise InputError("the same -o file is given twice; give each report its own file")
+    return [(o, fmt or _EXTENSION_FORMATS.get(o.suffix.lower(), "terminal")) for o in outputs]
 
 
 def is_stdout(output: Path | None) -> bool:

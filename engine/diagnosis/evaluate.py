@@ -13,6 +13,7 @@ from ..facts.compute import FactSet
 from ..reports.model import Evidence, Finding, RuleOutcome, Verdict
 from .rules import Condition, Operand, Rule, RuleError, key_position, template_fields
 from ..vocabulary import IDLE_CAUSES, Kind, Severity
+from ..text import column_label
 from ..units import PARAM_UNITS, column_unit, fmt_param, fmt_ratio, fmt_value
 
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
@@ -114,7 +115,30 @@ def _display_unit(column: str) -> str:
     return "plain" if column.endswith(("_ratio", "_per_kernel")) else column_unit(column)
 
 
-def _evidence(rule: Rule, row: dict[str, Any], params: dict[str, float]) -> list[Evidence]:
+def _compared_units(column: str, param_unit: str | None) -> tuple[str, str | None]:
+    """(unit of the value, unit of the threshold) as an evidence row shows them: the same unit on both sides, so
+    a 0-1 share judged against a percentage reads '37.3 %' beside '50.0 %', never '0.37' beside it. None for the
+    threshold: the param's own unit (fmt_param)."""
+    unit = _display_unit(column)
+    if param_unit is None:
+        return unit, unit
+    if unit == "plain":
+        return unit, unit
+    percent_param = PARAM_UNITS.get(param_unit, ("number", 1.0))[0] in ("ratio", "percent")
+    if unit in ("ratio", "percent"):
+        return unit, unit if percent_param else None
+    if percent_param:  # a column without a unit suffix judged against a share: show the value as the param does
+        return PARAM_UNITS[param_unit][0], None
+    return unit, None
+
+
+def _evidence(rule: Rule, row: dict[str, Any], params: dict[str, float],
+              column_docs: dict[str, str] | None = None) -> list[Evidence]:
+    """The evidence rows of a finding: one per column its conditions read (value beside threshold), then the
+    context columns of the rule's `evidence:` list. A column the rule gives no label is labelled from its
+    documentation (`-- @column` line of the fact); a true/false condition reads as a word ('Straggler: yes')."""
+    docs = column_docs or {}
+    labels = {ev.column: ev.label for ev in rule.spec.evidence}
     items: list[Evidence] = []
     seen: set[str] = set()
     for cond in rule.conditions + [c for c in rule.any_conditions if _holds(c, row, params, rule)]:
@@ -124,24 +148,26 @@ def _evidence(rule: Rule, row: dict[str, Any], params: dict[str, float]) -> list
         seen.add(col.value)
         other = cond.right if col is cond.left else cond.left
         op = cond.op if col is cond.left else {">": "<", "<": ">", ">=": "<=", "<=": ">="}.get(cond.op, cond.op)
+        value = row.get(col.value)
+        label = labels.get(col.value) or column_label(col.value, docs.get(col.value))
         threshold = threshold_display = param = None
-        unit = _display_unit(col.value)
+        p_unit = rule.spec.params[other.value].unit if other.kind == "param" else None
+        unit, threshold_unit = _compared_units(col.value, p_unit)
         if other.kind == "param":
             param = other.value
             threshold = params[param]
-            p_unit = rule.spec.params[param].unit
-            threshold_display = fmt_value(threshold, unit) if unit == "plain" else fmt_param(threshold, p_unit)
+            threshold_display = (fmt_param(threshold, p_unit) if threshold_unit is None
+                                 else fmt_value(threshold * PARAM_UNITS[p_unit][1], threshold_unit))
         elif other.kind in ("number", "bool"):
             threshold = other.value
             threshold_display = fmt_value(other.value, unit)
-        items.append(Evidence(label=col.value.replace("_", " "), column=col.value, value=row.get(col.value),
-                              display=fmt_value(row.get(col.value), unit), op=op,
+        if other.kind == "bool" or isinstance(value, bool):
+            # The condition is a yes/no gate: the row reads 'Straggler: yes', the comparison stays in the JSON.
+            threshold_display = None
+        items.append(Evidence(label=label, column=col.value, value=value, display=fmt_value(value, unit), op=op,
                               threshold=threshold, threshold_display=threshold_display, param=param))
     for ev in rule.spec.evidence:
         if ev.column in seen:
-            for item in items:
-                if item.column == ev.column:
-                    item.label = ev.label
             continue
         seen.add(ev.column)
         items.append(Evidence(label=ev.label, column=ev.column, value=row.get(ev.column),
@@ -185,6 +211,7 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
             out.skipped.append(outcome)
             continue
         params = effective_params(rule, rule_params.get(rule.id, {}))
+        column_docs = {c.name: c.doc for c in result.fact.columns}
         fired = False
         not_after = time.monotonic() + templating.RULE_RENDER_SECONDS
         for row in result.rows:
@@ -211,7 +238,8 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
             out.findings.append(Finding(
                 rule=rule.id, title=spec.title, category=spec.category, kind=spec.kind, severity=severity,
                 subject=subject, message=_render(rule, "message", spec.message, context, not_after),
-                impact=impact, phase=phase, run_impact=run_impact, evidence=_evidence(rule, row, params),
+                impact=impact, phase=phase, run_impact=run_impact,
+                evidence=_evidence(rule, row, params, column_docs),
                 remediation=_remediation(rule, stack, context, not_after),
                 references=list(spec.references), row=row))
         if not fired:

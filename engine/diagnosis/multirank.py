@@ -30,6 +30,7 @@ from ..reading.ranks import Numbering, RankInput, resolve_run
 from .rules import Rule, load_rules
 from ..facts.cross_rank import compute_run_facts, load_run_facts
 from ..reports.runmodel import RankRow, RunBalance, RunReport, split_balance_row
+from ..text import plural
 from ..units import fmt_ratio
 from ..vocabulary import Severity
 
@@ -170,8 +171,9 @@ def run_verdict(findings: Sequence[Finding], ranks: Sequence[RankRow], balance: 
     first = agreeing[0]
     who = f"all {len(ranks)} ranks" if len(agreeing) == len(ranks) else \
         f"{len(agreeing)} of {len(ranks)} ranks ({_ranks_text([r.rank for r in agreeing])})"
-    spread = (f"compute time differs by {fmt_ratio(balance.imbalance)} across the {balance.rank_count} ranks with "
-              f"kernels" if balance.imbalance is not None and balance.rank_count else "no rank ran kernels")
+    spread = (f"compute time differs by {fmt_ratio(balance.imbalance)} across the "
+              f"{plural(balance.rank_count, 'rank')} with kernels"
+              if balance.imbalance is not None and balance.rank_count else "no rank ran kernels")
     if balance.rank_count and balance.comm_rank_count < balance.rank_count:
         spread += (f"; {balance.rank_count - balance.comm_rank_count} of them ran no NCCL kernel, so no rank waits "
                    f"for another in collectives")

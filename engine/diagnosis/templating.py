@@ -37,6 +37,7 @@ from jinja2.runtime import LoopContext
 from jinja2.sandbox import SandboxedEnvironment, SecurityError
 from jinja2.utils import _PassArg, missing
 
+from ..text import plural
 from ..units import fmt_bytes, fmt_duration, fmt_number, fmt_ratio
 
 # Wall-clock time one render may take. Bundled messages render in well under a millisecond.
@@ -359,7 +360,7 @@ def _filters() -> dict[str, Callable[..., Any]]:
     table.update(join=_join, replace=_replace, format=_format, string=lambda value: to_text(value),
                  dur=fmt_duration, pct=fmt_ratio, bytes=fmt_bytes, num=fmt_number,
                  gbps=lambda v: "n/a" if v is None else f"{float(v):.1f} GB/s",
-                 percent=lambda v: "n/a" if v is None else f"{float(v):.1f} %")
+                 percent=lambda v: "n/a" if v is None else f"{float(v):.1f} %", plural=plural)
     return {name: _bounded_filter(name, func) for name, func in table.items()}
 
 

@@ -12,7 +12,8 @@ from typing import Any
 from .comparemodel import TimeBin
 from .model import Report
 from .runmodel import RunReport
-from ..units import fmt_duration, fmt_number, fmt_ratio
+from ..text import plural
+from ..units import fmt_duration, fmt_ratio
 
 WIDTH = 760          # plot width in SVG user units (the SVG scales to the page width)
 LEFT = 52            # room for the y-axis labels
@@ -27,6 +28,36 @@ PART_COLOURS = {
 
 def _r(x: float) -> float:
     return round(float(x), 1)
+
+
+FONT_SIZE = 11        # of the charts' text (svg text in _parts.html.j2), in SVG user units
+CHAR_WIDTH = 7.0      # upper bound of a character's advance at FONT_SIZE in the system sans-serif fonts
+
+
+def text_box(x: float, baseline: float, text: str, anchor: str = "middle") -> tuple[float, float, float, float]:
+    """(left, right, top, bottom) of an SVG text at `x` with `anchor`, on `baseline`: a generous box, so that
+    a line kept out of it never touches the glyphs."""
+    width = len(text) * CHAR_WIDTH
+    left = {"start": x, "middle": x - width / 2, "end": x - width}[anchor]
+    return left, left + width, baseline - FONT_SIZE, baseline + 3
+
+
+# The y axis of a utilisation chart ends at 100 % unless the busiest bin stays below LOW_UTILISATION: then at the
+# first of these tops above it, so that a GPU busy 1-3 % of the time shows its bins rather than a flat line.
+LOW_UTILISATION = 0.25
+LOW_TOPS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.25)
+
+
+def utilisation_top(peak: float) -> float:
+    """Busy share at the top of a utilisation chart's y axis: 1.0, or a round value just above a low `peak`."""
+    if peak <= 0 or peak >= LOW_UTILISATION:
+        return 1.0
+    return next(t for t in LOW_TOPS if t >= peak)
+
+
+def _share_label(fraction: float) -> str:
+    """An axis label: '0 %', '2.5 %', '100 %'."""
+    return f"{fraction * 100:.4g} %"
 
 
 def nice_ticks(span: float, target: int = 6) -> list[float]:
@@ -96,17 +127,20 @@ def timeline(report: Report) -> dict[str, Any] | None:
     util = {g["device_id"]: g.get("utilization") for g in report.facts.get("gpu_utilization", [])}
     charts = []
     for dev, bins in sorted(devices.items()):
+        fractions = [min(max(b["busy_fraction"] or 0.0, 0.0), 1.0) for b in bins]
+        top = utilisation_top(max(fractions, default=0.0))
         bars = []
-        for b in bins:
+        for b, frac in zip(bins, fractions):
             x = (b["bin_start_ns"] - t0) / span * WIDTH
             w = (b["bin_end_ns"] - b["bin_start_ns"]) / span * WIDTH
-            frac = min(max(b["busy_fraction"] or 0.0, 0.0), 1.0)
-            bars.append(dict(x=_r(x), w=_r(max(w - 0.4, 0.4)), h=_r(frac * height), y=_r(height - frac * height),
+            h = min(frac / top, 1.0) * height
+            bars.append(dict(x=_r(x), w=_r(max(w - 0.4, 0.4)), h=_r(h), y=_r(height - h),
                              tip=f"{fmt_duration(b['bin_start_ns'] - t0)}–{fmt_duration(b['bin_end_ns'] - t0)}: "
-                                 f"busy {fmt_ratio(frac, 0)}"))
+                                 f"busy {fmt_ratio(frac, 1 if top < 1 else 0)}"))
         mean = util.get(dev)
-        charts.append(dict(device_id=dev, bars=bars, mean=mean,
-                           mean_y=_r(height - (mean or 0) * height) if mean is not None else None))
+        yticks = [dict(y=_r(height - f * height), label=_share_label(f * top)) for f in (0, 0.5, 1)]
+        charts.append(dict(device_id=dev, bars=bars, mean=mean, top=top, scaled=top < 1, yticks=yticks,
+                           mean_y=_r(height - min(mean / top, 1.0) * height) if mean is not None else None))
     ticks = [dict(x=_r(t / span * WIDTH), label=fmt_duration(t)) for t in nice_ticks(span)]
     return dict(height=height, charts=charts, ticks=ticks, span_ns=span)
 
@@ -159,11 +193,13 @@ def gap_histogram(report: Report) -> list[dict[str, Any]]:
         bars = []
         for i, b in enumerate(buckets):
             h = b["time_share"] / top * height
-            bars.append(dict(x=_r(i * slot + slot * 0.12), w=_r(slot * 0.76), cx=_r(i * slot + slot / 2),
+            cx = _r(i * slot + slot / 2)
+            bars.append(dict(x=_r(i * slot + slot * 0.12), w=_r(slot * 0.76), cx=cx,
                              h=_r(h), y=_r(height - h), label=bucket_label(b["lower_ns"], b["upper_ns"]),
                              count=b["gap_count"],
-                             count_text=f"{fmt_number(b['gap_count'])} gaps" if b["gap_count"] else "–",
+                             count_text=plural(b["gap_count"], "gap") if b["gap_count"] else "–",
                              share_text=fmt_ratio(b["time_share"], 0) if b["gap_count"] else "",
+                             text_x=cx, text_y=_r(height - h - 4), text_anchor="middle",
                              total_ns=b["total_gap_ns"], time_share=b["time_share"]))
         marker = None
         k = mean_kernel.get(dev)
@@ -171,9 +207,27 @@ def gap_histogram(report: Report) -> list[dict[str, Any]]:
             pos = _log_position(k, buckets)
             if pos is not None:
                 marker = dict(x=_r(pos * slot), label=f"mean kernel {fmt_duration(k)}")
+                _clear_of_line(bars, marker["x"])
         out.append(dict(device_id=dev, bars=bars, height=height, marker=marker, gap_count=total_gaps,
                         total_ns=sum(b["total_gap_ns"] for b in buckets)))
     return out
+
+
+MARKER_CLEARANCE = 4  # SVG units between the dashed mean-kernel line and the text beside it
+
+
+def _clear_of_line(bars: list[dict[str, Any]], line_x: float) -> None:
+    """Move each bar's share label that the vertical line at `line_x` would cross to the side of the line
+    facing the bar's centre, so that the dashed mean-kernel line never runs through a label."""
+    for bar in bars:
+        if not bar["share_text"]:
+            continue
+        left, right, _, _ = text_box(bar["text_x"], bar["text_y"], bar["share_text"], bar["text_anchor"])
+        if left - MARKER_CLEARANCE < line_x < right + MARKER_CLEARANCE:
+            if bar["cx"] <= line_x:
+                bar.update(text_x=_r(line_x - MARKER_CLEARANCE), text_anchor="end")
+            else:
+                bar.update(text_x=_r(line_x + MARKER_CLEARANCE), text_anchor="start")
 
 
 def charts(report: Report) -> dict[str, Any]:

@@ -4,6 +4,7 @@ control characters; the terminal and Markdown templates run each name through `t
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import re
 import textwrap
@@ -14,7 +15,7 @@ import jinja2
 import markupsafe
 
 from .model import MetricRow
-from ..text import md_inline, shorten, strip_controls, term
+from ..text import distinct_short_names, md_inline, plural, shorten, strip_controls, term
 from ..units import column_unit, fmt_bytes, fmt_duration, fmt_number, fmt_ratio, fmt_value
 
 TERMINAL_WIDTH = 100  # columns of the terminal summary
@@ -113,6 +114,9 @@ def templates_dir() -> str:
     return str(importlib.resources.files("nsys_diagnose.templates"))
 
 
+# One environment per process and kind: Jinja keeps the templates it compiled (the costly part of rendering)
+# and recompiles one only when its file changes.
+@functools.lru_cache(maxsize=None)
 def environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()), autoescape=autoescape,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
@@ -120,6 +124,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
     env.filters.update(dur=fmt_duration, pct=fmt_ratio, bytes=fmt_bytes, num=fmt_number, md=md_inline,
                        term=term, shorten=shorten, para=para,
                        percent=lambda v: "n/a" if v is None else f"{float(v):.1f} %", code_spans=code_spans,
-                       value=lambda v, col: fmt_value(v, column_unit(col)))
+                       value=lambda v, col: fmt_value(v, column_unit(col)), plural=plural,
+                       distinct_names=distinct_short_names)
     env.globals.update(metric_cells=metric_cells, metric_grid=metric_grid)
     return env

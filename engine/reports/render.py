@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
-from . import charts
+from . import charts, timeline
 from .comparemodel import Comparison
 from .environment import TERMINAL_WIDTH, environment, painter
 from .model import Document, Report
@@ -54,7 +54,9 @@ def _report_context(report: Report, fmt: str) -> dict[str, Any]:
     if fmt == "terminal":
         return {"skipped_groups": _skipped_groups(report)}
     if fmt == "html":
-        return {"ch": charts.charts(report)}
+        return {"ch": charts.charts(report), "excerpt": timeline.excerpt(report)}
+    if fmt == "md":
+        return {"strip": timeline.text_strip(report)}
     return {}
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from .model import Document, Finding, Model, Number, ParamOverride, RuleOutcome, Verdict
+from ..text import distinguishing_parts
 
 RUN_SCHEMA_VERSION = "1.0"
 
@@ -80,6 +81,11 @@ class RunReport(Document):
     passed: list[RuleOutcome]
     skipped: list[RuleOutcome]
     overrides: list[ParamOverride]
+
+    def rank_labels(self) -> dict[int, str]:
+        """Each rank's file as the tables show it: the part of its name that tells it from the other ranks' files
+        (their common prefix and suffix left out), e.g. 'rank0' for 'job42_rank0.nsys-rep.sqlite'."""
+        return dict(zip((r.rank for r in self.ranks), distinguishing_parts([r.file for r in self.ranks])))
 
     def all_findings(self) -> list[tuple[int | None, Finding]]:
         """Cross-rank findings (rank None) and every rank's own, for --fail-on."""
