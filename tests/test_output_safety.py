@@ -159,7 +159,9 @@ def test_refusal_comes_before_any_diagnosis(export, command, monkeypatch, capsys
 
     for module in (cli, comparecli):
         monkeypatch.setattr(module, "diagnose", must_not_run)
-    monkeypatch.setattr(cli, "diagnose_run", must_not_run)
+    from nsys_diagnose.diagnosis import multirank
+
+    monkeypatch.setattr(multirank, "diagnose_run", must_not_run)  # imported by the command only when it runs
     args = [str(export), "-o", str(export)]
     assert cli.main(["compare", str(export), *args] if command == "compare" else args) == 2
     assert "the input export" in capsys.readouterr().err

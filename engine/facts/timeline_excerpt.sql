@@ -61,7 +61,8 @@ decode_steps AS (
 ),
 median_step AS (
     SELECT start_ns, greatest(end_ns, last_end_ns) AS end_ns, ops, steps
-    FROM (SELECT *, row_number() OVER (ORDER BY end_ns - start_ns, start_ns) AS n, count(*) OVER () AS steps
+    FROM (SELECT *, row_number() OVER (ORDER BY end_ns - start_ns, start_ns) AS n,
+                 (SELECT count(*) FROM decode_steps) AS steps
           FROM decode_steps)
     WHERE n = (steps + 1) // 2
 ),
