@@ -102,6 +102,17 @@ class Browser:
             seen = len(self.events)
             self._next(deadline)
 
+    def new_page(self, width: int, height: int) -> str:
+        """A blank tab of width x height CSS pixels with the Page, Network, Runtime and Log events on; its
+        session id."""
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Network", "Runtime", "Log"):
+            self.send(f"{domain}.enable", session=session)
+        self.send("Emulation.setDeviceMetricsOverride",
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=session)
+        return session
+
     def close(self) -> None:
         try:
             self.send("Browser.close", timeout=5)

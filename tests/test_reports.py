@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from chromium import Browser, chromium_binary, page_problems
+from chromium import Browser, page_problems, require_chromium
 from conftest import analysis, scenario_analysis
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.cli import main as cli
@@ -640,23 +640,14 @@ def test_cli_writes_the_html_report(hostile, tmp_path):
 # Headless Chromium: renders the charts, no console error, no network request, a screenshot
 # ------------------------------------------------------------------------------------------------------------
 def test_html_in_headless_chromium(tmp_path, hostile):
-    binary = chromium_binary()
-    if not binary:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail("chromium is required in CI: apt-get install chromium (see .ci/run)")
-        pytest.skip("chromium not installed (apt-get install chromium); CI=true makes this a failure")
+    binary = require_chromium()
     pages = {"eager": tmp_path / "eager_decode_report.html", "hostile": tmp_path / "hostile_report.html"}
     pages["eager"].write_text(render(fixed(scenario_analysis(GOLDEN_SCENARIO)[1], GOLDEN_SCENARIO), "html"),
                               encoding="utf-8")
     pages["hostile"].write_text(render(hostile[1], "html"), encoding="utf-8")
     browser = Browser(binary, tmp_path / "chromium-profile", tmp_path / "chromium.log")
     try:
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        s = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Page", "Network", "Runtime", "Log"):
-            browser.send(f"{domain}.enable", session=s)
-        browser.send("Emulation.setDeviceMetricsOverride",
-                     {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False}, session=s)
+        s = browser.new_page(1280, 800)
         results = {}
         for key, page in pages.items():
             browser.send("Page.navigate", {"url": page.as_uri()}, session=s)

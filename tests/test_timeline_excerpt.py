@@ -149,12 +149,7 @@ def test_chromium_draws_the_profiles_own_events(tmp_path, name):
     page.write_text(render(report, "html"), encoding="utf-8")
     browser = Browser(binary, tmp_path / "chromium-profile", tmp_path / "chromium.log")
     try:
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        s = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Page", "Runtime", "Log", "Network"):
-            browser.send(f"{domain}.enable", session=s)
-        browser.send("Emulation.setDeviceMetricsOverride",
-                     {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session=s)
+        s = browser.new_page(1280, 900)
         browser.send("Page.navigate", {"url": page.as_uri()}, session=s)
         browser.wait_for("Page.loadEventFired", s)
         probe = """JSON.stringify((() => {

@@ -109,14 +109,21 @@ def _colour(r: dict[str, Any], level: int) -> str:
     return EVENT_COLOURS.get(r["kind"], "#9ca3af")
 
 
+def _window(report: Report) -> tuple[list[dict[str, Any]], int, int, int]:
+    """The excerpt's rows, its start and end (every row repeats them) and its span (at least 1 ns)."""
+    rows = report.facts.get("timeline_excerpt") or []
+    if not rows:
+        return [], 0, 0, 0
+    w0, w1 = rows[0]["window_start_ns"], rows[0]["window_end_ns"]
+    return rows, w0, w1, max(w1 - w0, 1)
+
+
 def excerpt(report: Report) -> dict[str, Any] | None:
     """Geometry of the excerpt's SVG: lanes with their events (x, width, colour, tooltip), idle bands behind each
     GPU's lanes, a time axis relative to the excerpt's start, and a legend of the kinds drawn."""
-    rows = report.facts.get("timeline_excerpt") or []
+    rows, w0, w1, span = _window(report)
     if not rows:
         return None
-    w0, w1 = rows[0]["window_start_ns"], rows[0]["window_end_ns"]
-    span = max(w1 - w0, 1)
     scale = PLOT_W / span
 
     def x_of(ns: int) -> float:
@@ -156,20 +163,16 @@ def excerpt(report: Report) -> dict[str, Any] | None:
     legend += [dict(colour=PART_COLOURS.get(c, "#9ca3af"), label=f"GPU idle: {c}", band=True) for c in causes]
     return dict(width=WIDTH, label_w=LABEL_W, plot_w=PLOT_W, lane_h=LANE_H, height=y + AXIS_H, axis_y=y,
                 lanes=drawn, bands=bands, ticks=ticks, legend=legend, reason=rows[0]["window_reason"],
-                start_ns=w0, end_ns=w1, span_ns=span,
-                gpu_events=sum(1 for r in rows if r["track"] == "gpu"),
-                idle_ns=sum(min(r["end_ns"], w1) - max(r["start_ns"], w0) for r in rows if r["track"] == "idle"))
+                start_ns=w0, end_ns=w1, span_ns=span)
 
 
 def text_strip(report: Report) -> dict[str, Any] | None:
     """The excerpt as fixed-width lines (one per lane, TEXT_COLS characters): in each column the event covering
     most of that slice of time, a space where nothing ran; one line per GPU marks by cause the columns it was idle
     for at least half of."""
-    rows = report.facts.get("timeline_excerpt") or []
+    rows, w0, w1, span = _window(report)
     if not rows:
         return None
-    w0, w1 = rows[0]["window_start_ns"], rows[0]["window_end_ns"]
-    span = max(w1 - w0, 1)
     cell = span / TEXT_COLS
 
     def paint(events: list[dict[str, Any]], mark: Any, min_share: float = 0.0) -> str:
