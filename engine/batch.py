@@ -251,6 +251,9 @@ class _WorkerStop:
     @classmethod
     def check(cls, stage: str = "") -> None:
         if cls.requested or (cls.stopping is not None and cls.stopping.is_set()):
+            # Recorded as a request: the parent sets the Event and then signals, and that signal must not raise a
+            # second KeyboardInterrupt inside the clean-up this one starts (half a scratch directory left behind).
+            cls.requested = True
             raise KeyboardInterrupt
 
 

@@ -271,3 +271,29 @@ def test_a_stop_signal_stops_the_workers_and_leaves_nothing(tmp_path, two_big, w
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code and err.strip().splitlines()[-1] == f"diagnose batch: {said}", err
     assert "Traceback" not in err and list(scratch.iterdir()) == [] and list(out.iterdir()) == []
+
+
+def test_a_signal_after_the_stop_event_does_not_cut_the_clean_up_short(monkeypatch, tmp_path):
+    """The parent sets the stop Event, then signals each worker. A worker that already stopped on the Event is
+    removing its scratch directory when the signal lands: a second KeyboardInterrupt there would leave it half
+    removed, so the signal is only recorded."""
+    import multiprocessing
+
+    stopping = multiprocessing.get_context("spawn").Event()
+    monkeypatch.setattr(batch._WorkerStop, "stopping", stopping)
+    monkeypatch.setattr(batch._WorkerStop, "requested", False)
+    monkeypatch.setattr(batch._WorkerStop, "busy", True)
+    scratch = tmp_path / "scratch"
+    (scratch / "spill").mkdir(parents=True)
+    stopping.set()
+    try:
+        batch._WorkerStop.check("reading")
+    except KeyboardInterrupt:
+        try:
+            batch._WorkerStop.handler(signal.SIGTERM, None)  # arrives during the clean-up
+        except KeyboardInterrupt:
+            pytest.fail("the signal interrupted the clean-up of a worker that had already stopped")
+        shutil.rmtree(scratch)
+    else:
+        pytest.fail("a set stop Event did not stop the diagnosis")
+    assert not scratch.exists()
