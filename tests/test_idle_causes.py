@@ -73,3 +73,76 @@ def test_every_format_shows_every_part_of_the_window(fmt):
     labels = [p.short for p in WINDOW_PARTS] if fmt == "terminal" else [p.label for p in WINDOW_PARTS]
     for label in labels:
         assert label in text, (fmt, label)
+
+
+def _overlap_oracle(calls, gap_start, gap_end):
+    """Time of [gap_start, gap_end] the thread spent in calls, by class, the slow obvious way: walk the calls in
+    (start, end, class) order; each counts from the latest return of the calls before it (so nested or repeated
+    calls never count twice) to its own return."""
+    spent = {"launch": 0, "sync": 0, "allocation": 0}
+    covered = None
+    for start, end, api_class in sorted(calls):
+        own_start = start if covered is None else max(start, covered)
+        covered = end if covered is None else max(covered, end)
+        spent[api_class] += max(min(end, gap_end) - max(own_start, gap_start), 0)
+    return spent
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_time_in_calls_during_each_gap_matches_a_brute_force_count_with_nested_and_repeated_calls(seed):
+    """The per-gap split of the issuing thread's time (_idle_gaps) is computed by a bucketed join for speed; on
+    random calls, including calls nested in others, exact repeats and calls longer than many buckets, it must
+    equal the obvious computation."""
+    import random
+
+    import duckdb
+
+    from nsys_diagnose.facts import load_facts, render_sql
+
+    rng = random.Random(seed)
+    classes = ["launch", "sync", "allocation"]
+    con = duckdb.connect()
+    con.execute("CREATE TABLE api_calls (global_tid BIGINT, start_ns BIGINT, end_ns BIGINT, name_id BIGINT)")
+    con.execute("CREATE TABLE _api_classes AS SELECT * FROM (VALUES (0, 'launch'), (1, 'sync'), (2, 'allocation')) "
+                "t(name_id, api_class)")
+    calls: dict[int, list[tuple[int, int, str]]] = {1: [], 2: []}
+    for tid in calls:
+        t = 0
+        for _ in range(rng.randint(20, 120)):
+            t += rng.randint(0, 3_000)
+            start, end = t, t + rng.choice([0, rng.randint(1, 2_000), rng.randint(1, 40_000)])
+            kind = rng.randrange(3)
+            picked = [(start, end, kind)]
+            if rng.random() < 0.2:   # a driver call inside it, of another class
+                inner = rng.randint(start, end)
+                picked.append((inner, rng.randint(inner, end + 3_000), rng.randrange(3)))
+            if rng.random() < 0.1:   # the very same interval twice
+                picked.append((start, end, rng.randrange(3)))
+            for s, e, k in picked:
+                calls[tid].append((s, e, classes[k]))
+                con.execute("INSERT INTO api_calls VALUES (?, ?, ?, ?)", [tid, s, e, k])
+            t = max(t, end) if rng.random() < 0.7 else t
+    span = max(e for c in calls.values() for _, e, _ in c)
+    con.execute("CREATE TABLE _timeline (device_id INTEGER, start_ns BIGINT, prev_end_ns BIGINT, is_graph BOOLEAN, "
+                "is_compute BOOLEAN, is_memset BOOLEAN, is_uvm BOOLEAN, pid BIGINT, global_tid BIGINT, "
+                "api_start_ns BIGINT, api_end_ns BIGINT, follows_sync BOOLEAN, sync_return_ns BIGINT)")
+    gaps = []
+    for device in (0, 1):
+        t = 0
+        while t < span:
+            gap_start = t + rng.randint(0, 2_000)
+            gap_end = gap_start + rng.choice([rng.randint(1, 500), rng.randint(1, 60_000)])
+            tid = rng.choice([1, 2])
+            gaps.append((device, gap_start, gap_end, tid))
+            con.execute("INSERT INTO _timeline VALUES (?, ?, ?, false, true, false, false, 1, ?, ?, ?, false, NULL)",
+                        [device, gap_end, gap_start, tid, gap_start - 10, gap_end - 5])
+            t = gap_end + rng.randint(1, 1_000)
+    facts = load_facts(None)
+    got = {(r[0], r[1]): r[2:] for r in con.execute(
+        f"SELECT device_id, gap_end_ns, sync_ns, allocation_ns, launch_ns, host_ns FROM ({render_sql(facts['_idle_gaps'])})"
+    ).fetchall()}
+    assert len(got) == len(gaps)
+    for device, gap_start, gap_end, tid in gaps:
+        spent = _overlap_oracle(calls[tid], gap_start, gap_end)
+        expected = (spent["sync"], spent["allocation"], spent["launch"], gap_end - gap_start - sum(spent.values()))
+        assert got[(device, gap_end)] == expected, (seed, device, gap_start, gap_end, tid)

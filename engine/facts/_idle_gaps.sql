@@ -20,8 +20,12 @@
 -- @doc outside them;
 -- @doc 'host': the issuing thread was outside any CUDA call for at least host_work_min_ns and for most of the gap
 -- @doc (Python, a scheduler, tokenisation, I/O, waiting for input).
--- @doc Time inside calls on the issuing thread is read from running sums over the thread's calls (two as-of
--- @doc lookups per gap), so no gap is joined against the calls one by one.
+-- @doc Time inside calls on the issuing thread is the overlap of the gap with the thread's calls, found by an
+-- @doc equi-join on time buckets (each call and gap listed in every bucket it touches, an overlap counted in
+-- @doc the bucket where it begins), so no sort of the calls or gaps is needed. A call that begins inside an
+-- @doc earlier call of the same thread (nested driver calls) counts only from that call's return, so no time
+-- @doc counts twice. The bucket width is the calls' span over their count (at least 1 us): each call and gap
+-- @doc touches about two buckets, however long the capture.
 -- @needs _timeline _api_classes
 -- @param host_work_min_ns 100000
 -- @param gpu_side_max_gap_ns 20000
@@ -48,46 +52,62 @@ WITH gaps AS (
     FROM _timeline t
     WHERE t.start_ns > t.prev_end_ns
 ),
+-- The calls of the threads that issued a gap's next operation; calls with the same thread, start and end count
+-- once (as one of their classes).
 calls AS (
-    SELECT a.global_tid, a.start_ns, a.end_ns, c.api_class,
-           -- a call that starts before an earlier call of the thread returned (never seen in real exports,
-           -- but possible for nested driver calls) only counts from that return, so no time counts twice
-           greatest(a.start_ns, coalesce(max(a.end_ns) OVER (PARTITION BY a.global_tid ORDER BY a.start_ns, a.end_ns
-                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), a.start_ns)) AS s
+    SELECT a.global_tid, a.start_ns, a.end_ns, min(c.api_class) AS api_class
     FROM api_calls a JOIN _api_classes c ON c.name_id = a.name_id
     WHERE a.global_tid IN (SELECT DISTINCT global_tid FROM gaps WHERE global_tid IS NOT NULL)
+      AND a.end_ns > a.start_ns
+    GROUP BY a.global_tid, a.start_ns, a.end_ns
 ),
-running AS (
-    -- per thread, time spent in each class of call before each call started
-    SELECT global_tid, s AS start_ns, greatest(end_ns, s) AS end_ns, api_class,
-           sum(greatest(end_ns - s, 0)) OVER w - greatest(end_ns - s, 0) AS api_before,
-           sum(CASE WHEN api_class = 'allocation' THEN greatest(end_ns - s, 0) ELSE 0 END) OVER w
-               - CASE WHEN api_class = 'allocation' THEN greatest(end_ns - s, 0) ELSE 0 END AS alloc_before,
-           sum(CASE WHEN api_class = 'sync' THEN greatest(end_ns - s, 0) ELSE 0 END) OVER w
-               - CASE WHEN api_class = 'sync' THEN greatest(end_ns - s, 0) ELSE 0 END AS sync_before
-    FROM calls
-    WINDOW w AS (PARTITION BY global_tid ORDER BY s, end_ns ROWS UNBOUNDED PRECEDING)
+width AS (SELECT greatest((max(end_ns) - min(start_ns)) // greatest(count(*), 1), 1000) AS b FROM calls),
+call_buckets AS (
+    SELECT c.global_tid, c.start_ns, c.end_ns, c.api_class,
+           unnest(range(c.start_ns // w.b, (c.end_ns - 1) // w.b + 1)) AS bucket
+    FROM calls c CROSS JOIN width w
 ),
-at_start AS (
-    SELECT g.*,
-           coalesce(r.api_before + least(greatest(g.gap_start_ns - r.start_ns, 0), r.end_ns - r.start_ns), 0) AS api0,
-           coalesce(r.alloc_before + CASE WHEN r.api_class = 'allocation'
-                    THEN least(greatest(g.gap_start_ns - r.start_ns, 0), r.end_ns - r.start_ns) ELSE 0 END, 0) AS alloc0,
-           coalesce(r.sync_before + CASE WHEN r.api_class = 'sync'
-                    THEN least(greatest(g.gap_start_ns - r.start_ns, 0), r.end_ns - r.start_ns) ELSE 0 END, 0) AS sync0
-    FROM gaps g ASOF LEFT JOIN running r ON r.global_tid = g.global_tid AND r.start_ns <= g.gap_start_ns
+-- A call that starts inside an earlier call of its thread (earlier: by start, then end) starts at the latest
+-- such return instead; nested calls are rare, so this join finds few pairs.
+nested AS (
+    SELECT c.global_tid, c.start_ns, c.end_ns, max(o.end_ns) AS covered_until_ns
+    FROM (SELECT c.*, c.start_ns // w.b AS bucket FROM calls c CROSS JOIN width w) c
+    JOIN call_buckets o ON o.global_tid = c.global_tid AND o.bucket = c.bucket
+    WHERE o.start_ns <= c.start_ns AND o.end_ns > c.start_ns AND (o.start_ns, o.end_ns) < (c.start_ns, c.end_ns)
+    GROUP BY ALL
+),
+own AS (
+    -- each call's own stretch: disjoint from every other call's of the thread
+    SELECT b.global_tid, greatest(b.start_ns, coalesce(n.covered_until_ns, b.start_ns)) AS start_ns, b.end_ns,
+           b.api_class, b.bucket
+    FROM call_buckets b
+    LEFT JOIN nested n ON n.global_tid = b.global_tid AND n.start_ns = b.start_ns AND n.end_ns = b.end_ns
+    WHERE coalesce(n.covered_until_ns, b.start_ns) < b.end_ns
+),
+gap_buckets AS (
+    SELECT g.device_id, g.gap_end_ns, g.gap_start_ns, g.global_tid,
+           unnest(range(g.gap_start_ns // w.b, (g.gap_end_ns - 1) // w.b + 1)) AS bucket
+    FROM gaps g CROSS JOIN width w
+    WHERE g.global_tid IS NOT NULL
+),
+inside AS (
+    -- (device_id, gap_end_ns) names a gap: two operations of a device that start together cannot both end one
+    SELECT g.device_id, g.gap_end_ns,
+           sum(least(c.end_ns, g.gap_end_ns) - greatest(c.start_ns, g.gap_start_ns)) AS api_ns,
+           coalesce(sum(least(c.end_ns, g.gap_end_ns) - greatest(c.start_ns, g.gap_start_ns))
+                    FILTER (WHERE c.api_class = 'allocation'), 0) AS allocation_ns,
+           coalesce(sum(least(c.end_ns, g.gap_end_ns) - greatest(c.start_ns, g.gap_start_ns))
+                    FILTER (WHERE c.api_class = 'sync'), 0) AS sync_ns
+    FROM gap_buckets g CROSS JOIN width w
+    JOIN own c ON c.global_tid = g.global_tid AND c.bucket = g.bucket
+    WHERE c.start_ns < g.gap_end_ns AND c.end_ns > g.gap_start_ns
+      AND greatest(c.start_ns, g.gap_start_ns) // w.b = g.bucket
+    GROUP BY g.device_id, g.gap_end_ns
 ),
 at_end AS (
-    SELECT g.*,
-           coalesce(r.api_before + least(greatest(g.gap_end_ns - r.start_ns, 0), r.end_ns - r.start_ns), 0) - g.api0
-               AS api_ns,
-           coalesce(r.alloc_before + CASE WHEN r.api_class = 'allocation'
-                    THEN least(greatest(g.gap_end_ns - r.start_ns, 0), r.end_ns - r.start_ns) ELSE 0 END, 0) - g.alloc0
-               AS allocation_ns,
-           coalesce(r.sync_before + CASE WHEN r.api_class = 'sync'
-                    THEN least(greatest(g.gap_end_ns - r.start_ns, 0), r.end_ns - r.start_ns) ELSE 0 END, 0) - g.sync0
-               AS sync_ns
-    FROM at_start g ASOF LEFT JOIN running r ON r.global_tid = g.global_tid AND r.start_ns <= g.gap_end_ns
+    SELECT g.*, coalesce(i.api_ns, 0) AS api_ns, coalesce(i.allocation_ns, 0) AS allocation_ns,
+           coalesce(i.sync_ns, 0) AS sync_ns
+    FROM gaps g LEFT JOIN inside i ON i.device_id = g.device_id AND i.gap_end_ns = g.gap_end_ns
 )
 SELECT device_id, gap_start_ns, gap_end_ns, gap_ns, next_kind, next_is_uvm, pid, global_tid,
        sync_ns, allocation_ns, api_ns - allocation_ns - sync_ns AS launch_ns, gap_ns - api_ns AS host_ns,

@@ -52,11 +52,15 @@ span AS (
     FROM _timeline t JOIN dev USING (device_id)
 ),
 -- The decode step of median duration among the decode ranges that issued GPU work on the device.
+-- Each operation belongs to the latest decode range its issuing call started in (an as-of lookup, as in
+-- _call_phases: a range join of every operation against every range costs seconds on millions of kernels).
+decode_ranges AS (SELECT global_tid, start_ns, end_ns FROM _phase_ranges WHERE phase = 'decode'),
 decode_steps AS (
     SELECT r.global_tid, r.start_ns, r.end_ns, count(*) AS ops, max(t.end_ns) AS last_end_ns
-    FROM _phase_ranges r
-    JOIN _timeline t ON t.global_tid = r.global_tid AND t.api_start_ns >= r.start_ns AND t.api_start_ns < r.end_ns
-    WHERE r.phase = 'decode' AND t.device_id = (SELECT device_id FROM dev)
+    FROM (SELECT global_tid, api_start_ns, end_ns FROM _timeline
+          WHERE device_id = (SELECT device_id FROM dev) AND global_tid IS NOT NULL) t
+    ASOF JOIN decode_ranges r ON r.global_tid = t.global_tid AND t.api_start_ns >= r.start_ns
+    WHERE t.api_start_ns < r.end_ns
     GROUP BY r.global_tid, r.start_ns, r.end_ns
 ),
 median_step AS (
