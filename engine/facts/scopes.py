@@ -66,10 +66,12 @@ def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params
     con.execute(f'CREATE SCHEMA "{schema}"')
     try:
         con.execute(f"SET search_path = {sql_literal(f'{schema},main')}")
-        con.execute(f"CREATE VIEW api_calls AS SELECT a.* FROM {run}.api_calls a {keep} {claimed} p "
+        # Tables, not views: several facts read each of them, and a view would cut the run's millions of rows to
+        # the phase again for every one.
+        con.execute(f"CREATE TABLE api_calls AS SELECT a.* FROM {run}.api_calls a {keep} {claimed} p "
                     f"ON p.global_tid = a.global_tid AND p.start_ns = a.start_ns")
         for view in _BY_CALL:
-            con.execute(f"CREATE VIEW {view} AS SELECT x.* FROM {run}.{view} x {keep} {claimed} p "
+            con.execute(f"CREATE TABLE {view} AS SELECT x.* FROM {run}.{view} x {keep} {claimed} p "
                         f"ON p.pid = x.pid AND p.correlation_id = x.correlation_id")
         con.execute(f"CREATE TABLE _timeline AS SELECT t.* FROM {run}._timeline t {keep} {claimed} p "
                     f"ON p.pid = t.pid AND p.correlation_id = t.correlation_id")
