@@ -12,7 +12,8 @@ from .diagnosis.evaluate import evaluate, verdict
 from .diagnosis.merge import merge_gpus
 from .diagnosis.phases import judge_phases
 from .diagnosis.stacks import detect_stack
-from .facts.compute import FactSet, compute_facts
+from .facts.compute import FactSet
+from .facts.results_cache import facts_of
 from .facts import Fact, FactError, load_facts
 from .version import tool_version
 from .reports.model import ParamOverride, ProfileSummary, Report, StackInfo
@@ -148,8 +149,8 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
         with open_export(path, progress=progress, cache=cache, threads=threads, share=share,
                          cache_dir=cache_dir) as export:
             try:
-                facts = compute_facts(export, params={k: s.value for k, s in config.fact_params.items()},
-                                      phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress)
+                facts = facts_of(export, params={k: s.value for k, s in config.fact_params.items()},
+                                 phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress)
             except FactError as exc:
                 users = sorted(r.id for r in rules.values() if r.spec.fact == exc.fact)
                 if users:

@@ -52,9 +52,10 @@ def test_second_run_reuses_the_cache_and_gives_the_same_report(profile, user_cac
     second = diagnose(profile)
     assert second.model_dump(exclude={"profile"}) == first.model_dump(exclude={"profile"})
     assert second.profile.path == str(profile)
-    # nothing beside the profile; in the cache directory only the cache and the key that seals it
+    # nothing beside the profile; in the cache directory only the cache, the facts computed from it and the key
+    # that seals both
     assert _listing(profile.parent) == ["run.sqlite"]
-    assert _listing(user_cache) == sorted([_cache_of(profile).name, "secret"])
+    assert _listing(user_cache) == sorted([_cache_of(profile).name, _cache_of(profile).name + ".facts.json", "secret"])
     assert stat.S_IMODE(user_cache.stat().st_mode) == 0o700
 
 

@@ -102,20 +102,22 @@ def test_output_onto_a_sqlite_side_file_of_the_input_is_refused(export, side):
     assert not export.with_name(export.name + "-wal").exists() and not export.with_name(export.name + "-shm").exists()
 
 
-@pytest.mark.parametrize("which", ["cache", "cache through a dangling link"])
+@pytest.mark.parametrize("which", ["cache", "cache through a dangling link", "facts kept beside the cache"])
 def test_output_onto_the_cache_of_the_input_is_refused(export, which):
     warm = run(export, "-q")  # builds the cache
     assert warm.returncode == 0, warm.stderr
     cache = cache_path(export)
     assert cache is not None and cache.is_file(), "the run saves a cache"
-    before = digest(cache)
-    output = cache
+    facts = cache.with_name(cache.name + ".facts.json")
+    assert facts.is_file(), "the run keeps its facts beside the cache"
+    before = digest(cache), digest(facts)
+    output = facts if which.startswith("facts") else cache
     if which.endswith("link"):
         output = export.with_name("report.md")
         output.symlink_to(cache.with_name(cache.name + ".wal"))
     done = run(export, "-o", output)
-    assert_refused(done, "the cache")
-    assert digest(cache) == before
+    assert_refused(done, "the facts cached" if which.startswith("facts") else "the cache")
+    assert (digest(cache), digest(facts)) == before
     assert not cache.with_name(cache.name + ".wal").exists()
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..errors import InputError, OutputError
 from ..reading.ranks import exports_in
-from ..reading.cache import cache_location
+from ..reading.cache import FACTS_SUFFIX, cache_location
 
 STDOUT_ALIASES = frozenset({"-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"})
 SQLITE_SIDE_FILES = {"-wal": "SQLite write-ahead log", "-shm": "SQLite shared-memory file",
@@ -96,7 +96,8 @@ def _belonging_to(export: Path, cache_dir: str | os.PathLike[str] | None) -> lis
     for cache in dict.fromkeys((cache_location(export, cache_dir),
                                 cache_location(Path(os.path.realpath(export)), cache_dir))):
         files += [Protected(cache, f"the cache of {name}"),
-                  Protected(cache.with_name(cache.name + CACHE_WAL_SUFFIX), f"the cache write-ahead log of {name}")]
+                  Protected(cache.with_name(cache.name + CACHE_WAL_SUFFIX), f"the cache write-ahead log of {name}"),
+                  Protected(cache.with_name(cache.name + FACTS_SUFFIX), f"the facts cached for {name}")]
     return files
 
 

@@ -58,6 +58,7 @@ from ..errors import DiagnoseError, SetupError
 # The code that decides what a cache holds, besides the canonical definitions: part of format_version().
 FILLING_CODE = ("adapters.py", "loader.py", "metadata.py")
 CACHE_SUFFIX = ".nsys-diagnose.duckdb"
+FACTS_SUFFIX = ".facts.json"  # the computed facts kept beside a cache (engine/facts/results_cache.py)
 CACHE_DIR_ENV = "NSYS_DIAGNOSE_CACHE_DIR"
 MEMORY_LIMIT_ENV = "NSYS_DIAGNOSE_MEMORY_LIMIT"
 DEFAULT_MEMORY_LIMIT = "1GB"

@@ -34,13 +34,15 @@ class Export:
     the connection's own database is a private scratch file where facts create their tables."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, info: ProfileInfo, views: dict[str, ViewStatus],
-                 workspace: Workspace | None = None, cache_file: Path | None = None, cache_hit: bool = False):
+                 workspace: Workspace | None = None, cache_file: Path | None = None, cache_hit: bool = False,
+                 cache_key: str = ""):
         self.con = con
         self.info = info
         self.views = views
         self.workspace = workspace
         self.cache_file = cache_file   # the cache holding the canonical tables, None when not cached
         self.cache_hit = cache_hit     # True when that cache was reused rather than built now
+        self.cache_key = cache_key     # what that cache is sealed for (the profile's content, tool, format)
 
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
         return self.con.execute(sql, params or []).fetchall()
@@ -124,7 +126,8 @@ def _open(p: Path, threads: int | None, say: Progress, directory: Path | None, s
                 reused = _reuse(workspace, final, profile)
                 if reused is not None:
                     say(f"reusing the canonical tables cached in {final.name}")
-                    return _finish(workspace, p, *reused, cache_file=final, cache_hit=True)
+                    return _finish(workspace, p, *reused, cache_file=final, cache_hit=True,
+                                   cache_key=_cache_key(profile))
             target = workspace.root / "canonical.duckdb"
             if final is not None:
                 try:
@@ -137,7 +140,8 @@ def _open(p: Path, threads: int | None, say: Progress, directory: Path | None, s
                 store.publish(target, final, store.cache_mode(profile.stat.st_mode))
                 target = final
             workspace.open_facts(target)
-            return _finish(workspace, p, info, views, cache_file=final, cache_hit=False)
+            return _finish(workspace, p, info, views, cache_file=final, cache_hit=False,
+                           cache_key=_cache_key(profile) if final is not None else "")
     except BaseException:
         workspace.close()
         raise
@@ -259,7 +263,7 @@ def _build(con: duckdb.DuckDBPyConnection, p: Path, progress: Progress | None, s
 
 
 def _finish(workspace: Workspace, p: Path, info: ProfileInfo, views: dict[str, ViewStatus], *,
-            cache_file: Path | None, cache_hit: bool) -> Export:
+            cache_file: Path | None, cache_hit: bool, cache_key: str = "") -> Export:
     """Views in the scratch database over the canonical tables; the profile path is today's, not the cached."""
     con = workspace.con
     info.path = str(p)
@@ -269,4 +273,4 @@ def _finish(workspace: Workspace, p: Path, info: ProfileInfo, views: dict[str, V
                         f"{sql_literal(str(p))} ELSE value END AS value FROM canon.profile_info")
         else:
             con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {view_sql(name, "canon")}')
-    return Export(con, info, views, workspace, cache_file, cache_hit)
+    return Export(con, info, views, workspace, cache_file, cache_hit, cache_key)

@@ -1,0 +1,148 @@
+"""The computed facts of a cached export, kept beside its cache so a later run with the same facts skips them.
+
+Rules read only the facts' rows, never the export, so a second run that asks the same questions of the same
+canonical tables (same fact SQL, parameters and phase patterns, whatever the rules, thresholds, severities or
+output format) reuses the rows instead of computing them again: tuning a rule with `--set`, a team rule pack or
+`diagnose.yaml`, or rendering another format, costs the start-up and the rules only.
+
+The rows are kept as JSON data (never code) in `<cache file>.facts.json`, one entry per cache file, written
+atomically with the cache file's permissions. An entry is used only when it is this user's own regular file that
+nobody else may write, its key equals the run's, and its seal (an HMAC under the user's cache key, like the
+cache's own, engine/reading/cache.py) matches: a planted or edited file is ignored and the facts are computed.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import importlib.resources
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from ..reading import cache as store
+from ..reading.export import Export
+from . import Fact, render_sql
+from .compute import DEFAULT_PHASE_PATTERNS, METRIC_NAMES_FILE, FactResult, FactSet, compute_facts
+
+SUFFIX = store.FACTS_SUFFIX
+MAX_BYTES = 256 << 20  # a bigger file is not ours (the facts of 5 M kernels take well under a megabyte)
+# The code that turns fact SQL into rows: a change to any of it gives every entry a new key.
+_COMPUTING_CODE = ("__init__.py", "compute.py", "scopes.py", "results_cache.py", METRIC_NAMES_FILE)
+
+
+@functools.lru_cache(maxsize=1)
+def _code_digest() -> str:
+    package = importlib.resources.files(__package__)
+    digest = hashlib.sha256()
+    for name in _COMPUTING_CODE:
+        digest.update(b"\0" + name.encode() + b"\0" + package.joinpath(name).read_bytes())
+    return digest.hexdigest()
+
+
+def results_key(canonical_key: str, facts: dict[str, Fact], params: dict[str, float] | None,
+                phase_patterns: dict[str, str] | None) -> str:
+    """What the rows depend on: the canonical tables (their cache key: the profile's content, the tool and the
+    table format), every fact's SQL as it runs (parameters filled in) and header, and the phase patterns."""
+    described = {name: {"sql": render_sql(f, params), "team": f.team, "needs": f.needs, "requires": f.requires,
+                        "columns": f.column_names, "materialized": f.materialized, "per_phase": f.per_phase}
+                 for name, f in sorted(facts.items())}
+    text = json.dumps({"code": _code_digest(), "canonical": canonical_key, "facts": described,
+                       "phases": phase_patterns if phase_patterns is not None else DEFAULT_PHASE_PATTERNS},
+                      sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def entry_path(cache_file: Path) -> Path:
+    return cache_file.with_name(cache_file.name + SUFFIX)
+
+
+def _seal(key: str, payload: str) -> str | None:
+    return store.seal(key + "\0" + hashlib.sha256(payload.encode()).hexdigest())
+
+
+def _payload(facts: FactSet) -> dict[str, Any]:
+    def results(fs: FactSet) -> dict[str, Any]:
+        return {name: {"columns": r.columns, "rows": r.rows, "skipped": r.skipped} for name, r in fs.results.items()}
+
+    return {"results": results(facts), "phases": {phase: results(fs) for phase, fs in facts.phases.items()}}
+
+
+def _factset(payload: dict[str, Any], facts: dict[str, Fact]) -> FactSet:
+    def results(data: dict[str, Any]) -> dict[str, FactResult]:
+        return {name: FactResult(facts[name], list(r["columns"]), list(r["rows"]), r["skipped"])
+                for name, r in data.items()}
+
+    return FactSet(results(payload["results"]),
+                   {phase: FactSet(results(data)) for phase, data in payload["phases"].items()})
+
+
+def load(path: Path, key: str, facts: dict[str, Fact]) -> FactSet | None:
+    """The facts kept at `path` for `key`, or None when there are none that this user can trust."""
+    if not store.trusted_cache_file(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            return None
+        entry = json.loads(data)
+        payload = entry["payload"]
+        expected = _seal(key, payload)
+        if entry["key"] != key or expected is None or not hmac.compare_digest(expected, str(entry["seal"])):
+            return None
+        return _factset(json.loads(payload), facts)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # unreadable, damaged or of another shape: computed afresh and rewritten
+
+
+def save(path: Path, key: str, facts: FactSet, mode: int) -> None:
+    """Keep `facts` at `path` (atomically; nothing is kept when the disk or directory refuses)."""
+    payload = json.dumps(_payload(facts), separators=(",", ":"))
+    seal = _seal(key, payload)
+    if seal is None:
+        return
+    text = json.dumps({"key": key, "seal": seal, "payload": payload})
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(text)
+        os.replace(temp, path)
+    except OSError:
+        Path(temp).unlink(missing_ok=True)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def facts_of(export: Export, *, facts: dict[str, Fact], params: dict[str, float] | None = None,
+             phase_patterns: dict[str, str] | None = None,
+             progress: Callable[[str], None] | None = None) -> FactSet:
+    """compute_facts, or the rows an earlier run computed from the same cached tables with the same facts."""
+    if export.cache_file is None or not export.cache_key:
+        return compute_facts(export, params=params, phase_patterns=phase_patterns, facts=facts, progress=progress)
+    path = entry_path(export.cache_file)
+    key = results_key(export.cache_key, facts, params, phase_patterns)
+    kept = load(path, key, facts) if export.cache_hit else None
+    if kept is not None:
+        if progress:
+            progress(f"reusing the facts computed from {export.cache_file.name}")
+        return kept
+    computed = compute_facts(export, params=params, phase_patterns=phase_patterns, facts=facts, progress=progress)
+    save(path, key, computed, stat_mode(export.cache_file))
+    return computed
+
+
+def stat_mode(path: Path) -> int:
+    """The permissions of the cache file, which follow the profile's (a 0600 profile gets 0600 facts)."""
+    try:
+        return os.stat(path).st_mode & 0o666
+    except OSError:
+        return 0o600
