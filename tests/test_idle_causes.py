@@ -125,7 +125,7 @@ def test_time_in_calls_during_each_gap_matches_a_brute_force_count_with_nested_a
     span = max(e for c in calls.values() for _, e, _ in c)
     con.execute("CREATE TABLE _timeline (device_id INTEGER, start_ns BIGINT, prev_end_ns BIGINT, is_graph BOOLEAN, "
                 "is_compute BOOLEAN, is_memset BOOLEAN, is_uvm BOOLEAN, pid BIGINT, global_tid BIGINT, "
-                "api_start_ns BIGINT, api_end_ns BIGINT, follows_sync BOOLEAN, sync_return_ns BIGINT)")
+                "api_start_ns BIGINT, api_end_ns BIGINT, follows_sync BOOLEAN, sync_return_ns BIGINT, phase VARCHAR)")
     gaps = []
     for device in (0, 1):
         t = 0
@@ -134,13 +134,14 @@ def test_time_in_calls_during_each_gap_matches_a_brute_force_count_with_nested_a
             gap_end = gap_start + rng.choice([rng.randint(1, 500), rng.randint(1, 60_000)])
             tid = rng.choice([1, 2])
             gaps.append((device, gap_start, gap_end, tid))
-            con.execute("INSERT INTO _timeline VALUES (?, ?, ?, false, true, false, false, 1, ?, ?, ?, false, NULL)",
+            con.execute("INSERT INTO _timeline VALUES "
+                        "(?, ?, ?, false, true, false, false, 1, ?, ?, ?, false, NULL, NULL)",
                         [device, gap_end, gap_start, tid, gap_start - 10, gap_end - 5])
             t = gap_end + rng.randint(1, 1_000)
     facts = load_facts(None)
+    query = render_sql(facts["_idle_gaps"])
     got = {(r[0], r[1]): r[2:] for r in con.execute(
-        f"SELECT device_id, gap_end_ns, sync_ns, allocation_ns, launch_ns, host_ns FROM ({render_sql(facts['_idle_gaps'])})"
-    ).fetchall()}
+        f"SELECT device_id, gap_end_ns, sync_ns, allocation_ns, launch_ns, host_ns FROM ({query})").fetchall()}
     assert len(got) == len(gaps)
     for device, gap_start, gap_end, tid in gaps:
         spent = _overlap_oracle(calls[tid], gap_start, gap_end)

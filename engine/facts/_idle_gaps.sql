@@ -43,12 +43,13 @@
 -- @column launch_ns Time of the gap it spent in other CUDA calls (ns).
 -- @column host_ns Time of the gap it spent outside CUDA calls (ns).
 -- @column cause uvm, gpu-side, sync, allocation, launch, host or other.
+-- @column phase Inference phase of the next operation (_timeline.phase): the phase the gap belongs to.
 WITH gaps AS (
     SELECT t.device_id, t.prev_end_ns AS gap_start_ns, t.start_ns AS gap_end_ns, t.start_ns - t.prev_end_ns AS gap_ns,
            CASE WHEN t.is_graph THEN 'graph' WHEN t.is_compute THEN 'kernel' WHEN t.is_memset THEN 'memset'
                 ELSE 'memcpy' END AS next_kind,
            t.is_uvm AS next_is_uvm, t.pid, t.global_tid, t.api_start_ns, t.api_end_ns, t.follows_sync,
-           t.sync_return_ns
+           t.sync_return_ns, t.phase
     FROM _timeline t
     WHERE t.start_ns > t.prev_end_ns
 ),
@@ -118,5 +119,6 @@ SELECT device_id, gap_start_ns, gap_end_ns, gap_ns, next_kind, next_is_uvm, pid,
             WHEN allocation_ns >= ${allocation_min_share} * gap_ns THEN 'allocation'
             WHEN sync_ns >= 0.5 * gap_ns THEN 'sync'
             WHEN gap_ns - api_ns < ${host_work_min_ns} OR api_ns >= gap_ns - api_ns THEN 'launch'
-            ELSE 'host' END AS cause
+            ELSE 'host' END AS cause,
+       phase
 FROM at_end

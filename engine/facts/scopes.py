@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..duck import sql_literal
+from ..reading.canonical import view_sql
 from . import Fact, materialize, run_order
 
 # Read from the whole run in every phase. _timeline and _idle_gaps are cut to the phase, not computed again:
@@ -60,23 +61,33 @@ def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params
     if phase == OTHER:
         claimed = f"{run}._call_phases"
         keep = "ANTI JOIN"
+        tagged = "phase IS NULL"
     else:
         claimed = f"(SELECT * FROM {run}._call_phases WHERE phase = {sql_literal(phase)})"
         keep = "SEMI JOIN"
+        tagged = f"phase = {sql_literal(phase)}"
+    stored = f"{schema}_stored"
     con.execute(f'CREATE SCHEMA "{schema}"')
+    con.execute(f'CREATE SCHEMA "{stored}"')
     try:
         con.execute(f"SET search_path = {sql_literal(f'{schema},main')}")
-        # Tables, not views: several facts read each of them, and a view would cut the run's millions of rows to
-        # the phase again for every one.
-        con.execute(f"CREATE TABLE api_calls AS SELECT a.* FROM {run}.api_calls a {keep} {claimed} p "
-                    f"ON p.global_tid = a.global_tid AND p.start_ns = a.start_ns")
+        # The phase's rows are copied once into tables (several facts read each): kernels and API calls in
+        # their stored form, names as ids, under the canonical views that join the names back.
+        for view, key in (("api_calls", "p.global_tid = x.global_tid AND p.start_ns = x.start_ns"),
+                          ("kernels", "p.pid = x.pid AND p.correlation_id = x.correlation_id")):
+            con.execute(f'CREATE TABLE "{stored}"."{view}" AS SELECT x.* FROM canon."{view}" x {keep} {claimed} p '
+                        f"ON {key}")
+        for names in ("api_names", "kernel_names"):
+            con.execute(f'CREATE VIEW "{stored}"."{names}" AS SELECT * FROM canon."{names}"')
+        for view in ("api_calls", "kernels"):
+            con.execute(f'CREATE VIEW "{view}" AS {view_sql(view, chr(34) + stored + chr(34))}')
         for view in _BY_CALL:
-            con.execute(f"CREATE TABLE {view} AS SELECT x.* FROM {run}.{view} x {keep} {claimed} p "
-                        f"ON p.pid = x.pid AND p.correlation_id = x.correlation_id")
-        con.execute(f"CREATE TABLE _timeline AS SELECT t.* FROM {run}._timeline t {keep} {claimed} p "
-                    f"ON p.pid = t.pid AND p.correlation_id = t.correlation_id")
-        con.execute(f"CREATE TABLE _idle_gaps AS SELECT g.* FROM {run}._idle_gaps g SEMI JOIN _timeline t "
-                    f"ON t.device_id = g.device_id AND t.start_ns = g.gap_end_ns")
+            if view != "kernels":
+                con.execute(f"CREATE TABLE {view} AS SELECT x.* FROM {run}.{view} x {keep} {claimed} p "
+                            f"ON p.pid = x.pid AND p.correlation_id = x.correlation_id")
+        # The run's timeline and gaps carry the phase of each operation: a filter picks the phase's.
+        con.execute(f"CREATE VIEW _timeline AS SELECT * FROM {run}._timeline WHERE {tagged}")
+        con.execute(f"CREATE VIEW _idle_gaps AS SELECT * FROM {run}._idle_gaps WHERE {tagged}")
         for fact in ordered:
             # The whole run already checked each query's columns, over views of the same columns as these.
             materialize(con, fact, params, check_columns=False)
@@ -85,3 +96,4 @@ def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params
     finally:
         con.execute("RESET search_path")
         con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        con.execute(f'DROP SCHEMA IF EXISTS "{stored}" CASCADE')
