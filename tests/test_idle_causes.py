@@ -147,3 +147,30 @@ def test_time_in_calls_during_each_gap_matches_a_brute_force_count_with_nested_a
         spent = _overlap_oracle(calls[tid], gap_start, gap_end)
         expected = (spent["sync"], spent["allocation"], spent["launch"], gap_end - gap_start - sum(spent.values()))
         assert got[(device, gap_end)] == expected, (seed, device, gap_start, gap_end, tid)
+
+
+def test_a_burst_of_calls_before_long_gaps_stays_cheap_and_exact():
+    """A thread that issued all its work in a few microseconds while the GPU then idled through a hundred seconds
+    of gaps: the time buckets are sized over calls and gaps together, so each gap falls into a few of them (sized
+    over the calls alone, every gap would be listed in a hundred million)."""
+    import duckdb
+
+    from nsys_diagnose.facts import load_facts, render_sql
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE _api_classes AS SELECT 0 AS name_id, 'launch' AS api_class")
+    con.execute("CREATE TABLE api_calls AS SELECT 1::BIGINT AS global_tid, range * 1000 AS start_ns, "
+                "range * 1000 + 900 AS end_ns, 0::BIGINT AS name_id FROM range(10)")
+    con.execute("CREATE TABLE _timeline AS SELECT 0 AS device_id, (range + 1) * 100_000_000 AS start_ns, "
+                "range * 100_000_000 + 500 AS prev_end_ns, false AS is_graph, true AS is_compute, false AS is_memset, "
+                "false AS is_uvm, 1::BIGINT AS pid, 1::BIGINT AS global_tid, 0::BIGINT AS api_start_ns, "
+                "9_900::BIGINT AS api_end_ns, false AS follows_sync, NULL::BIGINT AS sync_return_ns, "
+                "NULL::VARCHAR AS phase FROM range(1000)")
+    rows = con.execute(f"SELECT gap_start_ns, launch_ns, host_ns FROM ({render_sql(load_facts(None)['_idle_gaps'])}) "
+                       "ORDER BY gap_start_ns").fetchall()
+    assert len(rows) == 1000
+    calls = [(i * 1000, i * 1000 + 900, "launch") for i in range(10)]
+    for gap_start, launch_ns, host_ns in rows:
+        gap_end = gap_start - 500 + 100_000_000
+        assert launch_ns == _overlap_oracle(calls, gap_start, gap_end)["launch"]
+        assert launch_ns + host_ns == gap_end - gap_start

@@ -22,10 +22,10 @@
 -- @doc (Python, a scheduler, tokenisation, I/O, waiting for input).
 -- @doc Time inside calls on the issuing thread is the overlap of the gap with the thread's calls, found by an
 -- @doc equi-join on time buckets (each call and gap listed in every bucket it touches, an overlap counted in
--- @doc the bucket where it begins), so no sort of the calls or gaps is needed. A call that begins inside an
--- @doc earlier call of the same thread (nested driver calls) counts only from that call's return, so no time
--- @doc counts twice. The bucket width is the calls' span over their count (at least 1 us): each call and gap
--- @doc touches about two buckets, however long the capture.
+-- @doc the bucket where it begins), so the gaps are never sorted. A call that begins inside an earlier call of
+-- @doc the same thread (nested driver calls) counts only from that call's return, so no time counts twice (one
+-- @doc window over the calls). The bucket width is the span of the calls and gaps over the larger of their
+-- @doc counts (at least 1 us), so a call or gap touches about two buckets on average, however long the capture.
 -- @needs _timeline _api_classes
 -- @param host_work_min_ns 100000
 -- @param gpu_side_max_gap_ns 20000
@@ -44,52 +44,41 @@
 -- @column host_ns Time of the gap it spent outside CUDA calls (ns).
 -- @column cause uvm, gpu-side, sync, allocation, launch, host or other.
 -- @column phase Inference phase of the next operation (_timeline.phase): the phase the gap belongs to.
+-- The gaps whose next operation's issuing call is known, narrow: the wide columns are read from _timeline once
+-- the time inside calls is summed, so millions of gaps are not carried through the joins.
 WITH gaps AS (
-    SELECT t.device_id, t.prev_end_ns AS gap_start_ns, t.start_ns AS gap_end_ns, t.start_ns - t.prev_end_ns AS gap_ns,
-           CASE WHEN t.is_graph THEN 'graph' WHEN t.is_compute THEN 'kernel' WHEN t.is_memset THEN 'memset'
-                ELSE 'memcpy' END AS next_kind,
-           t.is_uvm AS next_is_uvm, t.pid, t.global_tid, t.api_start_ns, t.api_end_ns, t.follows_sync,
-           t.sync_return_ns, t.phase
-    FROM _timeline t
-    WHERE t.start_ns > t.prev_end_ns
+    SELECT device_id, prev_end_ns AS gap_start_ns, start_ns AS gap_end_ns, global_tid
+    FROM _timeline
+    WHERE start_ns > prev_end_ns AND global_tid IS NOT NULL
 ),
--- The calls of the threads that issued a gap's next operation; calls with the same thread, start and end count
--- once (as one of their classes).
-calls AS (
-    SELECT a.global_tid, a.start_ns, a.end_ns, min(c.api_class) AS api_class
-    FROM api_calls a JOIN _api_classes c ON c.name_id = a.name_id
-    WHERE a.global_tid IN (SELECT DISTINCT global_tid FROM gaps WHERE global_tid IS NOT NULL)
-      AND a.end_ns > a.start_ns
-    GROUP BY a.global_tid, a.start_ns, a.end_ns
+-- The calls of the threads that issued a gap's next operation, each from the latest return of the calls before
+-- it on its thread (by start, end, then class: of calls with the same start and end, one counts), so calls
+-- nested in others (driver calls inside runtime calls) never count twice: one window over the calls.
+own AS (
+    SELECT global_tid, greatest(start_ns, coalesce(covered_until_ns, start_ns)) AS start_ns, end_ns, api_class
+    FROM (SELECT a.global_tid, a.start_ns, a.end_ns, c.api_class,
+                 max(a.end_ns) OVER (PARTITION BY a.global_tid ORDER BY a.start_ns, a.end_ns, c.api_class
+                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS covered_until_ns
+          FROM api_calls a JOIN _api_classes c ON c.name_id = a.name_id
+          WHERE a.global_tid IN (SELECT DISTINCT global_tid FROM gaps) AND a.end_ns > a.start_ns)
+    WHERE coalesce(covered_until_ns, start_ns) < end_ns
 ),
-width AS (SELECT greatest((max(end_ns) - min(start_ns)) // greatest(count(*), 1), 1000) AS b FROM calls),
+-- Buckets as wide as the span of calls and gaps over the larger of their counts: a thread that issued its calls
+-- in one burst while the GPU worked through long gaps afterwards still lists each gap in a few buckets.
+width AS (
+    SELECT greatest((greatest(c.e, g.e) - least(c.s, g.s)) // greatest(c.n, g.n, 1), 1000) AS b
+    FROM (SELECT min(start_ns) AS s, max(end_ns) AS e, count(*) AS n FROM own) c,
+         (SELECT min(gap_start_ns) AS s, max(gap_end_ns) AS e, count(*) AS n FROM gaps) g
+),
 call_buckets AS (
     SELECT c.global_tid, c.start_ns, c.end_ns, c.api_class,
            unnest(range(c.start_ns // w.b, (c.end_ns - 1) // w.b + 1)) AS bucket
-    FROM calls c CROSS JOIN width w
-),
--- A call that starts inside an earlier call of its thread (earlier: by start, then end) starts at the latest
--- such return instead; nested calls are rare, so this join finds few pairs.
-nested AS (
-    SELECT c.global_tid, c.start_ns, c.end_ns, max(o.end_ns) AS covered_until_ns
-    FROM (SELECT c.*, c.start_ns // w.b AS bucket FROM calls c CROSS JOIN width w) c
-    JOIN call_buckets o ON o.global_tid = c.global_tid AND o.bucket = c.bucket
-    WHERE o.start_ns <= c.start_ns AND o.end_ns > c.start_ns AND (o.start_ns, o.end_ns) < (c.start_ns, c.end_ns)
-    GROUP BY ALL
-),
-own AS (
-    -- each call's own stretch: disjoint from every other call's of the thread
-    SELECT b.global_tid, greatest(b.start_ns, coalesce(n.covered_until_ns, b.start_ns)) AS start_ns, b.end_ns,
-           b.api_class, b.bucket
-    FROM call_buckets b
-    LEFT JOIN nested n ON n.global_tid = b.global_tid AND n.start_ns = b.start_ns AND n.end_ns = b.end_ns
-    WHERE coalesce(n.covered_until_ns, b.start_ns) < b.end_ns
+    FROM own c CROSS JOIN width w
 ),
 gap_buckets AS (
     SELECT g.device_id, g.gap_end_ns, g.gap_start_ns, g.global_tid,
            unnest(range(g.gap_start_ns // w.b, (g.gap_end_ns - 1) // w.b + 1)) AS bucket
     FROM gaps g CROSS JOIN width w
-    WHERE g.global_tid IS NOT NULL
 ),
 inside AS (
     -- (device_id, gap_end_ns) names a gap: two operations of a device that start together cannot both end one
@@ -100,15 +89,21 @@ inside AS (
            coalesce(sum(least(c.end_ns, g.gap_end_ns) - greatest(c.start_ns, g.gap_start_ns))
                     FILTER (WHERE c.api_class = 'sync'), 0) AS sync_ns
     FROM gap_buckets g CROSS JOIN width w
-    JOIN own c ON c.global_tid = g.global_tid AND c.bucket = g.bucket
+    JOIN call_buckets c ON c.global_tid = g.global_tid AND c.bucket = g.bucket
     WHERE c.start_ns < g.gap_end_ns AND c.end_ns > g.gap_start_ns
       AND greatest(c.start_ns, g.gap_start_ns) // w.b = g.bucket
     GROUP BY g.device_id, g.gap_end_ns
 ),
 at_end AS (
-    SELECT g.*, coalesce(i.api_ns, 0) AS api_ns, coalesce(i.allocation_ns, 0) AS allocation_ns,
+    SELECT t.device_id, t.prev_end_ns AS gap_start_ns, t.start_ns AS gap_end_ns, t.start_ns - t.prev_end_ns AS gap_ns,
+           CASE WHEN t.is_graph THEN 'graph' WHEN t.is_compute THEN 'kernel' WHEN t.is_memset THEN 'memset'
+                ELSE 'memcpy' END AS next_kind,
+           t.is_uvm AS next_is_uvm, t.pid, t.global_tid, t.api_start_ns, t.api_end_ns, t.follows_sync,
+           t.sync_return_ns, t.phase,
+           coalesce(i.api_ns, 0) AS api_ns, coalesce(i.allocation_ns, 0) AS allocation_ns,
            coalesce(i.sync_ns, 0) AS sync_ns
-    FROM gaps g LEFT JOIN inside i ON i.device_id = g.device_id AND i.gap_end_ns = g.gap_end_ns
+    FROM _timeline t LEFT JOIN inside i ON i.device_id = t.device_id AND i.gap_end_ns = t.start_ns
+    WHERE t.start_ns > t.prev_end_ns
 )
 SELECT device_id, gap_start_ns, gap_end_ns, gap_ns, next_kind, next_is_uvm, pid, global_tid,
        sync_ns, allocation_ns, api_ns - allocation_ns - sync_ns AS launch_ns, gap_ns - api_ns AS host_ns,
