@@ -58,7 +58,8 @@ decode_ranges AS (SELECT global_tid, start_ns, end_ns FROM _phase_ranges WHERE p
 decode_steps AS (
     SELECT r.global_tid, r.start_ns, r.end_ns, count(*) AS ops, max(t.end_ns) AS last_end_ns
     FROM (SELECT global_tid, api_start_ns, end_ns FROM _timeline
-          WHERE device_id = (SELECT device_id FROM dev) AND global_tid IS NOT NULL) t
+          WHERE device_id = (SELECT device_id FROM dev)
+            AND global_tid IN (SELECT DISTINCT global_tid FROM decode_ranges)) t
     ASOF JOIN decode_ranges r ON r.global_tid = t.global_tid AND t.api_start_ns >= r.start_ns
     WHERE t.api_start_ns < r.end_ns
     GROUP BY r.global_tid, r.start_ns, r.end_ns
@@ -78,14 +79,20 @@ tenth AS (
     WHERE g.cause = (SELECT cause FROM cause)
     GROUP BY part ORDER BY sum(g.gap_ns) DESC, part LIMIT 1
 ),
+part_bounds AS (
+    SELECT s.t0 + s.len * coalesce((SELECT part FROM tenth), 4) // 10 AS lo,
+           s.t0 + s.len * (coalesce((SELECT part FROM tenth), 4) + 1) // 10 AS hi
+    FROM span s
+),
+-- Both sides cut to the tenth before they are joined (the join would otherwise hash every gap of the run).
 part_ops AS (
     SELECT t.start_ns, t.end_ns, t.prev_end_ns,
            CASE WHEN g.cause = (SELECT cause FROM cause) THEN g.gap_ns ELSE 0 END AS idle
-    FROM _timeline t CROSS JOIN span s
-    LEFT JOIN _idle_gaps g ON g.device_id = t.device_id AND g.gap_end_ns = t.start_ns AND g.gap_start_ns = t.prev_end_ns
-    WHERE t.device_id = (SELECT device_id FROM dev)
-      AND t.start_ns >= s.t0 + s.len * coalesce((SELECT part FROM tenth), 4) // 10
-      AND t.start_ns < s.t0 + s.len * (coalesce((SELECT part FROM tenth), 4) + 1) // 10
+    FROM (SELECT t.* FROM _timeline t, part_bounds b
+          WHERE t.device_id = (SELECT device_id FROM dev) AND t.start_ns >= b.lo AND t.start_ns < b.hi) t
+    LEFT JOIN (SELECT g.* FROM _idle_gaps g, part_bounds b
+               WHERE g.device_id = (SELECT device_id FROM dev) AND g.gap_end_ns >= b.lo AND g.gap_end_ns < b.hi) g
+           ON g.device_id = t.device_id AND g.gap_end_ns = t.start_ns AND g.gap_start_ns = t.prev_end_ns
 ),
 runs AS (
     SELECT start_ns AS last_start_ns, end_ns AS last_end_ns,
