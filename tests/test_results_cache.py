@@ -98,7 +98,7 @@ def test_an_edited_facts_file_is_ignored_and_rewritten(profile, tmp_path):
     assert json.loads(json.loads(path.read_text())["payload"]) != payload  # the forgery is gone
 
 
-def test_a_facts_file_others_may_write_or_a_link_is_not_believed(profile, tmp_path):
+def test_a_facts_file_others_may_write_a_link_or_a_fifo_is_not_believed(profile, tmp_path):
     cache = tmp_path / "cache"
     _run(profile, cache)
     path = _facts_file(cache)
@@ -109,6 +109,10 @@ def test_a_facts_file_others_may_write_or_a_link_is_not_believed(profile, tmp_pa
     shutil.copyfile(path, elsewhere)
     path.unlink()
     path.symlink_to(elsewhere)
+    _, said = _run(profile, cache)
+    assert not any(REUSED in s for s in said)
+    path.unlink()
+    os.mkfifo(path)  # opening it for reading must not wait for a writer
     _, said = _run(profile, cache)
     assert not any(REUSED in s for s in said)
 

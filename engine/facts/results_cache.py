@@ -19,6 +19,7 @@ import hmac
 import importlib.resources
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -82,10 +83,17 @@ def _factset(payload: dict[str, Any], facts: dict[str, Fact]) -> FactSet:
 
 def load(path: Path, key: str, facts: dict[str, Fact]) -> FactSet | None:
     """The facts kept at `path` for `key`, or None when there are none that this user can trust."""
-    if not store.trusted_cache_file(path):
+    try:
+        # Checked on the descriptor that is read, so the file cannot be swapped between the check and the read;
+        # never following a link, and never waiting on a FIFO planted under the name.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
         return None
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                return None
             data = f.read(MAX_BYTES + 1)
         if len(data) > MAX_BYTES:
             return None
