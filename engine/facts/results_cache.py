@@ -19,7 +19,6 @@ import hmac
 import importlib.resources
 import json
 import os
-import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -91,8 +90,7 @@ def load(path: Path, key: str, facts: dict[str, Fact]) -> FactSet | None:
         return None
     try:
         with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            if not store.trusted_stat(os.fstat(f.fileno())):
                 return None
             data = f.read(MAX_BYTES + 1)
         if len(data) > MAX_BYTES:
@@ -123,11 +121,10 @@ def save(path: Path, key: str, facts: FactSet, mode: int) -> None:
             os.fchmod(f.fileno(), mode)
             f.write(text)
         os.replace(temp, path)
-    except OSError:
+    except BaseException as exc:
         Path(temp).unlink(missing_ok=True)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+        if not isinstance(exc, OSError):  # a full disk or a refused rename only means nothing is kept
+            raise
 
 
 def facts_of(export: Export, *, facts: dict[str, Fact], params: dict[str, float] | None = None,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..duck import sql_literal
-from ..reading.canonical import view_sql
+from ..reading.canonical import STORED, view_sql
 from . import Fact, materialize, run_order
 
 # Read from the whole run in every phase. _timeline and _idle_gaps are cut to the phase, not computed again:
@@ -24,6 +24,10 @@ FROM_RUN = frozenset({"_api_names", "_api_classes", "_gpu_ops", "_issuing_calls"
                       "_phase_ranges", "_call_phases", "_timeline", "_idle_gaps"})
 # Canonical views replaced in a phase by the rows that belong to it, and the key that ties a row to its call.
 _BY_CALL = ("kernels", "graph_launches", "memcpys", "memsets")
+_KEYS = {"api_calls": "p.global_tid = x.global_tid AND p.start_ns = x.start_ns",
+         **{view: "p.pid = x.pid AND p.correlation_id = x.correlation_id" for view in _BY_CALL}}
+# The name tables the stored views join back (canonical.STORED).
+_NAME_TABLES = ("api_names", "kernel_names")
 # The phase of work that no phase range claims (as in the `phases` fact).
 OTHER = "other"
 
@@ -71,20 +75,17 @@ def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params
     con.execute(f'CREATE SCHEMA "{stored}"')
     try:
         con.execute(f"SET search_path = {sql_literal(f'{schema},main')}")
-        # The phase's rows are copied once into tables (several facts read each): kernels and API calls in
-        # their stored form, names as ids, under the canonical views that join the names back.
-        for view, key in (("api_calls", "p.global_tid = x.global_tid AND p.start_ns = x.start_ns"),
-                          ("kernels", "p.pid = x.pid AND p.correlation_id = x.correlation_id")):
-            con.execute(f'CREATE TABLE "{stored}"."{view}" AS SELECT x.* FROM canon."{view}" x {keep} {claimed} p '
-                        f"ON {key}")
-        for names in ("api_names", "kernel_names"):
+        # The phase's rows are copied once into tables (several facts read each). Views stored with their names
+        # as ids (kernels, API calls) are copied in that form, under the canonical view that joins the names back.
+        for names in _NAME_TABLES:
             con.execute(f'CREATE VIEW "{stored}"."{names}" AS SELECT * FROM canon."{names}"')
-        for view in ("api_calls", "kernels"):
-            con.execute(f'CREATE VIEW "{view}" AS {view_sql(view, chr(34) + stored + chr(34))}')
-        for view in _BY_CALL:
-            if view != "kernels":
-                con.execute(f"CREATE TABLE {view} AS SELECT x.* FROM {run}.{view} x {keep} {claimed} p "
-                            f"ON p.pid = x.pid AND p.correlation_id = x.correlation_id")
+        for view, key in _KEYS.items():
+            if view in STORED:
+                con.execute(f'CREATE TABLE "{stored}"."{view}" AS SELECT x.* FROM canon."{view}" x {keep} {claimed} '
+                            f"p ON {key}")
+                con.execute(f'CREATE VIEW "{view}" AS {view_sql(view, chr(34) + stored + chr(34))}')
+            else:
+                con.execute(f"CREATE TABLE {view} AS SELECT x.* FROM {run}.{view} x {keep} {claimed} p ON {key}")
         # The run's timeline and gaps carry the phase of each operation: a filter picks the phase's.
         con.execute(f"CREATE VIEW _timeline AS SELECT * FROM {run}._timeline WHERE {tagged}")
         con.execute(f"CREATE VIEW _idle_gaps AS SELECT * FROM {run}._idle_gaps WHERE {tagged}")

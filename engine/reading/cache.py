@@ -264,6 +264,11 @@ def trusted_cache_file(path: Path) -> bool:
         st = os.lstat(path)
     except OSError:
         return False
+    return trusted_stat(st)
+
+
+def trusted_stat(st: os.stat_result) -> bool:
+    """The file `st` describes is a regular file owned by this user that nobody else may write."""
     return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
