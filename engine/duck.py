@@ -43,15 +43,29 @@ def scanner_extension_path() -> Path:
     return path
 
 
-def offline_connection(database: str = ":memory:", *, threads: int | None = None) -> duckdb.DuckDBPyConnection:
+def offline_connection(database: str = ":memory:", *, threads: int | None = None,
+                       _unverified_extensions: bool = False) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with extension auto-install/auto-load disabled."""
     config: dict[str, object] = {
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
     }
+    if _unverified_extensions:
+        config["allow_unsigned_extensions"] = True
     if threads:
         config["threads"] = threads
     return duckdb.connect(database, config=config)
+
+
+def sqlite_reader_connection(*, threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An offline connection for the one DuckDB instance that loads the SQLite scanner (load_sqlite_scanner).
+
+    The scanner is a file of the installed `duckdb-extension-sqlite-scanner` wheel, trusted as the package's own
+    Python code beside it is: whoever could change it could change that code. DuckDB's signature check of the
+    35 MB file would cost about 0.08 s on every run, so this instance skips it. Nothing else is ever loaded
+    here (auto-install and auto-load are off), and no SQL but the package's own runs in it: team SQL runs in
+    the facts' instance, which loads no extension (engine/reading/cache.py)."""
+    return offline_connection(threads=threads, _unverified_extensions=True)
 
 
 def is_interrupt(exc: BaseException) -> bool:

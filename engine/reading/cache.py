@@ -52,7 +52,7 @@ import duckdb
 
 from . import canonical
 from .canonical import database_ddl
-from ..duck import offline_connection, reraise_interrupt, sql_literal
+from ..duck import offline_connection, reraise_interrupt, sql_literal, sqlite_reader_connection
 from ..errors import DiagnoseError, SetupError
 
 # The code that decides what a cache holds, besides the canonical definitions: part of format_version().
@@ -383,7 +383,7 @@ class Workspace:
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A DuckDB instance of its own, for reading the export into a canonical database (close it after)."""
-        con = offline_connection(threads=self.threads)
+        con = sqlite_reader_connection(threads=self.threads)
         try:
             _configure(con, memory_limit(self.share), self.root / "spill")
         except BaseException:
