@@ -17,14 +17,16 @@
 -- @check graph_kernel_share range 0 1
 -- @check graph_replays non_negative
 -- @check trace_mode accepted_values graph node
-SELECT (SELECT count(*) FROM kernels) AS kernel_count,
-       (SELECT count(*) FROM kernels WHERE graph_node_id IS NOT NULL) AS graph_kernel_count,
-       CASE WHEN (SELECT count(*) FROM kernels) > 0
-            THEN (SELECT count(*) FROM kernels WHERE graph_node_id IS NOT NULL) / (SELECT count(*) FROM kernels)
-            ELSE 0 END AS graph_kernel_share,
-       (SELECT count(*) FROM graph_launches) AS graph_replays,
-       (SELECT coalesce(sum(dur_ns), 0) FROM graph_launches) AS graph_replay_ns,
-       (SELECT count(*) FROM api_calls WHERE name LIKE 'cudaGraphLaunch%' OR name LIKE 'cuGraphLaunch%')
-           AS graph_launch_calls,
-       (SELECT value FROM profile_info WHERE key = 'graph_trace_mode') AS trace_mode,
-       (SELECT value FROM profile_info WHERE key = 'graph_trace_setting') AS trace_setting
+-- One aggregate per source table: scalar subqueries, one per column, would each join the names back into
+-- the kernels and calls, and planning those joins is most of the cost on a short capture.
+WITH k AS (SELECT count(*) AS n, count(graph_node_id) AS graph_n FROM kernels),
+g AS (SELECT count(*) AS n, coalesce(sum(dur_ns), 0) AS ns FROM graph_launches),
+launches AS (SELECT count(*) AS n FROM api_calls WHERE name LIKE 'cudaGraphLaunch%' OR name LIKE 'cuGraphLaunch%'),
+info AS (SELECT any_value(value) FILTER (WHERE key = 'graph_trace_mode') AS mode,
+                any_value(value) FILTER (WHERE key = 'graph_trace_setting') AS setting
+         FROM profile_info)
+SELECT k.n AS kernel_count, k.graph_n AS graph_kernel_count,
+       CASE WHEN k.n > 0 THEN k.graph_n / k.n ELSE 0 END AS graph_kernel_share,
+       g.n AS graph_replays, g.ns AS graph_replay_ns, launches.n AS graph_launch_calls,
+       info.mode AS trace_mode, info.setting AS trace_setting
+FROM k, g, launches, info
