@@ -18,6 +18,7 @@ from ..facts import (Fact, FactError, check_documented_columns, check_rows, did_
                      run_order, table_columns)
 from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
+from .parallel import run_facts, side_by_side
 from .scopes import compute_phase, per_phase_order, phases_to_judge
 
 # Default NVTX phase patterns (case-insensitive regular expressions on the range text). vLLM and
@@ -207,22 +208,24 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
     out = FactSet()
     ops = sum(export.count(v) for v in ("kernels", "graph_launches", "memcpys", "memsets") if v in export.views)
     ordered = _in_run_order(facts)
+    bundled = [f for f in ordered if not f.team]
+    team = [f for f in ordered if f.team]
     unmet: dict[str, str | None] = {}  # requirement -> why it does not hold; several facts share one
-    locked = False
-    for number, fact in enumerate(ordered, 1):
-        if fact.team and not locked:
-            _compute_phases(con, facts, out, params, progress)  # before the lock: it sets the search path
-            _lock_for_team_facts(con, TEAM_LIMITS)
-            locked = True
+
+    def announce(fact: Fact) -> None:
         if progress:
-            progress(f"computing fact {number}/{len(ordered)} {fact.name} over {ops:,} GPU operations")
-        if fact.team:
-            _materialize_bounded(con, fact, params, TEAM_LIMITS)
-        else:
-            materialize(con, fact, params, check_columns=False)  # checked below on the rows' columns
+            progress(f"computing fact {ordered.index(fact) + 1}/{len(ordered)} {fact.name} over {ops:,} GPU operations")
+
+    def compute(cursor: Any, fact: Fact) -> tuple[list[str], list[dict[str, Any]]] | None:
+        materialize(cursor, fact, params, check_columns=False)  # checked below on the rows' columns
         if fact.is_helper and fact.name not in helpers:
-            continue
-        columns, rows = _rows(con, fact)
+            return None
+        return _rows(cursor, fact)
+
+    def record(fact: Fact, found: tuple[list[str], list[dict[str, Any]]] | None) -> None:
+        if found is None:
+            return
+        columns, rows = found
         if not fact.is_helper:
             check_documented_columns(fact, columns)
         skipped = None
@@ -233,13 +236,24 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
             if skipped:
                 break
         out.results[fact.name] = FactResult(fact, columns, rows, skipped)
-    if not locked:
-        _compute_phases(con, facts, out, params, progress)
+
+    workers = side_by_side(con.execute("SELECT current_setting('threads')").fetchone()[0], ops)
+    computed = run_facts(con, bundled, compute, workers=workers, started=announce)
+    for fact in bundled:
+        record(fact, computed[fact.name])
+    # Before the team facts: they run with the configuration locked, and a phase sets the search path.
+    _compute_phases(con, facts, out, params, progress, workers)
+    if team:
+        _lock_for_team_facts(con, TEAM_LIMITS)
+    for fact in team:
+        announce(fact)
+        _materialize_bounded(con, fact, params, TEAM_LIMITS)
+        record(fact, None if fact.is_helper and fact.name not in helpers else _rows(con, fact))
     return out
 
 
 def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict[str, float] | None,
-                    progress: Callable[[str], None] | None) -> None:
+                    progress: Callable[[str], None] | None, workers: int) -> None:
     """out.phases: the per-phase facts over each phase worth judging on its own (engine/facts/scopes.py)."""
     if "phases" not in out.results or "_call_phases" not in facts:
         return
@@ -249,13 +263,12 @@ def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict
         if progress:
             progress(f"computing the facts of phase {number}/{len(phases)} {phase}")
         scoped = FactSet()
-
-        def collect(fact: Fact) -> None:
-            columns, rows = _rows(con, fact)
-            run = out.results.get(fact.name)
-            scoped.results[fact.name] = FactResult(fact, columns, rows, run.skipped if run else None)
-
-        compute_phase(con, phase, f"phase_{number}", ordered, params, collect)
+        found = compute_phase(con, phase, f"phase_{number}", ordered, params, _rows, workers)
+        for fact in ordered:
+            if fact.name in found:
+                columns, rows = found[fact.name]
+                run = out.results.get(fact.name)
+                scoped.results[fact.name] = FactResult(fact, columns, rows, run.skipped if run else None)
         out.phases[phase] = scoped
 
 

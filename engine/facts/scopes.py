@@ -12,11 +12,14 @@ the causes of each gap) is read from the whole run, where it was computed with a
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from ..duck import sql_literal
 from ..reading.canonical import STORED, view_sql
 from . import Fact, materialize, run_order
+from .parallel import run_facts
+
+T = TypeVar("T")
 
 # Read from the whole run in every phase. _timeline and _idle_gaps are cut to the phase, not computed again:
 # an idle gap's cause depends on what the host did before the phase's operation, in any phase.
@@ -57,9 +60,10 @@ def per_phase_order(facts: dict[str, Fact]) -> list[Fact]:
 
 
 def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params: dict[str, float] | None,
-                  collect: Callable[[Fact], None]) -> None:
-    """Create `schema` holding `phase`'s rows and compute `ordered` in it; `collect(fact)` reads each per-phase
-    fact while the schema is current. The schema is dropped afterwards and the search path restored."""
+                  collect: Callable[[Any, Fact], T], workers: int = 1) -> dict[str, T]:
+    """Create `schema` holding `phase`'s rows and compute `ordered` in it, `workers` facts at once
+    (engine/facts/parallel.py); returns collect(cursor, fact) of each per-phase fact, called while the schema is
+    current. The schema is dropped afterwards and the search path restored."""
     db = con.execute("SELECT current_database()").fetchone()[0]
     run = f'"{db}".main'
     if phase == OTHER:
@@ -71,10 +75,11 @@ def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params
         keep = "SEMI JOIN"
         tagged = f"phase = {sql_literal(phase)}"
     stored = f"{schema}_stored"
+    search_path = f"SET search_path = {sql_literal(f'{schema},main')}"
     con.execute(f'CREATE SCHEMA "{schema}"')
     con.execute(f'CREATE SCHEMA "{stored}"')
     try:
-        con.execute(f"SET search_path = {sql_literal(f'{schema},main')}")
+        con.execute(search_path)
         # The phase's rows are copied once into tables (several facts read each). Views stored with their names
         # as ids (kernels, API calls) are copied in that form, under the canonical view that joins the names back.
         for names in _NAME_TABLES:
@@ -89,11 +94,14 @@ def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params
         # The run's timeline and gaps carry the phase of each operation: a filter picks the phase's.
         con.execute(f"CREATE VIEW _timeline AS SELECT * FROM {run}._timeline WHERE {tagged}")
         con.execute(f"CREATE VIEW _idle_gaps AS SELECT * FROM {run}._idle_gaps WHERE {tagged}")
-        for fact in ordered:
+
+        def compute(cursor: Any, fact: Fact) -> T | None:
             # The whole run already checked each query's columns, over views of the same columns as these.
-            materialize(con, fact, params, check_columns=False)
-            if fact.per_phase:
-                collect(fact)
+            materialize(cursor, fact, params, check_columns=False)
+            return collect(cursor, fact) if fact.per_phase else None
+
+        found = run_facts(con, ordered, compute, workers=workers, setup=[search_path])
+        return {name: value for name, value in found.items() if value is not None}
     finally:
         con.execute("RESET search_path")
         con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
