@@ -129,3 +129,45 @@ def test_without_a_cache_no_facts_are_kept(profile, tmp_path):
     diagnose(profile, Config(), progress=said.append, cache=False)
     assert not any(REUSED in s for s in said)
     assert [p for p in profile.parent.iterdir()] == [profile]
+
+
+def test_a_run_killed_while_keeping_the_facts_leaves_only_what_the_next_run_sweeps(profile, tmp_path):
+    """SIGKILL (or the OOM killer) while the facts are being kept: the unpublished file is inside a build
+    directory of the dead process, which the next run's sweep removes; no stray file is left in the cache
+    directory."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from nsys_diagnose.reading import cache as store
+
+    caches = tmp_path / "caches"
+    # The child dies at the moment it would publish its facts file, once the file is written.
+    child = f"""
+import os, signal
+real_replace = os.replace
+def replace(source, target, *args, **kwargs):
+    if str(target).endswith({SUFFIX!r}):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real_replace(source, target, *args, **kwargs)
+os.replace = replace
+from nsys_diagnose.api import diagnose
+diagnose({str(profile)!r}, cache_dir={str(caches)!r})
+"""
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    left = sorted(p.name for p in caches.iterdir())
+    cached = [n for n in left if n.endswith(store.CACHE_SUFFIX)]
+    assert len(cached) == 1, left  # the cache was complete before the facts
+    assert not [n for n in left if n.endswith(SUFFIX)], left  # no facts file was published
+    stray = [n for n in left if not n.endswith(store.CACHE_SUFFIX)]
+    assert len(stray) == 1 and stray[0].startswith(store.BUILD_PREFIX), left
+    assert [p.name for p in (caches / stray[0]).iterdir()] == [cached[0] + SUFFIX]
+
+    later = time.time() + store.LEFTOVER_AGE_S + 60
+    assert store.sweep_leftovers([caches], now=later) == [caches / stray[0]]
+    assert all(n.endswith(store.CACHE_SUFFIX) for n in os.listdir(caches))
+    report, said = _run(profile, caches)
+    assert not any(REUSED in s for s in said)  # nothing unpublished was believed
+    assert report["verdict"]["primary"] == "launch-bound"

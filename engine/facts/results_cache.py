@@ -19,7 +19,7 @@ import hmac
 import importlib.resources
 import json
 import os
-import tempfile
+import shutil
 from pathlib import Path
 from typing import Any, Callable
 
@@ -112,19 +112,23 @@ def save(path: Path, key: str, facts: FactSet, mode: int) -> None:
     if seal is None:
         return
     text = json.dumps({"key": key, "seal": seal, "payload": payload})
+    # Written in a build directory of this process, as the cache is: a run killed outright (SIGKILL, OOM) leaves
+    # the half-written file where the next run's sweep removes it (engine/reading/cache.py sweep_leftovers).
     try:
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.parent)
+        build = store.new_build_dir(path)
     except OSError:
         return
     try:
+        temp = build / path.name
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             os.fchmod(f.fileno(), mode)
             f.write(text)
         os.replace(temp, path)
-    except BaseException as exc:
-        Path(temp).unlink(missing_ok=True)
-        if not isinstance(exc, OSError):  # a full disk or a refused rename only means nothing is kept
-            raise
+    except OSError:
+        pass  # a full disk or a refused rename only means nothing is kept
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
 
 
 def facts_of(export: Export, *, facts: dict[str, Fact], params: dict[str, float] | None = None,
