@@ -105,3 +105,27 @@ def test_real_exports_get_their_own_stack_and_no_serving_flags(export, stack):
     _, report = analysis(path)
     assert report.profile.stack.name == stack
     assert not SERVING_ADVICE.search(render(report, "md"))
+
+
+def test_the_stack_example_is_the_same_name_on_every_run_when_names_tie():
+    """Two kernels (or NVTX labels) with the same time: the example shown is the first by name, not whichever
+    DuckDB met first, so reports and `compare` do not change between runs of one profile."""
+    import duckdb
+
+    from nsys_diagnose.facts import load_facts, render_sql
+
+    sql = render_sql(load_facts()["software_stack"])
+    examples = set()
+    for threads in (1, 4):
+        for order in ("d", "c", "b", "a"), ("a", "b", "c", "d"), ("b", "d", "a", "c"):
+            con = duckdb.connect(config={"threads": threads})
+            con.execute("CREATE TABLE kernels (name VARCHAR, start_ns BIGINT, end_ns BIGINT)")
+            con.executemany("INSERT INTO kernels VALUES (?, ?, ?)",
+                            [(f"vllm::kernel_{c}", 1_000 * i, 1_000 * i + 500) for i, c in enumerate(order)])
+            con.execute("CREATE TABLE nvtx_ranges (text VARCHAR, domain VARCHAR)")
+            con.executemany("INSERT INTO nvtx_ranges VALUES (?, NULL)", [(f"vllm step {c}",) for c in order])
+            con.execute("CREATE TABLE processes (name VARCHAR)")
+            rows = con.execute(f"SELECT source, example FROM ({sql}) WHERE stack = 'vllm'").fetchall()
+            examples.add(tuple(sorted(rows)))
+            con.close()
+    assert examples == {(("kernels", "vllm::kernel_a"), ("nvtx", " vllm step a"))}

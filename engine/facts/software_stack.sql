@@ -8,7 +8,7 @@
 -- @column source Where the evidence is: kernels, nvtx or process.
 -- @column matches Kernels, NVTX ranges or processes that match.
 -- @column time_share For kernel evidence, the matching kernels' share of all kernel time (0-1).
--- @column example One matching name.
+-- @column example One matching name: the one with the most kernel time or ranges (the first by name on a tie).
 -- @check stack not_null
 -- @check time_share range 0 1
 WITH kernel_names AS (
@@ -53,11 +53,14 @@ process_stack AS (
            END AS stack, name
     FROM processes WHERE name IS NOT NULL
 )
+-- The example is the name with the most time (or ranges), the first in name order on a tie, so it is the same on
+-- every run.
 SELECT stack, 'kernels' AS source, CAST(sum(n) AS BIGINT) AS matches,
-       least(sum(t) / (SELECT t FROM total), 1.0) AS time_share, arg_max(name, t) AS example
+       least(sum(t) / (SELECT t FROM total), 1.0) AS time_share, first(name ORDER BY t DESC, name) AS example
 FROM kernel_stack WHERE stack IS NOT NULL GROUP BY stack
 UNION ALL
-SELECT stack, 'nvtx', CAST(sum(n) AS BIGINT), NULL, arg_max(label, n) FROM range_stack WHERE stack IS NOT NULL GROUP BY stack
+SELECT stack, 'nvtx', CAST(sum(n) AS BIGINT), NULL, first(label ORDER BY n DESC, label) FROM range_stack
+WHERE stack IS NOT NULL GROUP BY stack
 UNION ALL
 SELECT stack, 'process', count(*), NULL, min(name) FROM process_stack WHERE stack IS NOT NULL GROUP BY stack
 ORDER BY stack, source
