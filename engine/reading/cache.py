@@ -226,25 +226,50 @@ def cache_secret() -> bytes | None:
     if d is None:
         return None
     path = d / "secret"
+    found = _read_secret(path)
+    if found is not None and len(found) == _SECRET_BYTES:
+        return found
+    # No key yet, or a private one of the wrong size that never sealed anything (an empty file left by a run
+    # killed between creating and writing it, in versions that wrote the key in place): a complete key is written
+    # aside and linked into place, so no run ever reads half a key, and of two first runs racing, both use the
+    # key linked first.
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    except FileExistsError:
-        pass
+        build = new_build_dir(path)
     except OSError:
         return None
-    else:
+    try:
+        fresh = build / "secret"
+        fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(secrets.token_bytes(_SECRET_BYTES))
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            data = fh.read(_SECRET_BYTES + 1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if found is None:
+            try:
+                os.link(fresh, path)
+            except FileExistsError:
+                pass  # another run linked its key first: that one is read below
+        else:
+            os.replace(fresh, path)
     except OSError:
         return None
-    if st.st_uid != os.geteuid() or st.st_mode & 0o077 or len(data) != _SECRET_BYTES:
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+    found = _read_secret(path)
+    return found if found is not None and len(found) == _SECRET_BYTES else None
+
+
+def _read_secret(path: Path) -> bytes | None:
+    """The bytes of the key file when it is this user's private regular file, else None (also when missing)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
         return None
-    return data
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            return None
+        return fh.read(_SECRET_BYTES + 1)
 
 
 def seal(fingerprint: str) -> str | None:
