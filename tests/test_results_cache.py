@@ -155,7 +155,10 @@ os.replace = replace
 from nsys_diagnose.api import diagnose
 diagnose({str(profile)!r}, cache_dir={str(caches)!r})
 """
-    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    scratch = tmp_path / "tmp"  # the killed child's own scratch directory stays there, not in the system's
+    scratch.mkdir()
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TMPDIR": str(scratch)})
     assert done.returncode == -signal.SIGKILL, done.stderr
     left = sorted(p.name for p in caches.iterdir())
     cached = [n for n in left if n.endswith(store.CACHE_SUFFIX)]
@@ -167,6 +170,7 @@ diagnose({str(profile)!r}, cache_dir={str(caches)!r})
 
     later = time.time() + store.LEFTOVER_AGE_S + 60
     assert store.sweep_leftovers([caches], now=later) == [caches / stray[0]]
+    assert len(store.sweep_leftovers([scratch], now=later)) == 1 and not os.listdir(scratch)
     assert all(n.endswith(store.CACHE_SUFFIX) for n in os.listdir(caches))
     report, said = _run(profile, caches)
     assert not any(REUSED in s for s in said)  # nothing unpublished was believed
