@@ -259,6 +259,18 @@ def real(fragment: str) -> Path:
     return matches[0]
 
 
+def rounded(value, digits: int):
+    """`value` (numbers, lists and dicts of them) with every float cut to `digits` significant digits, for
+    comparing results whose last bits may differ between machines or between runs."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, list):
+        return [rounded(v, digits) for v in value]
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    return value
+
+
 def sqlite_ro(path: Path) -> sqlite3.Connection:
     con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
     con.text_factory = lambda b: b.decode("utf-8", "replace")

@@ -4,6 +4,7 @@ one fact at a time, a fact never starts before the facts it needs, and a failure
 from __future__ import annotations
 
 import _thread
+import signal
 import threading
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from conftest import rounded
 from nsys_diagnose.facts import Fact, FactError, load_facts
 from nsys_diagnose.facts import parallel
 from nsys_diagnose.facts.compute import compute_facts
@@ -26,23 +28,13 @@ def _fact(name: str, *needs: str) -> Fact:
     return Fact(name=name, sql="", path=f"{name}.sql", needs=list(needs))
 
 
-def _settled(value):
-    """Floats to 12 significant digits: DuckDB's parallel sums may differ in the last bit from run to run,
-    one fact at a time or not."""
-    if isinstance(value, float):
-        return float(f"{value:.12g}")
-    if isinstance(value, dict):
-        return {k: _settled(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_settled(v) for v in value]
-    return value
-
-
 def _all_rows(facts) -> dict:
     rows = {name: result.rows for name, result in facts.results.items()}
     for phase, scoped in facts.phases.items():
         rows.update({f"{phase}/{name}": result.rows for name, result in scoped.results.items()})
-    return _settled(rows)
+    # 12 significant digits: DuckDB's parallel sums may differ in the last bit from run to run, one fact at a
+    # time or not.
+    return rounded(rows, 12)
 
 
 @pytest.mark.parametrize("scenario", ["eager_decode", "prefill_heavy_eager_decode", "multi_gpu_straggler"])
@@ -117,12 +109,18 @@ def test_ctrl_c_interrupts_every_query_and_leaves_no_worker() -> None:
         time.sleep(0.3)
         _thread.interrupt_main()
 
-    presser = threading.Thread(target=press_ctrl_c)
-    presser.start()
-    begin = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        run_facts(con, [_fact("one"), _fact("two"), _fact("three", "one")], work, workers=2)
-    presser.join()
+    # Python's own Ctrl-C handler for this test: importing the command line installs one that only records a
+    # Ctrl-C during start-up, and whether another test imported it first must not decide what this test sees.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        presser = threading.Thread(target=press_ctrl_c)
+        presser.start()
+        begin = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            run_facts(con, [_fact("one"), _fact("two"), _fact("three", "one")], work, workers=2)
+        presser.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - begin < 10
     assert not [t for t in threading.enumerate() if t.name.startswith("fact")]
     assert con.execute("SELECT 42").fetchone()[0] == 42  # the connection still works

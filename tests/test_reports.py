@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from chromium import Browser, page_problems, require_chromium
-from conftest import analysis, scenario_analysis
+from conftest import analysis, rounded, scenario_analysis
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.diagnosis.config import resolve_config
@@ -65,18 +65,8 @@ def fixed(report: Report, name: str) -> Report:
                                      "profile": report.profile.model_copy(update={"path": f"{name}.sqlite"})})
 
 
-def _round(value):
-    if isinstance(value, float):
-        return float(f"{value:.6g}")
-    if isinstance(value, list):
-        return [_round(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _round(v) for k, v in value.items()}
-    return value
-
-
 def _json_text(data) -> str:
-    return json.dumps(_round(data), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(rounded(data, 6), indent=2, ensure_ascii=False) + "\n"
 
 
 def frozen_report() -> Report:
