@@ -82,17 +82,10 @@ def _factset(payload: dict[str, Any], facts: dict[str, Fact]) -> FactSet:
 
 def load(path: Path, key: str, facts: dict[str, Fact]) -> FactSet | None:
     """The facts kept at `path` for `key`, or None when there are none that this user can trust."""
-    try:
-        # Checked on the descriptor that is read, so the file cannot be swapped between the check and the read;
-        # never following a link, and never waiting on a FIFO planted under the name.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
+    data = store.read_own_file(path, MAX_BYTES + 1)
+    if data is None:
         return None
     try:
-        with os.fdopen(fd, "rb") as f:
-            if not store.trusted_stat(os.fstat(f.fileno())):
-                return None
-            data = f.read(MAX_BYTES + 1)
         if len(data) > MAX_BYTES:
             return None
         entry = json.loads(data)

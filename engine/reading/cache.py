@@ -261,15 +261,26 @@ def cache_secret() -> bytes | None:
 
 def _read_secret(path: Path) -> bytes | None:
     """The bytes of the key file when it is this user's private regular file, else None (also when missing)."""
+    return read_own_file(path, _SECRET_BYTES + 1, private=True)
+
+
+def read_own_file(path: Path, limit: int, *, private: bool = False) -> bytes | None:
+    """Up to `limit` bytes of `path` when it is a regular file of this user that nobody else may write (with
+    `private`: nor read), else None (also when missing or unreadable). Checked on the descriptor that is read, so
+    the file cannot be swapped between the check and the read; never following a link, and never waiting on a
+    FIFO planted under the name."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
-            return None
-        return fh.read(_SECRET_BYTES + 1)
+    try:
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not trusted_stat(st) or (private and st.st_mode & 0o077):
+                return None
+            return f.read(limit)
+    except OSError:
+        return None
 
 
 def seal(fingerprint: str) -> str | None:
