@@ -8,7 +8,7 @@ from typing import Callable
 
 from .diagnosis.config import Config, ConfigError, split_config
 from .duck import reraise_interrupt
-from .diagnosis.evaluate import evaluate, verdict
+from .diagnosis.evaluate import evaluate, idle_cause_rules, verdict
 from .diagnosis.merge import merge_gpus
 from .diagnosis.phases import judge_phases
 from .diagnosis.stacks import detect_stack
@@ -109,7 +109,7 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
             reported[name] = result.rows[:200]
     report = Report(
         tool_version=tool_version(), profile=profile_summary(export, stack),
-        verdict=verdict(evaluation, facts, blocking), metrics=facts.first("summary"),
+        verdict=verdict(evaluation, facts, blocking, idle_cause_rules(rules)), metrics=facts.first("summary"),
         findings=evaluation.findings, passed=evaluation.passed, skipped=evaluation.skipped,
         overrides=overrides(config, rules, fact_defs), facts=reported,
         phase_facts={phase: {name: scoped.rows(name) for name in PHASE_REPORTED_FACTS if name in scoped.results}

@@ -81,7 +81,20 @@ def fmt_bytes(n: float | None) -> str:
 
 
 def fmt_ratio(x: float | None, digits: int = 1) -> str:
-    return "n/a" if x is None else f"{100 * float(x):.{digits}f} %"
+    """'37.3 %'. A share that is neither none nor all never prints as 0 % or 100 %: it gets the digits it needs
+    (up to two more), so a rounded headline ('99.8 %') agrees with the finding beside it."""
+    if x is None:
+        return "n/a"
+    pct = 100 * float(x)
+    text = f"{pct:.{digits}f}"
+    extra = digits
+    while 0 < pct < 100 and float(text) in (0.0, 100.0) and extra < digits + 2:
+        extra += 1
+        text = f"{pct:.{extra}f}"
+    if 0 < pct < 100 and float(text) in (0.0, 100.0):
+        step = f"{10.0 ** -extra:.{extra}f}"
+        return f"< {step} %" if float(text) == 0 else f"> {100 - float(step):.{extra}f} %"
+    return f"{text} %"
 
 
 def fmt_number(x: float | None) -> str:

@@ -71,7 +71,8 @@ def test_show_prints_an_aligned_table():
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["device_id", "kernel_count", "mean_kernel_ns", "mean_gap_ns", "median_gap_ns",
                                 "total_gap_ns", "overhead_ratio", "launch_idle_ns", "launch_idle_share",
-                                "launch_idle_fraction", "graph_share", "window_ns"]
+                                "launch_idle_fraction", "graph_share", "window_ns", "launch_gap_allocation_ns",
+                                "launch_gap_allocation_share", "launch_gap_sync_ns", "launch_gap_sync_share"]
     assert lines[1].split()[:2] == ["0", "7325"]
     assert len(lines[0]) == len(lines[1])  # columns padded to one width
     assert lines[-1] == "(1 row)"

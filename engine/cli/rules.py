@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..vocabulary import STACKS
 from ..diagnosis.config import Config, resolve_config
-from ..diagnosis.rules import bundled_rules_dir, load_rules
+from ..diagnosis.rules import StepSpec, bundled_rules_dir, load_rules
 from ..diagnosis.ruletest import find_test_files, load_test_file, run_rule_tests
 from ..errors import DiagnoseError
 from ..facts import did_you_mean, load_facts
@@ -62,6 +62,9 @@ def cmd_explain(config: Config, rule_id: str) -> int:
         lines += ["  and at least one of:"] + [f"  - {c}" for c in spec.when_any]
     if spec.impact:
         lines.append(f"  Impact on the verdict: {spec.impact} (share of GPU time)")
+    if spec.idle_cause:
+        lines.append(f"  Judges the idle cause {spec.idle_cause!r}: named by the verdict when it explains most of a "
+                     f"mostly idle GPU's idle time")
     lines += ["", "Why it matters:", wrap(spec.why), "", "Params:"]
     if spec.params:
         for name, p in spec.params.items():
@@ -71,17 +74,26 @@ def cmd_explain(config: Config, rule_id: str) -> int:
                      f"in diagnose.yaml")
     else:
         lines.append("  none")
-    lines += ["", "Remediation:"] + [wrap(f"{i}. {step}") for i, step in enumerate(spec.remediation, 1)]
+    lines += ["", "Remediation:"] + [wrap(_step_line(i, step)) for i, step in enumerate(spec.remediation, 1)]
     labels = {s.key: s.label for s in STACKS}
     for stack, steps in spec.stack_remediation.items():
         lines += ["", f"Remediation for {labels[stack]} profiles (shown before the steps above when the profile comes from it):"]
-        lines += [wrap(f"{i}. {step}") for i, step in enumerate(steps, 1)]
+        lines += [wrap(_step_line(i, step)) for i, step in enumerate(steps, 1)]
     if spec.references:
         lines += ["", "References:"] + [f"  {ref}" for ref in spec.references]
+    for stack, refs in spec.stack_references.items():
+        lines += ["", f"References for {labels[stack]} profiles:"] + [f"  {ref}" for ref in refs]
     lines += ["", "Example:"]
     lines.append(wrap(_example_message(rule, rules, facts) or spec.message))
     print("\n".join(term(line) if "\n" not in line else line for line in lines))
     return EXIT_OK
+
+
+def _step_line(number: int, step: str | StepSpec) -> str:
+    """'2. Pin host buffers ... (only when pageable_bytes > 0)'."""
+    if isinstance(step, str):
+        return f"{number}. {step}"
+    return f"{number}. {step.text} (only when {' and '.join(step.when)})"
 
 
 def _example_message(rule, rules, facts) -> str | None:

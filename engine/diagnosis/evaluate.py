@@ -11,8 +11,8 @@ from typing import Any
 from . import templating
 from ..facts.compute import FactSet
 from ..reports.model import Evidence, Finding, RuleOutcome, Verdict
-from .rules import Condition, Operand, Rule, RuleError, key_position, template_fields
-from ..vocabulary import IDLE_CAUSES, Kind, Severity
+from .rules import Condition, Operand, Rule, RuleError, key_position, step_text, template_fields
+from ..vocabulary import IDLE_CAUSES, Kind, Severity, WindowPart
 from ..text import column_label
 from ..units import PARAM_UNITS, column_unit, fmt_param, fmt_ratio, fmt_value
 
@@ -90,18 +90,23 @@ def effective_params(rule: Rule, overrides: dict[str, float]) -> dict[str, float
     return values
 
 
-def _resolve(operand: Operand, row: dict[str, Any], params: dict[str, float], rule: Rule, column_unit_: str | None):
+def _resolve(operand: Operand, row: dict[str, Any], params: dict[str, float], rule: Rule, column_unit_: str | None,
+             facts: FactSet | None = None):
     if operand.kind == "column":
         return row.get(operand.value)
+    if operand.kind == "fact":
+        name, column = operand.value
+        return facts.first(name).get(column) if facts is not None and name in facts.results else None
     if operand.kind == "param":
         unit = rule.spec.params[operand.value].unit
         return params[operand.value] * PARAM_UNITS[unit][1]
     return operand.value
 
 
-def _holds(cond: Condition, row: dict[str, Any], params: dict[str, float], rule: Rule) -> bool:
-    left = _resolve(cond.left, row, params, rule, None)
-    right = _resolve(cond.right, row, params, rule, None)
+def _holds(cond: Condition, row: dict[str, Any], params: dict[str, float], rule: Rule,
+           facts: FactSet | None = None) -> bool:
+    left = _resolve(cond.left, row, params, rule, None, facts)
+    right = _resolve(cond.right, row, params, rule, None, facts)
     if left is None or right is None:
         return False
     try:
@@ -175,20 +180,37 @@ def _evidence(rule: Rule, row: dict[str, Any], params: dict[str, float],
     return items
 
 
-def _remediation(rule: Rule, stack: Sequence[str], context: dict[str, Any], not_after: float) -> list[str]:
-    steps = [_render(rule, f"{key} remediation {i}", r, context, not_after)
-             for key in stack for i, r in enumerate(rule.spec.stack_remediation.get(key, ()), 1)]
-    return steps + [_render(rule, f"remediation {i}", r, context, not_after)
-                    for i, r in enumerate(rule.spec.remediation, 1)]
+def _remediation(rule: Rule, stack: Sequence[str], context: dict[str, Any], not_after: float,
+                 facts: FactSet | None = None) -> list[str]:
+    """The stack's steps, then the generic ones, leaving out every step whose `when` does not hold on the
+    evidence (a step that says "pin host memory" is not shown when every copy is pinned)."""
+    row, params = context["row"], context["params"]
+
+    def shown(key: str) -> bool:
+        return all(_holds(c, row, params, rule, facts) for c in rule.step_conditions.get(key, ()))
+
+    steps = [_render(rule, f"{key} remediation {i}", step_text(r), context, not_after)
+             for key in stack for i, r in enumerate(rule.spec.stack_remediation.get(key, ()), 1)
+             if shown(f"stack_remediation.{key}.{i - 1}")]
+    return steps + [_render(rule, f"remediation {i}", step_text(r), context, not_after)
+                    for i, r in enumerate(rule.spec.remediation, 1) if shown(f"remediation.{i - 1}")]
+
+
+def _references(rule: Rule, stack: Sequence[str]) -> list[str]:
+    """The stack's own references first, then the generic ones; another stack's pages never."""
+    refs = [ref for key in stack for ref in rule.spec.stack_references.get(key, ())] + list(rule.spec.references)
+    return list(dict.fromkeys(refs))
 
 
 def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, dict[str, float]] | None = None,
              severities: dict[str, str] | None = None, disabled: set[str] | None = None,
-             stack: Sequence[str] = (), phase: str | None = None, phase_share: float = 1.0) -> Evaluation:
+             stack: Sequence[str] = (), phase: str | None = None, phase_share: float = 1.0,
+             run_facts: FactSet | None = None) -> Evaluation:
     """Judge every rule on its fact's rows. `stack`: the profile's stack lineage (StackInfo.lineage); each
     finding lists those stacks' remediation steps first, then the rule's generic steps. `phase`: the facts are
     one inference phase's (FactSet.phases), which takes `phase_share` of the run's GPU window; its findings
-    carry the phase, and their cost to the run (run_impact) sets their severity."""
+    carry the phase, and their cost to the run (run_impact) sets their severity. `run_facts`: the whole run's
+    facts, which remediation steps' FACT.COLUMN conditions read (default: `facts`)."""
     out = Evaluation()
     rule_params = rule_params or {}
     severities = severities or {}
@@ -240,8 +262,8 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
                 subject=subject, message=_render(rule, "message", spec.message, context, not_after),
                 impact=impact, phase=phase, run_impact=run_impact,
                 evidence=_evidence(rule, row, params, column_docs),
-                remediation=_remediation(rule, stack, context, not_after),
-                references=list(spec.references), row=row))
+                remediation=_remediation(rule, stack, context, not_after, run_facts or facts),
+                references=_references(rule, stack), row=row))
         if not fired:
             out.passed.append(outcome)
     sort_findings(out.findings)
@@ -253,7 +275,20 @@ def sort_findings(findings: list[Finding]) -> None:
     findings.sort(key=lambda f: (-f.severity.rank, f.kind.rank, -(f.run_impact or 0.0), f.rule, f.subject or ""))
 
 
-def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str]) -> Verdict:
+def idle_cause_rules(rules: dict[str, Rule]) -> dict[str, tuple[str, str]]:
+    """{idle cause: (rule id, category)} of the rules that judge an idle cause (`idle_cause:`), bundled rules
+    first, so a team rule never takes over a cause a bundled rule judges."""
+    out: dict[str, tuple[str, str]] = {}
+    for rule in sorted(rules.values(), key=lambda r: (r.source != "bundled", r.id)):
+        if rule.spec.idle_cause is not None:
+            out.setdefault(rule.spec.idle_cause, (rule.id, rule.spec.category))
+    return out
+
+
+def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
+            idle_rules: dict[str, tuple[str, str]] | None = None) -> Verdict:
+    """The primary bottleneck. `idle_rules` (idle_cause_rules): which rule judges each idle cause, so that a symptom
+    whose idle time one traced cause mostly explains gives way to that cause."""
     findings = evaluation.findings
     blocking = [f for f in findings if f.rule in blocking_rules]
     if blocking:
@@ -267,7 +302,23 @@ def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str]) ->
         return max(candidates, key=lambda f: (f.run_impact or 0.0, f.severity.rank), default=None)
 
     cause = strongest(Kind.CAUSE, PRIMARY_MIN_IMPACT)
-    top = cause or strongest(Kind.SYMPTOM, PRIMARY_MIN_IMPACT) or strongest(Kind.CAPTURE, 0.0)
+    symptom = None if cause is not None else strongest(Kind.SYMPTOM, PRIMARY_MIN_IMPACT)
+    traced = _dominant_idle_cause(symptom, idle_rules or {}) if symptom is not None else None
+    if traced is not None:
+        # The symptom never outranks a traced cause that explains most of its idle time: the cause's own finding
+        # (reported below warning, or on another GPU) becomes the primary, else the verdict names the cause.
+        part, share, (rule_id, category) = traced
+        own = [f for f in findings if f.rule == rule_id and f.kind == Kind.CAUSE]
+        if own:
+            cause = max(own, key=lambda f: (f.run_impact or 0.0, f.severity.rank))
+        else:
+            cost = f" (costs ≈{fmt_ratio(symptom.impact, 0)} of GPU time)" if symptom.impact is not None else ""
+            return Verdict(primary=category, rule=symptom.rule, subject=symptom.subject, phase=symptom.phase,
+                           impact=symptom.run_impact,
+                           headline=f"{symptom.title}, {fmt_ratio(share, 0)} of the idle time being "
+                                    f"{_lower_first(part.label.removeprefix('Idle: '))}{cost}: {symptom.message}"
+                                    f"{_also_on(symptom)}{_server_idle_note(facts)}")
+    top = cause or symptom or strongest(Kind.CAPTURE, 0.0)
     # The verdict never contradicts the overhead ratio the key metrics print: when no cause explains gaps that
     # large, it says where they come from.
     gaps = ("" if cause is not None else _unexplained_gaps(facts)) + _server_idle_note(facts)
@@ -283,6 +334,27 @@ def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str]) ->
         return Verdict(primary=top.category, rule=top.rule, subject=top.subject, phase=top.phase,
                        impact=top.run_impact, headline=headline)
     return Verdict(primary=None, headline=_healthy_headline(facts) + gaps)
+
+
+# A traced idle cause that takes more than this share of a mostly-idle GPU's idle time is the bottleneck, not the
+# idleness it causes.
+DOMINANT_IDLE_SHARE = 0.5
+
+
+def _dominant_idle_cause(symptom: Finding, idle_rules: dict[str, tuple[str, str]]
+                         ) -> tuple[WindowPart, float, tuple[str, str]] | None:
+    """(idle cause, its share of the idle time, (rule id, category) judging it) when one traced cause explains
+    more than DOMINANT_IDLE_SHARE of the idle time of the symptom's row (gpu_utilization's idle split) and a rule
+    judges it; None otherwise ('other' has no traced cause)."""
+    row = symptom.row or {}
+    split = {part: row.get(part.column) or 0 for part in IDLE_CAUSES}
+    idle = sum(split.values())
+    if idle <= 0:
+        return None
+    part, ns = max(split.items(), key=lambda kv: kv[1])
+    if part.key not in idle_rules or ns / idle <= DOMINANT_IDLE_SHARE:
+        return None
+    return part, ns / idle, idle_rules[part.key]
 
 
 def _also_on(finding: Finding) -> str:

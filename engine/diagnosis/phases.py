@@ -26,7 +26,8 @@ def judge_phases(run: Evaluation, rules: dict[str, Rule], facts: FactSet, fact_d
     found = []
     for phase, scoped in facts.phases.items():
         found += evaluate(phased, scoped, rule_params=rule_params, severities=severities, disabled=disabled,
-                          stack=stack, phase=phase, phase_share=phase_share(facts, phase)).findings
+                          stack=stack, phase=phase, phase_share=phase_share(facts, phase),
+                          run_facts=facts).findings
     if not found:
         return run
     covered = {(f.rule, f.subject.split(" · ", 1)[1] if f.subject and " · " in f.subject else None) for f in found}

@@ -19,7 +19,7 @@ from ..facts import Fact
 from ..facts.cross_rank import load_run_facts
 from .templating import compile_problem
 from ..units import PARAM_UNITS, column_unit
-from ..vocabulary import STACK_KEYS, Kind, Severity
+from ..vocabulary import IDLE_CAUSES, STACK_KEYS, Kind, Severity
 from .yamlfile import SAFE_LOADER, error_position, error_problem
 from .categories import CATEGORY_FILE, Category, CategoryError, load_categories, team_category_file
 
@@ -63,6 +63,19 @@ class EvidenceSpec(BaseModel):
     label: str
 
 
+class StepSpec(BaseModel):
+    """A remediation step shown only when its conditions hold on the evidence: `when` lists conditions in the
+    syntax of the rule's own `when`, over the finding's row (`pageable_bytes > 0`) or the first row of a whole-run
+    fact (`capture_health.osrt_call_count == 0`), so advice never contradicts the numbers printed beside it."""
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    when: list[str] = Field(min_length=1)
+
+
+def step_text(step: str | StepSpec) -> str:
+    return step if isinstance(step, str) else step.text
+
+
 StackKey = Literal[STACK_KEYS]  # type: ignore[valid-type]
 
 
@@ -82,16 +95,23 @@ class RuleSpec(BaseModel):
     when: list[str] = Field(min_length=1)
     when_any: list[str] = Field(default_factory=list)  # besides `when`, at least one of these must hold
     impact: str | None = None
+    # The idle cause (a `cause` of the _idle_gaps fact: sync, allocation, launch, host, gpu-side, uvm) this rule
+    # judges: when a GPU is mostly idle and this cause explains most of that idle time, the verdict names this
+    # rule (its finding, or its category) instead of the idle symptom.
+    idle_cause: str | None = None
     info_below_impact: str | float | None = None
     label: str | None = None  # Jinja template naming the row, e.g. "GPU {{ row.device_id }}"
     message: str
     why: str
     evidence: list[EvidenceSpec] = Field(default_factory=list)
-    remediation: list[str] = Field(min_length=1)
+    remediation: list[str | StepSpec] = Field(min_length=1)
     # Steps for one software stack (engine/vocabulary.py STACKS), shown before the generic steps when the
     # profile comes from that stack and never otherwise: serving flags reach only serving profiles.
-    stack_remediation: dict[StackKey, list[str]] = Field(default_factory=dict)
+    stack_remediation: dict[StackKey, list[str | StepSpec]] = Field(default_factory=dict)
     references: list[str] = Field(default_factory=list)
+    # References for one stack, listed before the generic ones for that stack only (a vLLM page never reaches
+    # an OpenACC report).
+    stack_references: dict[StackKey, list[str]] = Field(default_factory=dict)
     aliases: list[str] = Field(default_factory=list)
 
 
@@ -102,7 +122,8 @@ _NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 
 @dataclass(frozen=True)
 class Operand:
-    kind: Literal["column", "param", "number", "bool", "string"]
+    # "fact": FACT.COLUMN, a column of the first row of another (whole-run) fact; only in remediation steps.
+    kind: Literal["column", "fact", "param", "number", "bool", "string"]
     value: Any
 
     def text(self) -> str:
@@ -124,6 +145,9 @@ class Rule:
     source: str  # 'bundled' or the directory it came from
     conditions: list[Condition] = field(default_factory=list)
     any_conditions: list[Condition] = field(default_factory=list)
+    # The parsed `when` of each conditional remediation step, by its key in the file ("remediation.2",
+    # "stack_remediation.pytorch.0"); a step without conditions is absent.
+    step_conditions: dict[str, list[Condition]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -139,6 +163,8 @@ def _operand(token: str) -> Operand:
         return Operand("bool", token == "true")
     if token.startswith(("'", '"')) and token.endswith(token[0]) and len(token) >= 2:
         return Operand("string", token[1:-1])
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*", token):
+        return Operand("fact", tuple(token.split(".", 1)))
     return Operand("column", token)
 
 
@@ -172,6 +198,12 @@ def _key_lines(text: str) -> dict[str, tuple[int, int]]:
         if key.value in ("when", "when_any", "remediation") and isinstance(value, yaml.SequenceNode):
             for i, item in enumerate(value.value):
                 out[f"{key.value}.{i}"] = (item.start_mark.line + 1, item.start_mark.column + 1)
+        if key.value == "stack_remediation" and isinstance(value, yaml.MappingNode):
+            for stack, steps in value.value:
+                out[f"{key.value}.{stack.value}"] = (stack.start_mark.line + 1, stack.start_mark.column + 1)
+                if isinstance(steps, yaml.SequenceNode):
+                    for i, item in enumerate(steps.value):
+                        out[f"{key.value}.{stack.value}.{i}"] = (item.start_mark.line + 1, item.start_mark.column + 1)
         if key.value in ("params", "evidence") and isinstance(value, (yaml.MappingNode, yaml.SequenceNode)):
             items = value.value
             for i, item in enumerate(items):
@@ -193,11 +225,11 @@ def _check_condition(text: str, key: str, spec: RuleSpec, check_column, err,
     problems: list[RuleError] = []
     col_unit = None
     for side in (cond.left, cond.right):
-        if side.kind == "column":
+        if side.kind in ("column", "fact"):
             problem = check_column(side.value, key)
             if problem is not None:
                 problems.append(problem)
-            col_unit = column_unit(side.value)
+            col_unit = column_unit(side.value if side.kind == "column" else side.value[1])
         elif side.kind == "param" and params_known and side.value not in spec.params:
             problems.append(err(key, f"param ${side.value} is not declared under params"
                                      f"{_did_you_mean(side.value, list(spec.params))}"))
@@ -336,10 +368,26 @@ def _check_spec(spec: RuleSpec, bad: set[str], path: Path, source: str, facts: d
     columns = fact.column_names if fact is not None else None
     rule = Rule(spec, str(path), source)
 
-    def check_column(name: str, key: str) -> RuleError | None:
+    def check_column(name: str | tuple[str, str], key: str) -> RuleError | None:
+        if isinstance(name, tuple):
+            return err(key, f"{'.'.join(name)}: a FACT.COLUMN operand reads another fact, which only a remediation "
+                            f"step's `when` may do; a rule's own conditions read the columns of its fact "
+                            f"{spec.fact!r}")
         if columns is None or name in columns:
             return None
         return err(key, f"fact {fact.name!r} has no column {name!r}{_did_you_mean(name, columns)}")
+
+    def check_step_column(name: str | tuple[str, str], key: str) -> RuleError | None:
+        if not isinstance(name, tuple):
+            return check_column(name, key)
+        other, column = name
+        public = [n for n, f in facts.items() if not f.is_helper]
+        if other not in public:
+            return err(key, f"unknown fact {other!r} in {other}.{column}{_did_you_mean(other, public)}")
+        known = facts[other].column_names
+        if column not in known:
+            return err(key, f"fact {other!r} has no column {column!r}{_did_you_mean(column, known)}")
+        return None
 
     params_known = "params" not in bad
     for group, texts, target in (("when", spec.when, rule.conditions), ("when_any", spec.when_any, rule.any_conditions)):
@@ -350,6 +398,24 @@ def _check_spec(spec: RuleSpec, bad: set[str], path: Path, source: str, facts: d
             problems += found
             if cond is not None:
                 target.append(cond)
+    steps = [] if "remediation" in bad else [(f"remediation.{i}", step) for i, step in enumerate(spec.remediation)]
+    if "stack_remediation" not in bad:
+        steps += [(f"stack_remediation.{stack}.{i}", step) for stack, items in spec.stack_remediation.items()
+                  for i, step in enumerate(items)]
+    for key, step in steps:
+        if isinstance(step, str):
+            continue
+        parsed: list[Condition] = []
+        for text_cond in step.when:
+            cond, found = _check_condition(text_cond, key, spec, check_step_column, err, params_known)
+            problems += found
+            if cond is not None:
+                parsed.append(cond)
+        rule.step_conditions[key] = parsed
+    causes = [c.key for c in IDLE_CAUSES if c.key != "other"]
+    if spec.idle_cause is not None and "idle_cause" not in bad and spec.idle_cause not in causes:
+        problems.append(err("idle_cause", f"unknown idle cause {spec.idle_cause!r}"
+                                          f"{_did_you_mean(spec.idle_cause, causes)}; use one of {', '.join(causes)}"))
     if spec.impact is not None and "impact" not in bad:
         problem = check_column(spec.impact, "impact")
         if problem is None and column_unit(spec.impact) != "ratio":
@@ -385,12 +451,17 @@ def template_fields(rule: RuleSpec | dict[str, Any]) -> list[tuple[str, str, str
     """(key in the file, name in messages, template) of the Jinja fields: label, message, remediation N."""
     get = rule.get if isinstance(rule, dict) else lambda key: getattr(rule, key, None)
     fields = [("label", "label", get("label")), ("message", "message", get("message"))]
+    def text(step: Any) -> Any:  # a step is a template, or a mapping {text, when} (StepSpec)
+        if isinstance(step, StepSpec):
+            return step.text
+        return step.get("text") if isinstance(step, dict) else step
+
     steps = get("remediation")
     if isinstance(steps, list):
-        fields += [(f"remediation.{i}", f"remediation {i + 1}", step) for i, step in enumerate(steps)]
+        fields += [(f"remediation.{i}", f"remediation {i + 1}", text(step)) for i, step in enumerate(steps)]
     by_stack = get("stack_remediation")
     if isinstance(by_stack, dict):
-        fields += [(f"stack_remediation.{stack}", f"{stack} remediation {i + 1}", step)
+        fields += [(f"stack_remediation.{stack}.{i}", f"{stack} remediation {i + 1}", text(step))
                    for stack, stack_steps in by_stack.items() if isinstance(stack_steps, list)
                    for i, step in enumerate(stack_steps)]
     return [(key, name, text) for key, name, text in fields if isinstance(text, str)]

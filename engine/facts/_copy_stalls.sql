@@ -9,6 +9,7 @@
 -- @column src_mem Source memory kind.
 -- @column dst_mem Destination memory kind.
 -- @column is_uvm Unified-memory migration.
+-- @column migration_cause Why a unified-memory migration ran (ENUM_CUDA_UNIF_MEM_MIGRATION, CUPTI CUpti_ActivityUnifiedMemoryMigrationCause): 1 user prefetch (cudaMemPrefetchAsync), 2 page fault, 3 speculative prefetch by the driver after a fault, 4 eviction, 5 access counters; NULL for other operations and for exports that do not record it.
 -- @column traffic What the operation moves, from its copy kind (CUPTI CUpti_ActivityMemcpyKind): host_device (HtoD, DtoH, HtoA, AtoH: host memory to or from the GPU, over PCIe, or NVLink-C2C on Grace Hopper), device (DtoD, DtoA, AtoD, AtoA: within one GPU), peer (PtoP: between GPUs), uvm (unified-memory migrations, whatever their direction), memset, or other (HtoH, unknown).
 -- @column host_mem Host side of a host_device copy, the source of HtoD and HtoA and the destination of DtoH and AtoH: pageable or pinned (else managed or unknown); NULL for other traffic.
 -- @column bytes Bytes moved.
@@ -16,10 +17,11 @@
 -- @column stall_ns Part of the duration with no compute on the device (ns).
 WITH ops AS (
     SELECT row_number() OVER (ORDER BY device_id, start_ns, end_ns, op) AS op_id, * FROM (
-        SELECT device_id, 'memcpy' AS op, copy_kind, src_mem, dst_mem, is_uvm, bytes, start_ns, end_ns
+        SELECT device_id, 'memcpy' AS op, copy_kind, src_mem, dst_mem, is_uvm, migration_cause, bytes, start_ns,
+               end_ns
         FROM memcpys WHERE end_ns >= start_ns
         UNION ALL
-        SELECT device_id, 'memset', 'memset', mem_kind, mem_kind, false, bytes, start_ns, end_ns
+        SELECT device_id, 'memset', 'memset', mem_kind, mem_kind, false, NULL, bytes, start_ns, end_ns
         FROM memsets WHERE end_ns >= start_ns)
 ),
 -- The disjoint pieces of compute busy time (see _timeline), on devices that have copies.
@@ -48,7 +50,7 @@ overlap AS (
                AS overlap_ns
     FROM swept WHERE op_id IS NOT NULL GROUP BY op_id
 )
-SELECT o.device_id, o.op, o.copy_kind, o.src_mem, o.dst_mem, o.is_uvm,
+SELECT o.device_id, o.op, o.copy_kind, o.src_mem, o.dst_mem, o.is_uvm, o.migration_cause,
        CASE WHEN o.op = 'memset' THEN 'memset'
             WHEN o.is_uvm THEN 'uvm'
             WHEN o.copy_kind IN ('HtoD', 'DtoH', 'HtoA', 'AtoH') THEN 'host_device'

@@ -2,6 +2,7 @@
 -- @doc One row per GPU that did work: idle gaps longer than the threshold (default 500 ms, as nsys
 -- @doc analyze's gpu_gaps rule) between two GPU operations.
 -- @needs _idle_gaps gpu_utilization
+-- @requires kernels|graph_launches|memcpys|memsets
 -- @param starvation_gap_ns 500000000
 -- @column device_id CUDA device index.
 -- @column op_count GPU operations on the device.

@@ -5,7 +5,7 @@
 -- @doc GPU's idle time is launch cost: the host issuing the next operation (_idle_gaps 'launch'), versus
 -- @doc synchronisations, allocation, host work outside CUDA, GPU-side gaps and the rest.
 -- @per-phase
--- @needs gpu_utilization kernel_gaps
+-- @needs _idle_gaps gpu_utilization kernel_gaps
 -- @requires kernels|graph_launches
 -- @column device_id CUDA device index.
 -- @column kernel_count Kernels (and graph replays).
@@ -19,6 +19,10 @@
 -- @column launch_idle_fraction launch_idle_ns / the device window: the share of time launch cost takes (0-1).
 -- @column graph_share Share of the device's kernel time run from CUDA graphs (graph replays in graph trace mode, graph-node kernels in node mode): near 1 when the work is already launched as CUDA graphs (0-1).
 -- @column window_ns The device window (ns).
+-- @column launch_gap_allocation_ns Of the launch-cost idle time, the part the issuing thread spent inside allocation and free calls (cudaMalloc, cuMemAlloc ...): allocation done between launches, too short a share of each gap to make it an allocation gap (ns).
+-- @column launch_gap_allocation_share launch_gap_allocation_ns / launch_idle_ns (0-1).
+-- @column launch_gap_sync_ns Of the launch-cost idle time, the part spent inside blocking calls (ns).
+-- @column launch_gap_sync_share launch_gap_sync_ns / launch_idle_ns (0-1).
 -- @check device_id not_null
 -- @check device_id unique
 -- @check kernel_count non_negative
@@ -28,7 +32,13 @@
 -- @check launch_idle_share range 0 1
 -- @check launch_idle_fraction range 0 1
 -- @check graph_share range 0 1
-WITH graph_time AS (
+-- @check launch_gap_allocation_share range 0 1
+-- @check launch_gap_sync_share range 0 1
+WITH launch_gaps AS (
+    SELECT device_id, sum(least(allocation_ns, gap_ns)) AS allocation_ns, sum(least(sync_ns, gap_ns)) AS sync_ns
+    FROM _idle_gaps WHERE cause = 'launch' GROUP BY device_id
+),
+graph_time AS (
     SELECT device_id, sum(graph_ns) AS graph_ns, sum(eager_ns) AS eager_ns FROM (
         SELECT device_id, sum(dur_ns) FILTER (WHERE graph_node_id IS NOT NULL) AS graph_ns,
                sum(dur_ns) FILTER (WHERE graph_node_id IS NULL) AS eager_ns
@@ -45,9 +55,16 @@ SELECT u.device_id, g.kernel_count, u.mean_kernel_ns, g.mean_gap_ns, g.p50_gap_n
        CASE WHEN u.idle_ns > 0 THEN least(u.idle_launch_ns / u.idle_ns, 1) ELSE 0 END AS launch_idle_share,
        CASE WHEN u.window_ns > 0 THEN u.idle_launch_ns / u.window_ns ELSE 0 END AS launch_idle_fraction,
        coalesce(gr.graph_ns / nullif(gr.graph_ns + gr.eager_ns, 0), 0) AS graph_share,
-       u.window_ns
+       u.window_ns,
+       coalesce(lg.allocation_ns, 0) AS launch_gap_allocation_ns,
+       CASE WHEN u.idle_launch_ns > 0 THEN least(coalesce(lg.allocation_ns, 0) / u.idle_launch_ns, 1) ELSE 0 END
+           AS launch_gap_allocation_share,
+       coalesce(lg.sync_ns, 0) AS launch_gap_sync_ns,
+       CASE WHEN u.idle_launch_ns > 0 THEN least(coalesce(lg.sync_ns, 0) / u.idle_launch_ns, 1) ELSE 0 END
+           AS launch_gap_sync_share
 FROM gpu_utilization u
 JOIN kernel_gaps g ON g.device_id = u.device_id AND g.stream_id IS NULL
 LEFT JOIN graph_time gr ON gr.device_id = u.device_id
+LEFT JOIN launch_gaps lg ON lg.device_id = u.device_id
 WHERE u.kernel_count + u.graph_replay_count > 0
 ORDER BY u.device_id

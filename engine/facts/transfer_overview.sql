@@ -8,6 +8,7 @@
 -- @doc copy hidden under kernels costs nothing here.
 -- @per-phase
 -- @needs _copy_stalls gpu_utilization _idle_gaps
+-- @requires memcpys|memsets|kernels|graph_launches
 -- @param long_copy_ns 100000
 -- @column device_id CUDA device index.
 -- @column window_ns Device window (ns).
@@ -27,6 +28,7 @@
 -- @column pageable_count Host-device copies whose host side is pageable memory.
 -- @column pageable_bytes Bytes in those copies.
 -- @column pageable_ns Time in those copies (ns).
+-- @column pageable_share pageable_bytes / pcie_bytes: the share of the host-device volume that is pageable (0-1).
 -- @column pageable_stall_fraction Their stall time / window_ns, at most 1 (0-1).
 -- @column dtod_count Device-to-device copies within the GPU (DtoD, DtoA, AtoD, AtoA).
 -- @column dtod_bytes Bytes in those copies.
@@ -43,6 +45,15 @@
 -- @column uvm_bytes Bytes migrated.
 -- @column uvm_ns Time in migrations (ns).
 -- @column uvm_fraction uvm_ns / window_ns (0-1).
+-- @column uvm_prefetch_count Migrations the program asked for with cudaMemPrefetchAsync (user prefetches).
+-- @column uvm_prefetch_bytes Bytes in those migrations.
+-- @column uvm_fault_count Migrations driven by page faults: on-demand migrations after a fault, the driver's speculative prefetches around a fault, and access-counter migrations (CUPTI migration causes 2, 3, 5).
+-- @column uvm_fault_bytes Bytes in those migrations.
+-- @column uvm_fault_to_device_count Fault-driven migrations to the GPU (UVM HtoD): kernels touching pages that live on the host.
+-- @column uvm_fault_to_host_count Fault-driven migrations to the host (UVM DtoH): host code touching pages that live on the GPU.
+-- @column uvm_fault_to_host_bytes Bytes in the fault-driven migrations to the host.
+-- @column uvm_eviction_count Migrations that evict pages from the GPU to make room (GPU memory oversubscribed).
+-- @column uvm_unknown_cause_count Migrations whose cause the export does not record (older nsys, or cause 0).
 -- @column uvm_idle_ns GPU idle time that ends in a migration: the GPU waiting on page faults (ns).
 -- @column uvm_cost_fraction (migration stall time + uvm_idle_ns) / window_ns: what unified memory costs (0-1).
 -- @column compute_utilization Kernel and graph-replay busy share of the window (0-1).
@@ -65,6 +76,7 @@
 -- @check uvm_fraction range 0 1
 -- @check uvm_cost_fraction range 0 1
 -- @check compute_utilization range 0 1
+-- @check pageable_share range 0 1
 WITH dir AS (
     SELECT device_id, copy_kind, sum(stall_ns) AS s, sum(bytes) AS b, sum(dur_ns) AS d,
            row_number() OVER (PARTITION BY device_id ORDER BY sum(stall_ns) DESC, copy_kind) AS rk
@@ -100,7 +112,20 @@ agg AS (
            count(*) FILTER (WHERE traffic = 'uvm') AS uvm_count,
            coalesce(sum(bytes) FILTER (WHERE traffic = 'uvm'), 0) AS uvm_bytes,
            coalesce(sum(dur_ns) FILTER (WHERE traffic = 'uvm'), 0) AS uvm_ns,
-           coalesce(sum(stall_ns) FILTER (WHERE traffic = 'uvm'), 0) AS uvm_stall_ns
+           coalesce(sum(stall_ns) FILTER (WHERE traffic = 'uvm'), 0) AS uvm_stall_ns,
+           count(*) FILTER (WHERE traffic = 'uvm' AND migration_cause = 1) AS uvm_prefetch_count,
+           coalesce(sum(bytes) FILTER (WHERE traffic = 'uvm' AND migration_cause = 1), 0) AS uvm_prefetch_bytes,
+           count(*) FILTER (WHERE traffic = 'uvm' AND migration_cause IN (2, 3, 5)) AS uvm_fault_count,
+           coalesce(sum(bytes) FILTER (WHERE traffic = 'uvm' AND migration_cause IN (2, 3, 5)), 0) AS uvm_fault_bytes,
+           count(*) FILTER (WHERE traffic = 'uvm' AND migration_cause IN (2, 3, 5) AND copy_kind = 'UVM HtoD')
+               AS uvm_fault_to_device_count,
+           count(*) FILTER (WHERE traffic = 'uvm' AND migration_cause IN (2, 3, 5) AND copy_kind = 'UVM DtoH')
+               AS uvm_fault_to_host_count,
+           coalesce(sum(bytes) FILTER (WHERE traffic = 'uvm' AND migration_cause IN (2, 3, 5)
+                                         AND copy_kind = 'UVM DtoH'), 0) AS uvm_fault_to_host_bytes,
+           count(*) FILTER (WHERE traffic = 'uvm' AND migration_cause = 4) AS uvm_eviction_count,
+           count(*) FILTER (WHERE traffic = 'uvm' AND coalesce(migration_cause, 0) NOT BETWEEN 1 AND 5)
+               AS uvm_unknown_cause_count
     FROM _copy_stalls GROUP BY device_id
 ),
 uvm_idle AS (
@@ -113,6 +138,7 @@ SELECT u.device_id, u.window_ns, a.pcie_count, a.pcie_bytes, a.pcie_ns, a.pcie_s
            AS long_copy_stall_fraction,
        d.copy_kind AS main_direction, CASE WHEN d.d > 0 THEN d.b / d.d END AS main_direction_gbps,
        a.pinned_count, a.pinned_bytes, a.pinned_ns, a.pageable_count, a.pageable_bytes, a.pageable_ns,
+       CASE WHEN a.pcie_bytes > 0 THEN least(a.pageable_bytes / a.pcie_bytes, 1.0) ELSE 0 END AS pageable_share,
        CASE WHEN u.window_ns > 0 THEN least(a.pageable_stall_ns / u.window_ns, 1.0) ELSE 0 END
            AS pageable_stall_fraction,
        a.dtod_count, a.dtod_bytes, a.dtod_ns, a.peer_count, a.peer_bytes, a.peer_ns,
@@ -120,6 +146,8 @@ SELECT u.device_id, u.window_ns, a.pcie_count, a.pcie_bytes, a.pcie_ns, a.pcie_s
        a.stall_ns, CASE WHEN u.window_ns > 0 THEN a.stall_ns / u.window_ns ELSE 0 END AS stall_fraction,
        a.uvm_count, a.uvm_bytes, a.uvm_ns,
        CASE WHEN u.window_ns > 0 THEN least(a.uvm_ns / u.window_ns, 1.0) ELSE 0 END AS uvm_fraction,
+       a.uvm_prefetch_count, a.uvm_prefetch_bytes, a.uvm_fault_count, a.uvm_fault_bytes, a.uvm_fault_to_device_count,
+       a.uvm_fault_to_host_count, a.uvm_fault_to_host_bytes, a.uvm_eviction_count, a.uvm_unknown_cause_count,
        coalesce(ui.uvm_idle_ns, 0) AS uvm_idle_ns,
        CASE WHEN u.window_ns > 0 THEN least((a.uvm_stall_ns + coalesce(ui.uvm_idle_ns, 0)) / u.window_ns, 1.0)
             ELSE 0 END AS uvm_cost_fraction,
