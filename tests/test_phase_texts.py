@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
 
 import pytest
 
 from nsys_diagnose.fixtures.generator import generate
 from nsys_diagnose.reports.render import render
 
+from cli_in_process import run_cli
 from conftest import analysis
 
 
@@ -58,3 +58,15 @@ def test_every_format_says_what_each_phase_matched(relabelled) -> None:
     data = json.loads(render(report, "json"))
     decode = next(p for p in data["facts"]["phases"] if p["phase"] == "decode")
     assert decode["text_count"] == 4 and decode["matched_texts"][0] == {"text": "decode_step #", "range_count": 25}
+
+
+def test_facts_show_phases_prints_the_texts_of_a_profile_split_into_phases(tmp_path) -> None:
+    # `diagnose facts show phases` computes the phases fact and what it needs, not the per-phase facts; it used to
+    # stop with an internal error on any profile whose work splits into phases.
+    path = tmp_path / "prefill_decode_nvtx.sqlite"
+    generate("prefill_decode_nvtx", path)
+    done = run_cli("facts", "show", "phases", path, "-f", "json", "--no-cache")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["rows"]
+    assert [(r["phase"], r["range_count"], r["matched_texts"]) for r in rows] == [
+        ("prefill", 1, [{"text": "prefill", "range_count": 1}]), ("decode", 40, [{"text": "decode", "range_count": 40}])]

@@ -19,7 +19,7 @@ from ..facts import (Fact, FactError, check_documented_columns, check_rows, did_
 from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
 from .parallel import run_facts, side_by_side
-from .scopes import compute_phase, per_phase_order, phases_to_judge
+from .scopes import FROM_RUN, compute_phase, per_phase_order, phases_to_judge
 
 # Default NVTX phase patterns (case-insensitive RE2 regular expressions on the range text; the first phase whose
 # pattern matches wins, so a range that names both is prefill). A phase word counts only as a whole word: what
@@ -279,7 +279,9 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
 def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict[str, float] | None,
                     progress: Callable[[str], None] | None, workers: int) -> None:
     """out.phases: the per-phase facts over each phase worth judging on its own (engine/facts/scopes.py)."""
-    if "phases" not in out.results or "_call_phases" not in facts:
+    # Only when the run's facts a phase reads (FROM_RUN) were computed: `diagnose facts show phases` computes the
+    # phases fact and what it needs, not the idle gaps every phase is cut from.
+    if "phases" not in out.results or not FROM_RUN <= facts.keys():
         return
     phases = phases_to_judge(out.rows("phases"))
     ordered = per_phase_order(facts) if phases else []
