@@ -39,9 +39,10 @@ kstats AS (
 ),
 rstats AS (SELECT phase, count(*) AS range_count, sum(end_ns - start_ns) AS range_ns FROM _phase_ranges GROUP BY phase),
 -- Step-numbered labels (`_forward_step 12: 2 ctx reqs`) differ only in their numbers: counted as one text.
+-- Counted per text first: the digits are replaced once per distinct text, not once per range.
 texts AS (
-    SELECT phase, regexp_replace(text, '[0-9]+', '#', 'g') AS text, count(*) AS n
-    FROM _phase_ranges GROUP BY ALL
+    SELECT phase, regexp_replace(text, '[0-9]+', '#', 'g') AS text, sum(n) AS n
+    FROM (SELECT phase, text, count(*) AS n FROM _phase_ranges GROUP BY ALL) GROUP BY ALL
 ),
 tstats AS (
     SELECT phase, count(*) AS text_count,
