@@ -46,7 +46,7 @@ class Config:
 _EXAMPLES = {
     "rules": "rules: {launch-bound: {max_overhead_ratio: 0.25, severity: error}}",
     "facts": "facts: {gap_threshold_ns: 5000}",
-    "phases": 'phases: {decode: "(?i)decode"}',
+    "phases": 'phases: {decode: "(?i)(^|[^a-z])decode([^a-z]|$)"}',
     "rule_dirs": "rule_dirs: [ci/nsys-rules]",
 }
 
