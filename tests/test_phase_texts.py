@@ -70,3 +70,30 @@ def test_facts_show_phases_prints_the_texts_of_a_profile_split_into_phases(tmp_p
     rows = json.loads(done.stdout)["rows"]
     assert [(r["phase"], r["range_count"], r["matched_texts"]) for r in rows] == [
         ("prefill", 1, [{"text": "prefill", "range_count": 1}]), ("decode", 40, [{"text": "decode", "range_count": 40}])]
+
+
+HOSTILE_STEPS = ["decode <script>alert(1)</script>", "decode|pipe`tick`[l](http://evil.example/a)",
+                 "decode \x1b[31mred\x1b[0m\x9b31m", "decode\nsecond line\r\n|x"]
+
+
+def test_hostile_phase_texts_stay_inert_in_every_format(tmp_path) -> None:
+    path = tmp_path / "hostile.sqlite"
+    generate("prefill_decode_nvtx", path)
+    con = sqlite3.connect(path)
+    with con:
+        ids = [r[0] for r in con.execute("SELECT rowid FROM NVTX_EVENTS WHERE text = 'decode' ORDER BY start")]
+        con.executemany("UPDATE NVTX_EVENTS SET text = ? WHERE rowid = ?",
+                        [(HOSTILE_STEPS[i % len(HOSTILE_STEPS)], r) for i, r in enumerate(ids)])
+    con.close()
+    _, report = analysis(path)
+    decode = next(p for p in report.facts["phases"] if p["phase"] == "decode")
+    assert decode["range_count"] == 40 and decode["text_count"] == 4  # every one is a decode step
+    terminal = render(report, "terminal")
+    assert "decode: 40 ranges matched (decode" in terminal
+    assert not any(c in terminal for c in ("\x1b", "\x9b"))
+    md = render(report, "md")
+    row = next(line for line in md.splitlines() if line.startswith("| decode | 40 |"))
+    assert row.count("|") - row.count("\\|") == 10  # nine cells: no text breaks out of its cell
+    assert "<script>" not in md and "](http" not in md.replace("\\](http", "")
+    html = render(report, "html")
+    assert "<script>" not in html and "&lt;script&gt;" in html
