@@ -143,7 +143,7 @@ def test_phase_patterns_are_checked_by_duckdb_which_runs_them(capsys, tmp_path, 
         line = in_process(capsys, profile)
         assert line == (f"diagnose: error: diagnose.yaml: phases.decode: {pattern!r} is not a regular expression "
                         f"DuckDB accepts ({problem}); patterns are RE2 syntax (no look-behind or back-references), "
-                        f'e.g. "(?i)decode|generat"')
+                        f'e.g. "(?i)(^|[^a-z])decode([^a-z]|$)"')
     config.write_text('phases: {decode: "(?i)\\\\pN*decode", prefill: "(?i)prefill"}\n')  # RE2 only: \pN
     assert main([str(profile), "-q", "--no-cache"]) == 0, capsys.readouterr().err
 
@@ -154,7 +154,7 @@ def test_empty_phases_are_an_error_and_an_empty_phases_key_keeps_the_defaults(ca
     (tmp_path / "diagnose.yaml").write_text("phases: {}\n")
     line = in_process(capsys, profile)
     assert line == ('diagnose: error: diagnose.yaml: phases is empty, and phase detection cannot be turned off; list '
-                    'at least one phase with its pattern, e.g. `phases: {decode: "(?i)decode"}`, or remove the key to '
+                    'at least one phase with its pattern, e.g. `phases: {decode: "(?i)(^|[^a-z])decode([^a-z]|$)"}`, or remove the key to '
                     'use the default patterns')
     (tmp_path / "diagnose.yaml").write_text("phases:\nrule_dirs:\nfacts:\nrules:\n")
     assert main([str(profile), "-q", "--no-cache"]) == 0, capsys.readouterr().err

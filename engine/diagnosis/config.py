@@ -46,7 +46,7 @@ class Config:
 _EXAMPLES = {
     "rules": "rules: {launch-bound: {max_overhead_ratio: 0.25, severity: error}}",
     "facts": "facts: {gap_threshold_ns: 5000}",
-    "phases": 'phases: {decode: "(?i)decode"}',
+    "phases": 'phases: {decode: "(?i)(^|[^a-z])decode([^a-z]|$)"}',
     "rule_dirs": "rule_dirs: [ci/nsys-rules]",
 }
 
@@ -202,7 +202,7 @@ def _load_phases(phases: Any, where: str) -> dict[str, str] | None:
             if problem:
                 raise ConfigError(f"{where}: phases.{name}: {pattern!r} is not a regular expression DuckDB accepts "
                                   f"({problem}); patterns are RE2 syntax (no look-behind or back-references), "
-                                  f'e.g. "(?i)decode|generat"')
+                                  f'e.g. "(?i)(^|[^a-z])decode([^a-z]|$)"')
     return dict(patterns)
 
 

@@ -7,11 +7,12 @@
 -- @column start_ns Range start (ns).
 -- @column end_ns Range end (ns).
 -- @column phase Phase name (prefill, decode, or a configured one).
+-- @column text The range's text.
 -- MATERIALIZED: otherwise DuckDB pushes `phase IS NOT NULL` below the DISTINCT and runs the patterns on
 -- every range instead of every distinct text.
 WITH classified AS MATERIALIZED (
     SELECT text, phase_of(text) AS phase FROM (SELECT DISTINCT text FROM nvtx_ranges WHERE text IS NOT NULL)
 )
-SELECT r.global_tid, r.pid, r.start_ns, r.end_ns, c.phase
+SELECT r.global_tid, r.pid, r.start_ns, r.end_ns, c.phase, r.text
 FROM nvtx_ranges r JOIN classified c ON c.text = r.text
 WHERE c.phase IS NOT NULL

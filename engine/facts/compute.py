@@ -19,13 +19,37 @@ from ..facts import (Fact, FactError, check_documented_columns, check_rows, did_
 from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
 from .parallel import run_facts, side_by_side
-from .scopes import compute_phase, per_phase_order, phases_to_judge
+from .scopes import FROM_RUN, compute_phase, per_phase_order, phases_to_judge
 
-# Default NVTX phase patterns (case-insensitive regular expressions on the range text). vLLM and
-# SGLang name their model-runner steps prefill/decode or extend/decode; TensorRT-LLM says context/generation.
+# Default NVTX phase patterns (case-insensitive RE2 regular expressions on the range text; the first phase whose
+# pattern matches wins, so a range that names both is prefill). A phase word counts only as a whole word: what
+# surrounds it must be the start or end of the text or a non-letter (`_`, `:`, `@`, space, digit ...), so
+# `decode_step`, `forward_decode`, `LLM@decode_all` and `decode 12` are decode, while nvFuser's compiler ranges
+# `LoopNestGenerator` and `generateCudaKernel`, or a model's `LlamaDecoderLayer` (run in both phases), are not.
+# RE2's `\b` would not do: it treats `_` as part of a word. camelCase labels (`runDecodeStep`) need a `phases:`
+# pattern of their own.
+#   prefill: vLLM and SGLang name a prompt step prefill; SGLang calls a prefill batch `extend`
+#            (`ForwardMode.EXTEND`, ranges such as `forward_extend`); `prompt` is vLLM's older word for it.
+#   context / generation: TensorRT-LLM's names for the two phases ("context phase", "generation phase" in its
+#            documentation); alone these are common words (`create_context`, `code_generation`), so they count
+#            only as the whole range text or followed by phase/step/stage (`context_phase`, `generation step`).
+#   TensorRT-LLM's PyTorch executor labels each step `[Executor] _forward_step N: C ctx reqs, G gen reqs`
+#            (tensorrt_llm/_torch/pyexecutor/): a step with C > 0 carries prefill work, C = 0 is generation only.
+#   `generate` is deliberately no decode word: Hugging Face's `generate()` is the whole loop, prefill and every
+#            decode step, so a range named after it is not a step and would hide the prefill inside it.
+_WORD_START, _WORD_END = r"(^|[^a-z])", r"([^a-z]|$)"
+
+
+def _phase_words(words: str, phase_words: str) -> str:
+    """`words` as whole words, or `phase_words` as the whole text or followed by phase/step/stage."""
+    return (rf"{_WORD_START}({words}){_WORD_END}"
+            rf"|^\s*({phase_words})\s*$|{_WORD_START}({phase_words})[ _-]?(phase|step|stage)s?{_WORD_END}")
+
+
 DEFAULT_PHASE_PATTERNS: dict[str, str] = {
-    "prefill": r"(?i)prefill|\bextend|prompt|context[ _]?phase|\bcontext\b",
-    "decode": r"(?i)decode|generat",
+    "prefill": r"(?i)" + _phase_words("prefill|prefilling|extend|prompt", "context")
+               + r"|(^|[^0-9])[1-9][0-9]* ctx req",
+    "decode": r"(?i)" + _phase_words("decode|decoding", "generation") + r"|(^|[^0-9])0 ctx req",
 }
 
 
@@ -255,7 +279,9 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
 def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict[str, float] | None,
                     progress: Callable[[str], None] | None, workers: int) -> None:
     """out.phases: the per-phase facts over each phase worth judging on its own (engine/facts/scopes.py)."""
-    if "phases" not in out.results or "_call_phases" not in facts:
+    # Only when the run's facts a phase reads (FROM_RUN) were computed: `diagnose facts show phases` computes the
+    # phases fact and what it needs, not the idle gaps every phase is cut from.
+    if "phases" not in out.results or not FROM_RUN <= facts.keys():
         return
     phases = phases_to_judge(out.rows("phases"))
     ordered = per_phase_order(facts) if phases else []

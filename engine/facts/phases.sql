@@ -5,9 +5,12 @@
 -- @doc recognise vLLM and SGLang names, configurable); kernels outside any phase range are 'other'.
 -- @needs _phase_kernels _phase_ranges
 -- @requires kernels
+-- @param phase_texts 3
 -- @column phase prefill, decode or other (or a configured phase name).
 -- @column range_count NVTX ranges of this phase.
 -- @column range_ns Summed duration of those ranges (ns).
+-- @column text_count Distinct texts among those ranges, each run of digits written # (so `step 1`, `step 2` are one).
+-- @column matched_texts The texts that matched most often, up to phase_texts of them, most first, digits written #: a list of {text, range_count}; empty for 'other'. Shows what a pattern caught.
 -- @column kernel_count Kernels attributed to the phase.
 -- @column kernel_time_ns Sum of their durations (ns).
 -- @column mean_kernel_ns Mean kernel duration (ns).
@@ -34,14 +37,26 @@ kstats AS (
            coalesce(sum(greatest(gap_ns, 0)), 0) AS gap_ns
     FROM gaps GROUP BY phase
 ),
-rstats AS (SELECT phase, count(*) AS range_count, sum(end_ns - start_ns) AS range_ns FROM _phase_ranges GROUP BY phase)
+rstats AS (SELECT phase, count(*) AS range_count, sum(end_ns - start_ns) AS range_ns FROM _phase_ranges GROUP BY phase),
+-- Step-numbered labels (`_forward_step 12: 2 ctx reqs`) differ only in their numbers: counted as one text.
+-- Counted per text first: the digits are replaced once per distinct text, not once per range.
+texts AS (
+    SELECT phase, regexp_replace(text, '[0-9]+', '#', 'g') AS text, sum(n) AS n
+    FROM (SELECT phase, text, count(*) AS n FROM _phase_ranges GROUP BY ALL) GROUP BY ALL
+),
+tstats AS (
+    SELECT phase, count(*) AS text_count,
+           list({'text': text, 'range_count': n} ORDER BY n DESC, text)[1:${phase_texts}] AS matched_texts
+    FROM texts GROUP BY phase
+)
 SELECT coalesce(k.phase, r.phase) AS phase, coalesce(r.range_count, 0) AS range_count,
-       coalesce(r.range_ns, 0) AS range_ns, coalesce(k.kernel_count, 0) AS kernel_count,
+       coalesce(r.range_ns, 0) AS range_ns, coalesce(t.text_count, 0) AS text_count,
+       coalesce(t.matched_texts, []) AS matched_texts, coalesce(k.kernel_count, 0) AS kernel_count,
        coalesce(k.kernel_time_ns, 0) AS kernel_time_ns, k.mean_kernel_ns, coalesce(k.gap_count, 0) AS gap_count,
        k.mean_gap_ns, k.median_gap_ns,
        CASE WHEN k.kernel_time_ns + k.gap_ns > 0 THEN k.gap_ns / (k.kernel_time_ns + k.gap_ns) END AS overhead_ratio,
        CASE WHEN r.range_ns > 0 THEN least(k.kernel_time_ns / r.range_ns, 1.0) END AS busy_fraction,
        coalesce(k.kernel_time_ns, 0) / nullif((SELECT sum(kernel_time_ns) FROM kstats), 0) AS kernel_time_share
-FROM kstats k FULL OUTER JOIN rstats r ON r.phase = k.phase
+FROM kstats k FULL OUTER JOIN rstats r ON r.phase = k.phase LEFT JOIN tstats t ON t.phase = r.phase
 ORDER BY CASE coalesce(k.phase, r.phase) WHEN 'prefill' THEN 0 WHEN 'decode' THEN 1 WHEN 'other' THEN 9 ELSE 5 END,
          coalesce(k.phase, r.phase)

@@ -4,12 +4,13 @@
 -- @doc the host waits loses only the turn-around after each call, and a wait followed by long host work is
 -- @doc charged to that work, not to the wait (_idle_gaps); the cost is idle_after_fraction.
 -- @per-phase
--- @needs _sync_calls _idle_gaps gpu_utilization
+-- @needs _sync_calls _idle_gaps gpu_utilization _active_span
 -- @requires api_calls
 -- @column sync_calls Blocking calls.
 -- @column most_frequent_api The most frequent blocking API.
 -- @column most_frequent_count Calls of that API.
--- @column calls_per_s Blocking calls per second of the span of API activity.
+-- @column calls_per_s Blocking calls per second of active work: sync_calls / active_ns.
+-- @column active_ns The span of API activity less the server's idle stretches in it (_active_span) (ns).
 -- @column calls_per_kernel Blocking calls per kernel (or graph replay).
 -- @column blocked_ns CPU time blocked in them (ns).
 -- @column kernel_count Kernels and graph replays in the profile.
@@ -30,7 +31,7 @@ win AS (SELECT device_id, window_ns AS w FROM gpu_utilization),
 busy AS (SELECT coalesce(sum(compute_busy_ns), 0) AS b FROM gpu_utilization),
 totals AS (
     SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM graph_launches) AS kernels,
-           (SELECT greatest(max(end_ns) - min(start_ns), 1) FROM api_calls) AS span_ns,
+           (SELECT active_ns FROM _active_span) AS active_ns,
            (SELECT coalesce(sum(gap_ns), 0) FROM _idle_gaps) AS idle_ns,
            (SELECT coalesce(sum(gap_ns) FILTER (WHERE cause = 'sync'), 0) FROM _idle_gaps) AS sync_idle_ns,
            (SELECT coalesce(sum(w), 0) FROM win) AS window_ns
@@ -38,7 +39,8 @@ totals AS (
 SELECT (SELECT count(*) FROM blocking) AS sync_calls,
        (SELECT name FROM top) AS most_frequent_api,
        coalesce((SELECT n FROM top), 0) AS most_frequent_count,
-       (SELECT count(*) FROM blocking) / (t.span_ns / 1e9) AS calls_per_s,
+       (SELECT count(*) FROM blocking) / (t.active_ns / 1e9) AS calls_per_s,
+       t.active_ns,
        CASE WHEN t.kernels > 0 THEN (SELECT count(*) FROM blocking) / t.kernels END AS calls_per_kernel,
        (SELECT coalesce(sum(end_ns - start_ns), 0) FROM blocking) AS blocked_ns,
        t.kernels AS kernel_count,
