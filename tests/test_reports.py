@@ -591,7 +591,8 @@ def test_a_pcie_bound_report_draws_copy_time_as_copies_not_as_idle():
     gaps = _svg_rects(doc, "gaps")
     idle_rects = [a for a, _ in gaps if a.get("class") == "idle"]
     copy_rects = [a for a, _ in gaps if a.get("class") == "copies"]
-    assert {a["fill"] for a in idle_rects} == {IDLE_COLOUR} and {a["fill"] for a in copy_rects} == {PART_COLOURS["copies"]}
+    assert {a["fill"] for a in idle_rects} == {IDLE_COLOUR}
+    assert {a["fill"] for a in copy_rects} == {PART_COLOURS["copies"]}
     tallest = max(copy_rects, key=lambda a: float(a["height"]))
     assert float(tallest["height"]) > 100                       # the > 10 ms bucket: its 19 gaps are copies
     assert max(float(a["height"]) for a in idle_rects) < 1     # the idle in them is a sliver
@@ -599,7 +600,8 @@ def test_a_pcie_bound_report_draws_copy_time_as_copies_not_as_idle():
     assert f"<strong>{fmt_duration(idle)} idle</strong>, <strong>{fmt_duration(copy)} copies only</strong>" in body
     assert "copies or memsets only, no kernel</li>" in body and "GPU idle, nothing running</li>" in body
     # The typical stretch: the mean gap is drawn as copies, not as waiting for the next kernel.
-    strip = re.search(r'<figure>\s*<figcaption><strong>GPU 0, a typical stretch</strong>(.*?)</figure>', doc, re.S).group(1)
+    strip = re.search(r'<figure>\s*<figcaption><strong>GPU 0, a typical stretch</strong>(.*?)</figure>', doc,
+                      re.S).group(1)
     assert "between kernels the GPU mostly runs copies" in strip and "waits longer" not in strip
     rhythm = [(dict(re.findall(r'([\w-]+)="([^"]*)"', a))) for a in re.findall(r"<rect ([^>]*)>", strip)]
     drawn = sum(float(a["width"]) for a in rhythm if a["fill"] == PART_COLOURS["copies"])
