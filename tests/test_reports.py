@@ -519,6 +519,98 @@ def test_gap_histogram_is_numbers_and_the_page_names_the_buckets():
                    for b in report.facts["gap_histogram"])
 
 
+def _gaps_between_kernels(path: Path) -> dict[int, list[tuple[int, int]]]:
+    """Independent of the facts: per device, each gap between kernels (kernels of all streams merged) as
+    (length, idle ns), idle being the part of the gap no copy or memset covers. Read from the export itself."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    ops: dict[int, dict[str, list[tuple[int, int]]]] = {}
+    for table, kind in (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "copy"),
+                        ("CUPTI_ACTIVITY_KIND_MEMSET", "copy")):
+        if con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+            for dev, start, end in con.execute(f"SELECT deviceId, start, end FROM {table}"):
+                ops.setdefault(dev, {"kernel": [], "copy": []})[kind].append((start, end))
+    con.close()
+    out: dict[int, list[tuple[int, int]]] = {}
+    for dev, kinds in ops.items():
+        gaps, last_end = [], None
+        for start, end in sorted(kinds["kernel"]):
+            if last_end is not None and start > last_end:
+                gaps.append((last_end, start))
+            last_end = end if last_end is None else max(last_end, end)
+        merged: list[list[int]] = []
+        for start, end in sorted(kinds["copy"]):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        out[dev] = [(g1 - g0, g1 - g0 - sum(max(min(e, g1) - max(s, g0), 0) for s, e in merged))
+                    for g0, g1 in gaps]
+    return out
+
+
+@pytest.mark.parametrize("name", ["pageable_copies", "eager_decode", "hidden_copies", "multi_gpu_straggler"])
+def test_the_gap_histogram_splits_the_time_between_kernels_into_idle_and_copies(name):
+    """The idle time of each bucket is the part of its gaps between kernels that no copy or memset covers,
+    computed here from the export's own rows; the rest of the gap is copy time, never idle."""
+    report = scenario_analysis(name)[1]
+    expected = _gaps_between_kernels(Path(report.profile.path))
+    rows = report.facts["gap_histogram"]
+    assert {r["device_id"] for r in rows} == set(expected)
+    for dev, gaps in expected.items():
+        buckets = [r for r in rows if r["device_id"] == dev]
+        for b in buckets:
+            inside = [g for g in gaps if g[0] >= b["lower_ns"] and (b["upper_ns"] is None or g[0] < b["upper_ns"])]
+            assert (b["gap_count"], b["total_gap_ns"], b["idle_ns"]) == \
+                   (len(inside), sum(g for g, _ in inside), sum(i for _, i in inside)), (dev, b["bucket"])
+            assert b["idle_ns"] + b["copy_ns"] == b["total_gap_ns"]
+    if name == "pageable_copies":  # 256 MiB pageable copies between the kernels: the time between them is copies
+        (dev,) = expected
+        assert sum(r["copy_ns"] for r in rows) > 0.99 * sum(r["total_gap_ns"] for r in rows)
+
+
+def _svg_rects(doc: str, section: str) -> list[tuple[dict, str]]:
+    """(attributes, tooltip) of each rect of one section of the HTML report."""
+    body = re.search(rf'<section id="{section}">(.*?)</section>', doc, re.S).group(1)
+    return [(dict(re.findall(r'([\w-]+)="([^"]*)"', attrs)), html.unescape(tip))
+            for attrs, tip in re.findall(r"<rect ([^>]*)>(?:<title>(.*?)</title>)?", body, re.S)]
+
+
+def test_a_pcie_bound_report_draws_copy_time_as_copies_not_as_idle():
+    """pageable_copies: 99 % of the GPU's window is pageable copies between kernels. The gap histogram and the
+    typical-stretch strip draw that time in the copies colour with a legend entry of its own; what they draw as
+    idle is the idle time only."""
+    from nsys_diagnose.reports.charts import IDLE_COLOUR, PART_COLOURS
+    from nsys_diagnose.units import fmt_duration
+
+    report = scenario_analysis("pageable_copies")[1]
+    doc = render(report, "html")
+    rows = report.facts["gap_histogram"]
+    idle, copy = sum(r["idle_ns"] for r in rows), sum(r["copy_ns"] for r in rows)
+    assert copy > 100 * idle
+    # The histogram: per bucket, the idle rect's share of the bar is the bucket's idle share, no more.
+    gaps = _svg_rects(doc, "gaps")
+    idle_rects = [a for a, _ in gaps if a.get("class") == "idle"]
+    copy_rects = [a for a, _ in gaps if a.get("class") == "copies"]
+    assert {a["fill"] for a in idle_rects} == {IDLE_COLOUR}
+    assert {a["fill"] for a in copy_rects} == {PART_COLOURS["copies"]}
+    tallest = max(copy_rects, key=lambda a: float(a["height"]))
+    assert float(tallest["height"]) > 100                       # the > 10 ms bucket: its 19 gaps are copies
+    assert max(float(a["height"]) for a in idle_rects) < 1     # the idle in them is a sliver
+    body = re.search(r'<section id="gaps">(.*?)</section>', doc, re.S).group(1)
+    assert f"<strong>{fmt_duration(idle)} idle</strong>, <strong>{fmt_duration(copy)} copies only</strong>" in body
+    assert "copies or memsets only, no kernel</li>" in body and "GPU idle, nothing running</li>" in body
+    # The typical stretch: the mean gap is drawn as copies, not as waiting for the next kernel.
+    strip = re.search(r'<figure>\s*<figcaption><strong>GPU 0, a typical stretch</strong>(.*?)</figure>', doc,
+                      re.S).group(1)
+    assert "between kernels the GPU mostly runs copies" in strip and "waits longer" not in strip
+    rhythm = [(dict(re.findall(r'([\w-]+)="([^"]*)"', a))) for a in re.findall(r"<rect ([^>]*)>", strip)]
+    drawn = sum(float(a["width"]) for a in rhythm if a["fill"] == PART_COLOURS["copies"])
+    background = next(float(a["width"]) for a in rhythm if a["fill"] == "#fee2e2")
+    kernels = sum(float(a["width"]) for a in rhythm if a["fill"] == "#2563eb")
+    assert drawn > 0.95 * (background - kernels)                 # the gaps between the kernels are copies
+    assert "copies or memsets only, no kernel</li>" in strip
+
+
 def test_eager_decode_html_shows_the_gpu_idle_between_short_kernels():
     doc = render(scenario_analysis(GOLDEN_SCENARIO)[1], "html")
     assert "the GPU waits longer between kernels than the kernels run" in doc

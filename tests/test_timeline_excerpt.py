@@ -115,6 +115,22 @@ def test_the_svg_geometry_is_proportional_to_time_and_keeps_the_order():
     assert all(len(lane["events"]) <= 200 for lane in tl["lanes"])
 
 
+def test_copies_are_drawn_as_copies_and_no_idle_band_covers_one():
+    """pageable_copies (PCIe-bound): the stretch's 256 MiB copies sit in the GPU lane in the copies colour, named
+    in the legend, and the idle shading behind the lanes stays where nothing ran: never over a copy."""
+    report = scenario_analysis("pageable_copies")[1]
+    tl = timeline.excerpt(report)
+    gpu = [e for lane in tl["lanes"] if lane["key"].startswith("gpu") for e in lane["events"]]
+    copies = [e for e in gpu if e["kind"] == "memcpy"]
+    assert copies and {e["colour"] for e in copies} == {timeline.EVENT_COLOURS["memcpy"]}
+    assert sum(e["dur_ns"] for e in copies) > 0.5 * tl["span_ns"]
+    assert {"colour": timeline.EVENT_COLOURS["memcpy"], "label": "copy", "band": False} in tl["legend"]
+    assert tl["bands"]
+    for b in tl["bands"]:
+        b0, b1 = b["start_ns"], b["start_ns"] + b["dur_ns"]
+        assert not [e for e in gpu if e["start_ns"] < b1 and e["start_ns"] + e["dur_ns"] > b0], b
+
+
 def test_the_markdown_strip_shows_launches_above_kernels_and_idle_by_cause():
     report = scenario_analysis("eager_decode")[1]
     md = render(report, "md")

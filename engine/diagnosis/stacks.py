@@ -2,7 +2,9 @@
 
 The most specific stack with evidence wins (engine/vocabulary.py STACKS lists them in that order): a vLLM
 server also runs PyTorch kernels, and is vLLM. A profile with no recognised framework is plain CUDA, so it
-never gets framework- or serving-specific advice."""
+never gets framework- or serving-specific advice. Evidence comes from the processes that launched GPU work;
+a process on the same host that launched none (source `host`: an idle `sglang::detokenizer` beside a PyTorch
+script) is named as context after the evidence and never decides the stack."""
 
 from __future__ import annotations
 
@@ -12,21 +14,35 @@ from ..units import fmt_ratio
 from ..vocabulary import STACKS
 
 _SOURCES = {"kernels": "kernels", "nvtx": "NVTX ranges", "process": "processes"}
+# Rows of this source are processes that launched no GPU work: context, never the stack.
+_HOST = "host"
+
+
+def _example(row: dict) -> str:
+    example = str(row.get("example") or "")
+    return example if len(example) <= 80 else example[:79] + "…"
 
 
 def _evidence(row: dict) -> str:
     what = _SOURCES.get(row.get("source"), str(row.get("source")))
     share = f", {fmt_ratio(row['time_share'], 0)} of kernel time" if row.get("time_share") is not None else ""
-    example = str(row.get("example") or "")
-    example = example if len(example) <= 80 else example[:79] + "…"
-    return f"{row.get('matches', 0):,} {what}{share}, e.g. {example}"
+    return f"{row.get('matches', 0):,} {what}{share}, e.g. {_example(row)}"
+
+
+def _on_host(row: dict) -> str:
+    label = next((s.label for s in STACKS if s.key == row.get("stack")), str(row.get("stack")))
+    n = row.get("matches", 0)
+    return (f"also on the host, not counted (no GPU work): {n:,} process{'' if n == 1 else 'es'} named like "
+            f"{label}, e.g. {_example(row)}")
 
 
 def detect_stack(facts: FactSet) -> StackInfo:
     rows = facts.rows("software_stack") if "software_stack" in facts.results else []
-    found = {s.key for s in STACKS if any(r.get("stack") == s.key for r in rows)}
+    deciding = [r for r in rows if r.get("source") != _HOST]
+    found = {s.key for s in STACKS if any(r.get("stack") == s.key for r in deciding)}
     stack = next((s for s in STACKS if s.key in found), STACKS[-1])
-    evidence = [_evidence(r) for r in rows if r.get("stack") == stack.key]
+    evidence = [_evidence(r) for r in deciding if r.get("stack") == stack.key]
+    evidence = evidence or ["no kernel, NVTX or process name of a known framework"]
+    evidence += [_on_host(r) for r in rows if r.get("source") == _HOST]
     also = [s.key for s in STACKS if s.key in found and s.key != stack.key]
-    return StackInfo(name=stack.key, label=stack.label, lineage=list(stack.lineage),
-                     evidence=evidence or ["no kernel, NVTX or process name of a known framework"], also=also)
+    return StackInfo(name=stack.key, label=stack.label, lineage=list(stack.lineage), evidence=evidence, also=also)

@@ -1,17 +1,29 @@
 -- @fact software_stack
 -- @doc What software produced the GPU work, one row per stack with evidence: kernel-name namespaces
 -- @doc (vllm::, sgl_kernel, tensorrt_llm, at::native, triton_, XLA fusions, cudf/rmm, PGI/NVHPC OpenACC
--- @doc and OpenMP-offload kernel naming), NVTX domains and range text, and process names. The report's
--- @doc profile.stack is the most specific stack with evidence (engine/diagnosis/stacks.py), and rules show
--- @doc that stack's remediation steps first.
+-- @doc and OpenMP-offload kernel naming), NVTX domains and range text, and process names. Only the processes
+-- @doc that launched GPU work (kernels, CUDA-graph replays, copies or memsets: the pid of those rows, which is
+-- @doc the pid of the API call that issued them) speak for the stack: on a shared host an unrelated process
+-- @doc named like sglang::detokenizer that did no CUDA work is listed with source `host`, as context, and
+-- @doc never decides. An export with no GPU work at all (NVTX only, an empty capture) reads every process.
+-- @doc The report's profile.stack is the most specific stack with evidence from the processes that decide
+-- @doc (engine/diagnosis/stacks.py), and rules show that stack's remediation steps first.
 -- @column stack Stack id (engine/vocabulary.py STACKS).
--- @column source Where the evidence is: kernels, nvtx or process.
+-- @column source Where the evidence is: kernels, nvtx, process (a process that launched GPU work) or host (one that launched none: context only).
 -- @column matches Kernels, NVTX ranges or processes that match.
 -- @column time_share For kernel evidence, the matching kernels' share of all kernel time (0-1).
 -- @column example One matching name: the one with the most kernel time or ranges (the first by name on a tie).
 -- @check stack not_null
 -- @check time_share range 0 1
-WITH kernel_names AS (
+WITH gpu_pids AS (
+    SELECT pid FROM kernels WHERE pid IS NOT NULL
+    UNION SELECT pid FROM graph_launches WHERE pid IS NOT NULL
+    UNION SELECT pid FROM memcpys WHERE pid IS NOT NULL
+    UNION SELECT pid FROM memsets WHERE pid IS NOT NULL
+),
+-- True when some process launched GPU work: then only those processes decide; else every process does.
+gpu_known AS (SELECT count(*) > 0 AS yes FROM gpu_pids),
+kernel_names AS (
     SELECT name, count(*) AS n, sum(end_ns - start_ns) AS t FROM kernels WHERE name IS NOT NULL GROUP BY name
 ),
 kernel_stack AS (
@@ -31,7 +43,10 @@ kernel_stack AS (
 total AS (SELECT nullif(sum(t), 0) AS t FROM kernel_names),
 range_texts AS (
     SELECT coalesce(domain, '') || ' ' || text AS label, count(*) AS n
-    FROM nvtx_ranges WHERE text IS NOT NULL OR domain IS NOT NULL GROUP BY 1
+    FROM nvtx_ranges
+    WHERE (text IS NOT NULL OR domain IS NOT NULL)
+      AND (pid IN (SELECT pid FROM gpu_pids) OR NOT (SELECT yes FROM gpu_known))
+    GROUP BY 1
 ),
 range_stack AS (
     SELECT CASE
@@ -50,7 +65,8 @@ process_stack AS (
              WHEN regexp_matches(name, '(?i)vllm') THEN 'vllm'
              WHEN regexp_matches(name, '(?i)sglang|sgl[-_]') THEN 'sglang'
              WHEN regexp_matches(name, '(?i)trtllm|tensorrt[-_]llm') THEN 'tensorrt-llm'
-           END AS stack, name
+           END AS stack, name,
+           coalesce(pid IN (SELECT pid FROM gpu_pids), false) OR NOT (SELECT yes FROM gpu_known) AS decides
     FROM processes WHERE name IS NOT NULL
 )
 -- The example is the name with the most time (or ranges), the first in name order on a tie, so it is the same on
@@ -62,5 +78,6 @@ UNION ALL
 SELECT stack, 'nvtx', CAST(sum(n) AS BIGINT), NULL, first(label ORDER BY n DESC, label) FROM range_stack
 WHERE stack IS NOT NULL GROUP BY stack
 UNION ALL
-SELECT stack, 'process', count(*), NULL, min(name) FROM process_stack WHERE stack IS NOT NULL GROUP BY stack
+SELECT stack, CASE WHEN decides THEN 'process' ELSE 'host' END, count(*), NULL, min(name) FROM process_stack
+WHERE stack IS NOT NULL GROUP BY stack, decides
 ORDER BY stack, source

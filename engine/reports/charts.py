@@ -25,6 +25,8 @@ PART_COLOURS = {
     "launch": "#dc2626", "host": "#db2777", "gpu-side": "#64748b", "other": "#9ca3af",
 }
 
+IDLE_COLOUR = "#dc2626"  # idle time in the gap histogram (copies in its bars take PART_COLOURS["copies"])
+
 
 def _r(x: float) -> float:
     return round(float(x), 1)
@@ -89,25 +91,43 @@ def breakdown(report: Report) -> list[dict[str, Any]]:
     return out
 
 
+def _gap_split(report: Report) -> dict[int, tuple[float, float]]:
+    """Per GPU, the time between kernels (the gaps of kernel_gaps, summed by gap_histogram) split into idle time
+    and time in which only copies or memsets ran: (idle share, copy share), 0-1 each."""
+    totals: dict[int, list[float]] = {}
+    for b in report.facts.get("gap_histogram", []):
+        t = totals.setdefault(b["device_id"], [0.0, 0.0])
+        t[0] += b.get("idle_ns") or 0
+        t[1] += b.get("copy_ns") or 0
+    return {dev: (idle / (idle + copy), copy / (idle + copy)) for dev, (idle, copy) in totals.items() if idle + copy}
+
+
 def rhythm(report: Report) -> list[dict[str, Any]]:
     """Per GPU, a schematic strip: mean kernel, mean gap, repeated; shows at a glance how long the GPU waits
-    between kernels compared with how long a kernel runs. Left out where the gaps are under a tenth of a
-    kernel (nothing to see but kernels)."""
+    between kernels compared with how long a kernel runs. The part of the gaps in which copies or memsets ran
+    is drawn as copies, not as waiting. Left out where the gaps are under a tenth of a kernel (nothing to see
+    but kernels)."""
+    split = _gap_split(report)
     out = []
     for row in report.facts.get("launch_overhead", []):
         k, g = row.get("mean_kernel_ns"), row.get("mean_gap_ns")
         if not k or g is None or (row.get("kernel_count") or 0) < 2 or g < 0.1 * k:
             continue
+        idle_share, copy_share = split.get(row["device_id"], (1.0, 0.0))
+        idle, copy = g * idle_share, g * copy_share
         cycles = 8
         period = k + g
         scale = WIDTH / (cycles * period)
-        blocks = []
+        blocks, copies = [], []
         for i in range(cycles):
             x = i * period * scale
             blocks.append(dict(x=_r(x), w=_r(max(k * scale, 0.6))))
+            if copy * scale >= 0.3:
+                copies.append(dict(x=_r(x + k * scale), w=_r(copy * scale)))
         ticks = [dict(x=_r(t * scale), label=fmt_duration(t)) for t in nice_ticks(cycles * period, 5)]
-        out.append(dict(device_id=row["device_id"], kernel_ns=k, gap_ns=g, blocks=blocks, ticks=ticks,
-                        gap_to_kernel=g / k))
+        out.append(dict(device_id=row["device_id"], kernel_ns=k, gap_ns=g, idle_ns=idle, copy_ns=copy,
+                        mostly_copies=copy > idle, blocks=blocks, copies=copies, copy_colour=PART_COLOURS["copies"],
+                        ticks=ticks, gap_to_kernel=idle / k))
     return out
 
 
@@ -177,7 +197,8 @@ def _log_position(value: float, buckets: list[dict[str, Any]]) -> float | None:
 
 
 def gap_histogram(report: Report) -> list[dict[str, Any]]:
-    """Per GPU: bars of idle time by gap length, with the mean kernel duration marked on the same axis."""
+    """Per GPU: bars of the time between kernels by gap length, each split into idle time (below) and time in which
+    only copies or memsets ran (above, drawn as copies), with the mean kernel duration marked on the same axis."""
     rows = report.facts.get("gap_histogram", [])
     mean_kernel = {g["device_id"]: g.get("mean_kernel_ns") for g in report.facts.get("gpu_utilization", [])}
     devices: dict[int, list[dict[str, Any]]] = {}
@@ -193,14 +214,18 @@ def gap_histogram(report: Report) -> list[dict[str, Any]]:
         bars = []
         for i, b in enumerate(buckets):
             h = b["time_share"] / top * height
+            total, copy = b["total_gap_ns"], b.get("copy_ns") or 0
+            copy_h = h * copy / total if total else 0.0
             cx = _r(i * slot + slot / 2)
             bars.append(dict(x=_r(i * slot + slot * 0.12), w=_r(slot * 0.76), cx=cx,
                              h=_r(h), y=_r(height - h), label=bucket_label(b["lower_ns"], b["upper_ns"]),
+                             idle_h=_r(h - copy_h), idle_y=_r(height - h + copy_h), copy_h=_r(copy_h),
                              count=b["gap_count"],
                              count_text=plural(b["gap_count"], "gap") if b["gap_count"] else "–",
                              share_text=fmt_ratio(b["time_share"], 0) if b["gap_count"] else "",
                              text_x=cx, text_y=_r(height - h - 4), text_anchor="middle",
-                             total_ns=b["total_gap_ns"], time_share=b["time_share"]))
+                             total_ns=total, idle_ns=b.get("idle_ns") or 0, copy_ns=copy,
+                             time_share=b["time_share"]))
         marker = None
         k = mean_kernel.get(dev)
         if k:
@@ -209,7 +234,10 @@ def gap_histogram(report: Report) -> list[dict[str, Any]]:
                 marker = dict(x=_r(pos * slot), label=f"mean kernel {fmt_duration(k)}")
                 _clear_of_line(bars, marker["x"])
         out.append(dict(device_id=dev, bars=bars, height=height, marker=marker, gap_count=total_gaps,
-                        total_ns=sum(b["total_gap_ns"] for b in buckets)))
+                        total_ns=sum(b["total_gap_ns"] for b in buckets),
+                        idle_ns=sum(b.get("idle_ns") or 0 for b in buckets),
+                        copy_ns=sum(b.get("copy_ns") or 0 for b in buckets),
+                        idle_colour=IDLE_COLOUR, copy_colour=PART_COLOURS["copies"]))
     return out
 
 

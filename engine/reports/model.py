@@ -204,7 +204,8 @@ class StackInfo(Model):
     lineage: list[str]
     """Stacks whose remediation steps the findings show, most specific first."""
     evidence: list[str]
-    """What identified it (kernel names, NVTX ranges, process names)."""
+    """What identified it (kernel names, NVTX ranges, process names of the processes that launched GPU work), then
+    any process on the host named like a stack that launched no GPU work ("also on the host, not counted")."""
     also: list[str] = []
     """Other stacks with evidence in the profile (less specific ones, e.g. pytorch under vllm)."""
 
