@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -17,6 +18,8 @@ from nsys_diagnose.cli.main import main
 from nsys_diagnose.errors import InputError
 from nsys_diagnose.fixtures.runs import generate_run
 from nsys_diagnose.reading.ranks import resolve_run
+
+from conftest import REAL_EXPORTS
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
@@ -306,3 +309,73 @@ def test_a_dangling_link_is_refused_unless_it_is_a_report_beside_its_export(tmp_
     (d / "rank2.nsys-rep").symlink_to(tmp_path / "moved" / "rank2.nsys-rep")  # rank 2 would be left out
     with pytest.raises(InputError, match=r"rank2\.nsys-rep is named like a rank export but is a symbolic link"):
         resolve_run([d])
+
+
+# Exports that are not the ranks of one run: each case edits one rank of a generated 4-rank run (in a copy).
+TEN_MINUTES_NS = 600 * 10**9
+NOT_ONE_RUN = [
+    ("nsys version", "UPDATE META_DATA_EXPORT SET value = '2023.4.4.54' WHERE name = 'EXPORT_PRODUCT_VERSION'",
+     "{d}/rank0.sqlite was recorded by nsys 2024.6.2.225 and {d}/rank2.sqlite by nsys 2023.4.4.54"),
+    ("session start", f"UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + {TEN_MINUTES_NS}",
+     "the capture of {d}/rank0.sqlite started at 2024-12-10 19:48:59 UTC and that of {d}/rank2.sqlite at "
+     "2024-12-10 19:58:59 UTC, 10 minutes later (the ranks of one run start within 5 minutes of each other)"),
+    ("same process", "UPDATE TARGET_INFO_CUDA_CONTEXT_INFO SET processId = 51204; "
+                     "UPDATE TARGET_INFO_GPU SET uuid = 'GPU-5f1c0000-8d2e-4b7a-9c61-0a3e7d2b0000'",
+     "{d}/rank0.sqlite and {d}/rank2.sqlite both hold process 51204 on one machine (the same GPUs), so they are "
+     "one process profiled twice, not two ranks"),
+]
+
+
+def _run_edited(tmp_path: Path, run_dir: Path, sql: str) -> Path:
+    d = tmp_path / "run"
+    shutil.copytree(run_dir, d)
+    con = sqlite3.connect(d / "rank2.sqlite")
+    con.executescript(sql)
+    con.close()
+    return d
+
+
+@pytest.mark.parametrize("what, sql, message", NOT_ONE_RUN, ids=[c[0] for c in NOT_ONE_RUN])
+def test_exports_that_are_not_ranks_of_one_run_are_refused_pointing_to_batch(tmp_path, run_dir, what, sql,
+                                                                             message):
+    d = _run_edited(tmp_path, run_dir, sql)
+    with pytest.raises(InputError) as refused:
+        resolve_run([d])
+    text = str(refused.value)
+    assert text.startswith(message.format(d=d)), text
+    assert text.endswith("these look like independent profiles, not the ranks of one run: diagnose each on its "
+                         "own, or all of them with `diagnose batch` (one row per profile, no cross-rank "
+                         "comparison).")
+    with pytest.raises(InputError, match="`diagnose batch`"):  # the same when the files are given one by one
+        resolve_run(sorted(d.iterdir()))
+
+
+def test_not_one_run_is_one_sentence_and_exit_2_before_any_rank_is_read(tmp_path, run_dir):
+    d = _run_edited(tmp_path, run_dir, NOT_ONE_RUN[1][1])
+    line = cli(d, "--no-cache", timeout=HANG)
+    assert "the capture of" in line and "`diagnose batch`" in line
+    assert sorted(p.name for p in d.iterdir()) == [f"rank{r}.sqlite" for r in range(4)]  # nothing beside them
+
+
+def test_ranks_of_one_run_whose_sessions_start_minutes_apart_are_one_run(tmp_path, run_dir):
+    """Launchers start ranks seconds apart, a slow one minutes: 4 minutes is within the 5-minute tolerance."""
+    d = _run_edited(tmp_path, run_dir, "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + "
+                                       f"{240 * 10**9}")
+    assert [(r.rank, r.path.name) for r in resolve_run([d])[0]] == [(r, f"rank{r}.sqlite") for r in range(4)]
+
+
+@pytest.mark.real_exports
+def test_a_directory_of_unrelated_real_exports_is_not_one_run(tmp_path):
+    """Every real export of the corpus (nine nsys versions, T4 to H200), linked into one directory."""
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for export in REAL_EXPORTS:
+        (d / export.name).symlink_to(export)
+    line = cli(d, "--no-cache", timeout=HANG)
+    assert " by nsys " in line and "these look like independent profiles, not the ranks of one run" in line
+    assert "`diagnose batch`" in line
+    # the two GindaChen 2-GPU windows share one nsys version but were captured 42 hours apart
+    pair = sorted(p for p in REAL_EXPORTS if p.name.startswith("GindaChen") and "DERIVED-window" in p.name)
+    if len(pair) == 2:
+        line = cli(*pair, "--no-cache", timeout=HANG)
+        assert "started at 2026-05-24 13:40:14 UTC" in line and "42 hours later" in line
