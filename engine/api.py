@@ -14,7 +14,8 @@ from .diagnosis.phases import judge_phases
 from .diagnosis.stacks import detect_stack
 from .facts.compute import FactSet
 from .facts.results_cache import facts_of
-from .facts import Fact, FactError, fact_param_range, load_facts
+from .facts import Fact, FactError, FactOverflowError, fact_param_range, load_facts
+from .errors import InputError
 from .version import tool_version
 from .reports.model import ParamOverride, ProfileSummary, Report, StackInfo
 from .reports.breakdown import window_breakdown
@@ -178,6 +179,10 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
             try:
                 facts = facts_of(export, params={k: s.value for k, s in config.fact_params.items()},
                                  phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress)
+            except FactOverflowError as exc:
+                raise InputError(f"{path} holds values too large to compute with ({exc}); the export looks "
+                                 f"damaged or hand-edited, so export the profile again with "
+                                 f"`nsys export --type sqlite`.") from None
             except FactError as exc:
                 users = sorted(r.id for r in rules.values() if r.spec.fact == exc.fact)
                 if users:

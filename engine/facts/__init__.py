@@ -159,6 +159,11 @@ class FactError(DiagnoseError):
         self.detail = detail  # DuckDB's whole message when the SQL failed (it may say LINE N: where)
 
 
+class FactOverflowError(FactError):
+    """A bundled fact's arithmetic left its type's range (DuckDB's Out of Range Error): the export holds values
+    no capture has, past what the reader refuses (TIME_LIMIT_NS), e.g. a time 50 days out times 10,000 bins."""
+
+
 def check_rows(fact: Fact, rows: list[dict[str, Any]]) -> list[CheckFailure]:
     """The rows that fail the fact's column tests: the first failing row of each test."""
     failures: list[CheckFailure] = []
@@ -409,6 +414,8 @@ def materialize(con: duckdb.DuckDBPyConnection, fact: Fact, overrides: dict[str,
             raise FactError(f"{fact.path}: team fact {fact.name!r} was stopped by the sandbox ({detail}); team SQL "
                             f"may read only the canonical views and facts: no files, ATTACH, extensions, "
                             f"settings or network", fact.name) from None
+        if isinstance(exc, duckdb.OutOfRangeException) and not fact.team:
+            raise FactOverflowError(f"fact {fact.name!r} overflowed: {detail}", fact.name, str(exc)) from None
         raise FactError(f"{fact.path}: fact {fact.name!r} failed: {detail}", fact.name, str(exc)) from None
     if check_columns and not fact.is_helper:
         check_documented_columns(fact, [name for name, _ in table_columns(con, fact.name)])
