@@ -3,6 +3,7 @@ quiet wrong answer (a NaN threshold that silently turns a rule off, a rank count
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -299,6 +300,9 @@ def test_rules_explain_and_facts_list_show_each_params_range(capsys):
     assert main(["facts", "list"]) == 0
     out = capsys.readouterr().out
     assert "warmup_share=0.1 (between 0 and 1), top_apis=3 (at least 1)" in out
+    assert main(["facts", "list", "-f", "json"]) == 0
+    [listed] = [f for f in json.loads(capsys.readouterr().out) if f["name"] == "allocation_overview"]
+    assert listed["param_ranges"] == {"warmup_share": [0, 1], "top_apis": [1, None]}  # None: no upper limit
 
 
 def test_a_rule_test_case_with_a_param_outside_its_range_is_refused(capsys, tmp_path):
