@@ -6,7 +6,7 @@ import difflib
 from pathlib import Path
 from typing import Callable
 
-from .diagnosis.config import Config, ConfigError, split_config
+from .diagnosis.config import Config, ConfigError, Setting, split_config
 from .duck import reraise_interrupt
 from .diagnosis.evaluate import evaluate, idle_cause_rules, verdict
 from .diagnosis.merge import merge_gpus
@@ -14,7 +14,8 @@ from .diagnosis.phases import judge_phases
 from .diagnosis.stacks import detect_stack
 from .facts.compute import FactSet
 from .facts.results_cache import facts_of
-from .facts import Fact, FactError, load_facts
+from .facts import Fact, FactError, FactOverflowError, fact_param_range, load_facts
+from .errors import InputError
 from .version import tool_version
 from .reports.model import ParamOverride, ProfileSummary, Report, StackInfo
 from .reports.breakdown import window_breakdown
@@ -22,6 +23,7 @@ from .reports.metrics import key_metric_rows, rule_thresholds
 from .diagnosis.rules import Rule, load_rules
 from .reading.export import Export, open_export
 from .diagnosis.throughput import throughput
+from .units import describe_range, fmt_limit
 
 # Facts shown in reports and JSON (helpers and very long tables are left out or cut).
 REPORTED_FACTS = (
@@ -58,6 +60,32 @@ def validate_config(config: Config, rules: dict[str, Rule], facts: dict[str, Fac
         if name not in fact_params:
             raise ConfigError(f"no fact has a param {name!r}{_suggest(name, fact_params)}; "
                               f"fact params are {', '.join(fact_params)}")
+    _check_ranges(config, rules, facts)
+
+
+def _setting_place(setting: Setting, target: str, yaml_key: str) -> str:
+    """Where a setting was made: `--set TARGET=VALUE` or `diagnose.yaml: rules.RULE.PARAM`."""
+    if setting.origin == "command line":
+        return f"--set {target}={fmt_limit(setting.value)}"
+    return f"{setting.origin}: {yaml_key}"
+
+
+def _check_ranges(config: Config, rules: dict[str, Rule], facts: dict[str, Fact]) -> None:
+    """A value outside the range its rule (ParamSpec min/max, else its unit's) or fact (@param ... range) declares
+    is refused: a negative ratio or count is a typo that would silently turn the rule on or off everywhere."""
+    for rule_id, params in config.rule_params.items():
+        for name, setting in params.items():
+            spec = rules[rule_id].spec.params[name]
+            if not spec.in_range(setting.value):
+                target = f"{rule_id}.{name}"
+                raise ConfigError(f"{_setting_place(setting, target, f'rules.{rule_id}.{name}')}: {target} must be "
+                                  f"{spec.range_text} (unit: {spec.unit}), not {fmt_limit(setting.value)}; "
+                                  f"`diagnose rules explain {rule_id}` describes it")
+    for name, setting in config.fact_params.items():
+        lo, hi = fact_param_range(facts, name)
+        if not lo <= setting.value <= hi:
+            raise ConfigError(f"{_setting_place(setting, f'facts.{name}', f'facts.{name}')}: facts.{name} must be "
+                              f"{describe_range(lo, hi)}, not {fmt_limit(setting.value)}")
 
 
 def overrides(config: Config, rules: dict[str, Rule], facts: dict[str, Fact]) -> list[ParamOverride]:
@@ -151,6 +179,10 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
             try:
                 facts = facts_of(export, params={k: s.value for k, s in config.fact_params.items()},
                                  phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress)
+            except FactOverflowError as exc:
+                raise InputError(f"{path} holds values too large to compute with ({exc}); the export looks "
+                                 f"damaged or hand-edited, so export the profile again with "
+                                 f"`nsys export --type sqlite`.") from None
             except FactError as exc:
                 users = sorted(r.id for r in rules.values() if r.spec.fact == exc.fact)
                 if users:

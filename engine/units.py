@@ -44,6 +44,32 @@ PARAM_UNITS: dict[str, tuple[str, float]] = {
     "number": ("number", 1.0),
 }
 
+# The values a param of each unit may take when its rule or fact declares no range of its own: a ratio is a share
+# (0-1), a percent a share of 100, durations, sizes, counts and rates cannot be negative. A param whose meaning
+# differs (a ratio of two counts, which may exceed 1) declares its own `min`/`max`.
+PARAM_RANGES: dict[str, tuple[float, float]] = {
+    **{unit: (0.0, math.inf) for unit in PARAM_UNITS},
+    "ratio": (0.0, 1.0),
+    "percent": (0.0, 100.0),
+    "number": (-math.inf, math.inf),
+}
+
+
+def fmt_limit(x: float) -> str:
+    """A range limit as it is written in --set or YAML: 0, 0.5, 1e+20."""
+    return f"{x:g}" if not float(x).is_integer() or abs(x) >= 1e15 else str(int(x))
+
+
+def describe_range(lo: float, hi: float) -> str:
+    """'between 0 and 1', 'at least 0', 'at most 5' or 'any number'."""
+    if math.isinf(lo) and math.isinf(hi):
+        return "any number"
+    if math.isinf(hi):
+        return f"at least {fmt_limit(lo)}"
+    if math.isinf(lo):
+        return f"at most {fmt_limit(hi)}"
+    return f"between {fmt_limit(lo)} and {fmt_limit(hi)}"
+
 
 # Time units a duration may be written in (e.g. a compare gate's '+5us'), in nanoseconds.
 DURATION_UNITS: dict[str, float] = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}

@@ -3,9 +3,11 @@ quiet wrong answer (a NaN threshold that silently turns a rule off, a rank count
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -13,10 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from nsys_diagnose.api import load_rule_set, validate_config
 from nsys_diagnose.cli.main import main
+from nsys_diagnose.diagnosis.config import Config, apply_set
 from nsys_diagnose.errors import InputError
 from nsys_diagnose.fixtures.runs import generate_run
 from nsys_diagnose.reading.ranks import resolve_run
+
+from conftest import REAL_EXPORTS
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
@@ -204,6 +210,110 @@ def test_a_rule_test_case_with_a_non_finite_param_is_refused(capsys, tmp_path, k
     assert line.startswith(f"diagnose: error: {test}: case 1: {key}.") and "must be a finite number, not" in line
 
 
+# --- params out of their range ---------------------------------------------------------------------------------
+OUT_OF_RANGE = [
+    ("launch-bound.max_overhead_ratio=-1",
+     "launch-bound.max_overhead_ratio must be between 0 and 1 (unit: ratio), not -1; `diagnose rules explain "
+     "launch-bound` describes it"),
+    ("launch-bound.min_kernels=-5",
+     "launch-bound.min_kernels must be at least 0 (unit: count), not -5; `diagnose rules explain launch-bound` "
+     "describes it"),
+    ("memory-bound.min_dram_pct=120",
+     "memory-bound.min_dram_pct must be between 0 and 100 (unit: percent), not 120; `diagnose rules explain "
+     "memory-bound` describes it"),
+    ("facts.warmup_share=5", "facts.warmup_share must be between 0 and 1, not 5"),
+    ("facts.gap_threshold_ns=-1000", "facts.gap_threshold_ns must be at least 0, not -1000"),
+    ("facts.timeline_bins=0", "facts.timeline_bins must be between 1 and 10000, not 0"),
+]
+
+
+@pytest.mark.parametrize("assignment, message", OUT_OF_RANGE, ids=[a for a, _ in OUT_OF_RANGE])
+def test_set_refuses_a_value_outside_the_params_range(capsys, profile, assignment, message):
+    line = in_process(capsys, profile, "--set", assignment)
+    assert line == f"diagnose: error: --set {assignment}: {message}"
+
+
+def test_a_config_file_value_outside_the_range_names_the_file_and_key(capsys, tmp_path, profile):
+    config = tmp_path / "diagnose.yaml"
+    config.write_text("rules:\n  launch-bound:\n    max_overhead_ratio: 1.5\nfacts:\n  warmup_share: 0.2\n")
+    line = in_process(capsys, profile, "--config", config)
+    assert line == (f"diagnose: error: {config}: rules.launch-bound.max_overhead_ratio: launch-bound.max_overhead_ratio "
+                    f"must be between 0 and 1 (unit: ratio), not 1.5; `diagnose rules explain launch-bound` describes it")
+    config.write_text("facts:\n  warmup_share: -0.5\n")
+    line = in_process(capsys, profile, "--config", config)
+    assert line == f"diagnose: error: {config}: facts.warmup_share: facts.warmup_share must be between 0 and 1, not -0.5"
+
+
+def test_the_limits_of_a_range_and_a_declared_unbounded_ratio_are_accepted(profile):
+    """A ratio of two counts (blocking calls per kernel) declares `max: .inf`: 3 per kernel is a valid threshold."""
+    fact_defs, rules = load_rule_set(Config())
+    config = Config()
+    for assignment in ("launch-bound.max_overhead_ratio=1", "launch-bound.min_kernels=0", "facts.warmup_share=0",
+                       "frequent-synchronization.min_calls_per_kernel=3", "facts.timeline_bins=10000"):
+        apply_set(config, assignment)
+    validate_config(config, rules, fact_defs)  # raises on any value out of range
+    assert rules["frequent-synchronization"].spec.params["min_calls_per_kernel"].range_text == "at least 0"
+
+
+def test_a_rule_file_whose_default_is_outside_its_range_is_a_rule_error(capsys, tmp_path, profile):
+    pack = shutil.copytree(TEAM_RULES, tmp_path / "pack")
+    rule = pack / "communication-budget.yaml"
+    text = rule.read_text()
+    rule.write_text(text.replace("default: 0.15", "default: 1.5"))  # a ratio param, so 0-1 unless declared
+    assert main(["rules", "check", "--rule-dir", str(pack)]) == 2
+    assert capsys.readouterr().out.startswith(
+        f"{rule}:8:3: rule \"acme/communication-budget\": params.max_comm_share: the default 1.5 is outside the "
+        f"param's range (between 0 and 1); change the default, or declare the range with min/max\n")
+    line = in_process(capsys, profile, "--rule-dir", pack)  # a diagnosis with the pack stops the same way
+    assert line.startswith(f"diagnose: error: {rule}:8:3: ") and "the default 1.5 is outside" in line
+    rule.write_text(text.replace("default: 0.15", "default: 0.15, min: 0.2, max: 0.5"))  # its own declared range
+    assert main(["rules", "check", "--rule-dir", str(pack)]) == 2
+    assert "the default 0.15 is outside the param's range (between 0.2 and 0.5)" in capsys.readouterr().out
+    rule.write_text(text.replace("default: 0.15", "default: 1.5, max: 2"))  # declared wider: a valid rule
+    assert main(["rules", "check", "--rule-dir", str(pack)]) == 0
+    capsys.readouterr()
+    line = in_process(capsys, profile, "--rule-dir", pack, "--set", "acme/communication-budget.max_comm_share=2.5")
+    assert "acme/communication-budget.max_comm_share must be between 0 and 2 (unit: ratio), not 2.5" in line
+
+
+@pytest.mark.parametrize("header, message", [
+    ("-- @param min_share 1.5", ":3:4: @param min_share: the default 1.5 is outside its range (between 0 and 1); "
+                                "change the default or declare `range LO HI`"),
+    ("-- @param min_steps 5 range 10 inf", ":3:4: @param min_steps: the default 5 is outside its range (at least 10)"),
+    ("-- @param min_steps 5 range 10", ":3:4: @param min_steps: after the default, write `range LO HI`"),
+    ("-- @param min_steps 5 between 1 9", ":3:4: @param min_steps: after the default, write `range LO HI`"),
+])
+def test_a_fact_file_whose_param_default_is_outside_its_range_is_refused(capsys, tmp_path, profile, header, message):
+    (tmp_path / "pack").mkdir()
+    fact = tmp_path / "pack" / "acme_min_steps.sql"
+    name = header.split()[2]
+    fact.write_text(f"-- @fact acme_min_steps\n-- @doc A threshold.\n{header}\n"
+                    f"-- @column n The threshold.\nSELECT ${{{name}}} AS n\n")
+    line = in_process(capsys, profile, "--rule-dir", tmp_path / "pack")
+    assert line.startswith(f"diagnose: error: {fact}{message}")
+
+
+def test_rules_explain_and_facts_list_show_each_params_range(capsys):
+    assert main(["rules", "explain", "launch-bound"]) == 0
+    out = capsys.readouterr().out
+    assert "max_overhead_ratio = 0.3 ratio (between 0 and 1)" in out and "min_kernels = 20 count (at least 0)" in out
+    assert main(["facts", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "warmup_share=0.1 (between 0 and 1), top_apis=3 (at least 1)" in out
+    assert main(["facts", "list", "-f", "json"]) == 0
+    [listed] = [f for f in json.loads(capsys.readouterr().out) if f["name"] == "allocation_overview"]
+    assert listed["param_ranges"] == {"warmup_share": [0, 1], "top_apis": [1, None]}  # None: no upper limit
+
+
+def test_a_rule_test_case_with_a_param_outside_its_range_is_refused(capsys, tmp_path):
+    test = tmp_path / "launch-bound.test.yaml"
+    test.write_text("rule: launch-bound\ncases:\n  - name: never fires\n    scenario: eager_decode\n"
+                    "    params: {min_kernels: -1}\n    expect: []\n")
+    line = in_process(capsys, "rules", "test", test)
+    assert line == (f"diagnose: error: {test}: case 1: params.min_kernels must be at least 0 (unit: count), "
+                    f"not -1")
+
+
 # --- profile paths -----------------------------------------------------------------------------------------------
 def test_an_empty_profile_path_is_an_error_not_the_working_directory(tmp_path, profile):
     shutil.copy(profile, tmp_path / "rank0.sqlite")  # the working directory holds exports: "" must not mean it
@@ -306,3 +416,73 @@ def test_a_dangling_link_is_refused_unless_it_is_a_report_beside_its_export(tmp_
     (d / "rank2.nsys-rep").symlink_to(tmp_path / "moved" / "rank2.nsys-rep")  # rank 2 would be left out
     with pytest.raises(InputError, match=r"rank2\.nsys-rep is named like a rank export but is a symbolic link"):
         resolve_run([d])
+
+
+# Exports that are not the ranks of one run: each case edits one rank of a generated 4-rank run (in a copy).
+TEN_MINUTES_NS = 600 * 10**9
+NOT_ONE_RUN = [
+    ("nsys version", "UPDATE META_DATA_EXPORT SET value = '2023.4.4.54' WHERE name = 'EXPORT_PRODUCT_VERSION'",
+     "{d}/rank0.sqlite was recorded by nsys 2024.6.2.225 and {d}/rank2.sqlite by nsys 2023.4.4.54"),
+    ("session start", f"UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + {TEN_MINUTES_NS}",
+     "the capture of {d}/rank0.sqlite started at 2024-12-10 19:48:59 UTC and that of {d}/rank2.sqlite at "
+     "2024-12-10 19:58:59 UTC, 10 minutes later (the ranks of one run start within 5 minutes of each other)"),
+    ("same process", "UPDATE TARGET_INFO_CUDA_CONTEXT_INFO SET processId = 51204; "
+                     "UPDATE TARGET_INFO_GPU SET uuid = 'GPU-5f1c0000-8d2e-4b7a-9c61-0a3e7d2b0000'",
+     "{d}/rank0.sqlite and {d}/rank2.sqlite both hold process 51204 on one machine (the same GPUs), so they are "
+     "one process profiled twice, not two ranks"),
+]
+
+
+def _run_edited(tmp_path: Path, run_dir: Path, sql: str) -> Path:
+    d = tmp_path / "run"
+    shutil.copytree(run_dir, d)
+    con = sqlite3.connect(d / "rank2.sqlite")
+    con.executescript(sql)
+    con.close()
+    return d
+
+
+@pytest.mark.parametrize("what, sql, message", NOT_ONE_RUN, ids=[c[0] for c in NOT_ONE_RUN])
+def test_exports_that_are_not_ranks_of_one_run_are_refused_pointing_to_batch(tmp_path, run_dir, what, sql,
+                                                                             message):
+    d = _run_edited(tmp_path, run_dir, sql)
+    with pytest.raises(InputError) as refused:
+        resolve_run([d])
+    text = str(refused.value)
+    assert text.startswith(message.format(d=d)), text
+    assert text.endswith("these look like independent profiles, not the ranks of one run: diagnose each on its "
+                         "own, or all of them with `diagnose batch` (one row per profile, no cross-rank "
+                         "comparison).")
+    with pytest.raises(InputError, match="`diagnose batch`"):  # the same when the files are given one by one
+        resolve_run(sorted(d.iterdir()))
+
+
+def test_not_one_run_is_one_sentence_and_exit_2_before_any_rank_is_read(tmp_path, run_dir):
+    d = _run_edited(tmp_path, run_dir, NOT_ONE_RUN[1][1])
+    line = cli(d, "--no-cache", timeout=HANG)
+    assert "the capture of" in line and "`diagnose batch`" in line
+    assert sorted(p.name for p in d.iterdir()) == [f"rank{r}.sqlite" for r in range(4)]  # nothing beside them
+
+
+def test_ranks_of_one_run_whose_sessions_start_minutes_apart_are_one_run(tmp_path, run_dir):
+    """Launchers start ranks seconds apart, a slow one minutes: 4 minutes is within the 5-minute tolerance."""
+    d = _run_edited(tmp_path, run_dir, "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + "
+                                       f"{240 * 10**9}")
+    assert [(r.rank, r.path.name) for r in resolve_run([d])[0]] == [(r, f"rank{r}.sqlite") for r in range(4)]
+
+
+@pytest.mark.real_exports
+def test_a_directory_of_unrelated_real_exports_is_not_one_run(tmp_path):
+    """Every real export of the corpus (nine nsys versions, T4 to H200), linked into one directory."""
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for export in REAL_EXPORTS:
+        (d / export.name).symlink_to(export)
+    line = cli(d, "--no-cache", timeout=HANG)
+    assert " by nsys " in line and "these look like independent profiles, not the ranks of one run" in line
+    assert "`diagnose batch`" in line
+    # the two GindaChen 2-GPU windows share one nsys version but were captured 42 hours apart
+    pair = sorted(p for p in REAL_EXPORTS if p.name.startswith("GindaChen") and "DERIVED-window" in p.name)
+    if len(pair) == 2:
+        line = cli(*pair, "--no-cache", timeout=HANG)
+        assert "started at 2026-05-24 13:40:14 UTC" in line and "42 hours later" in line

@@ -137,22 +137,46 @@ def _one_sentence_error(capsys, code: int) -> str:
     return err
 
 
-@pytest.mark.parametrize("table, column", [
-    ("CUPTI_ACTIVITY_KIND_KERNEL", "start"),
-    ("CUPTI_ACTIVITY_KIND_KERNEL", "end"),
-    ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"),
-    ("NVTX_EVENTS", "eventType"),
-    ("StringIds", "value"),
+@pytest.mark.parametrize("scenario, table, column", [
+    ("prefill_decode_nvtx", "CUPTI_ACTIVITY_KIND_KERNEL", "start"),
+    ("prefill_decode_nvtx", "CUPTI_ACTIVITY_KIND_KERNEL", "end"),
+    ("prefill_decode_nvtx", "CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"),
+    ("prefill_decode_nvtx", "NVTX_EVENTS", "eventType"),
+    ("prefill_decode_nvtx", "StringIds", "value"),
+    # without these a NULL took the column's place: kernels of no GPU, calls matched to no kernel, copies of no kind
+    ("prefill_decode_nvtx", "CUPTI_ACTIVITY_KIND_KERNEL", "deviceId"),
+    ("prefill_decode_nvtx", "CUPTI_ACTIVITY_KIND_KERNEL", "streamId"),
+    ("old_schema_2022", "CUPTI_ACTIVITY_KIND_KERNEL", "globalPid"),
+    ("prefill_decode_nvtx", "CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId"),
+    ("prefill_decode_nvtx", "CUPTI_ACTIVITY_KIND_RUNTIME", "nameId"),
+    ("pageable_copies", "CUPTI_ACTIVITY_KIND_MEMCPY", "copyKind"),
+    ("pageable_copies", "CUPTI_ACTIVITY_KIND_MEMCPY", "deviceId"),
+    ("sync_storm", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "syncType"),
 ])
-def test_missing_needed_column_is_one_sentence(tmp_path, capsys, table, column):
+def test_missing_needed_column_is_one_sentence(tmp_path, capsys, scenario, table, column):
     path = tmp_path / "p.sqlite"
-    shutil.copyfile(_base("prefill_decode_nvtx"), path)
+    shutil.copyfile(_base(scenario), path)
     con = sqlite3.connect(path)
     con.execute(f'ALTER TABLE "{table}" DROP COLUMN "{column}"')
     con.commit()
     con.close()
     err = _one_sentence_error(capsys, cli.main([str(path), "-q"]))
-    assert f"the {table} table has no `{column}` column" in err and "nsys export --type sqlite" in err
+    assert err == (f"diagnose: error: {path}: the {table} table has no `{column}` column, which the diagnosis needs "
+                   f"and every nsys version writes; the export looks damaged or hand-edited, so export the profile "
+                   f"again with `nsys export --type sqlite`.")
+
+
+def test_a_kernel_table_without_device_ids_is_refused_not_reported_as_an_idle_gpu(tmp_path):
+    """Before, the NULL device ids left every kernel outside every GPU: '0 kernels, GPU mostly idle'."""
+    path = tmp_path / "p.sqlite"
+    shutil.copyfile(_base("eager_decode"), path)
+    assert diagnose(path, cache=False).verdict.primary == "launch-bound"  # the intact export
+    con = sqlite3.connect(path)
+    con.execute('ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN deviceId')
+    con.commit()
+    con.close()
+    with pytest.raises(DiagnoseError, match="the CUPTI_ACTIVITY_KIND_KERNEL table has no `deviceId` column"):
+        diagnose(path, cache=False)
 
 
 def test_value_beyond_its_column_type_is_one_sentence(tmp_path, capsys):

@@ -89,5 +89,5 @@ def test_checks_that_depend_on_a_broken_key_are_left_out(tmp_path):
     problems = err.value.problems
     assert len(problems) == 3, problems
     assert ":5:1: " in problems[0] and "unknown fact 'launch_overhed'; did you mean 'launch_overhead'?" in problems[0]
-    assert ":7:3: " in problems[1] and "params.max_ratio.unit: Value error, unknown unit 'furlongs'" in problems[1]
+    assert ":7:3: " in problems[1] and "params.max_ratio.unit: unknown unit 'furlongs'" in problems[1]
     assert ":10:1: " in problems[2] and "unknown filter 'pcent'" in problems[2]

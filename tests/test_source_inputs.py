@@ -109,6 +109,48 @@ def test_impossible_timestamps_are_dropped_and_counted(tmp_path):
     assert report.metrics["kernel_count"] == total - 8
 
 
+@pytest.mark.parametrize("end", [str(2**63 - 5), '"end"'], ids=["interval", "end before start"])
+def test_a_timestamp_near_2_63_is_one_sentence_naming_the_table(tmp_path, capsys, end):
+    """A kernel starting at 2**63 - 10 ns overflowed a fact's INT64 arithmetic (or, with its end before its start,
+    was quietly dropped as a reversed interval); it is damage, refused while reading."""
+    from nsys_diagnose.cli.main import main
+    from nsys_diagnose.fixtures.generator import generate
+
+    path = tmp_path / "overflow.sqlite"
+    generate("eager_decode", path)
+    with sqlite3.connect(path) as con:
+        con.execute(f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = {2**63 - 10}, "end" = {end} WHERE rowid = 1')
+    assert main([str(path), "--no-cache", "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    stored = 2**63 - 5 if end != '"end"' else 2**63 - 10  # the larger of the row's start and end
+    assert err == (f"diagnose: error: the CUPTI_ACTIVITY_KIND_KERNEL table of {path} holds a timestamp of "
+                   f"{stored:,} ns, 106,752 days from the session's start, which no capture reaches; the export "
+                   f"looks damaged or hand-edited, so export the profile again with `nsys export --type sqlite`.")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["overflow.sqlite"]  # nothing written beside it
+
+
+def test_times_within_the_limit_are_read_and_an_overflow_in_a_fact_is_still_one_sentence(tmp_path, capsys):
+    """2**52 ns (52 days) is under the reader's limit, but 10,000 timeline bins times that overflow INT64 in
+    utilization_timeline: the input sentence, not DuckDB's error under the fact's file name."""
+    from nsys_diagnose.cli.main import main
+    from nsys_diagnose.fixtures.generator import generate
+    from nsys_diagnose.reading.loader import TIME_LIMIT_NS
+
+    path = tmp_path / "late.sqlite"
+    generate("eager_decode", path)
+    with sqlite3.connect(path) as con:
+        con.execute(f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = {2**52}, "end" = {2**52 + 100} WHERE rowid = 1')
+    assert 2**52 + 100 < TIME_LIMIT_NS
+    with open_export(path) as export:
+        assert export.query("SELECT max(end_ns) FROM kernels")[0][0] == 2**52 + 100
+    assert main([str(path), "--no-cache", "-q", "--set", "facts.timeline_bins=10000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"diagnose: error: {path} holds values too large to compute with (fact "
+                          f"'utilization_timeline' overflowed: Out of Range Error: Overflow in multiplication of INT64")
+    assert err.endswith("the export looks damaged or hand-edited, so export the profile again with "
+                        "`nsys export --type sqlite`.") and len(err.splitlines()) == 1
+
+
 def _copy_of_example(tmp_path: Path, name: str) -> Path:
     import shutil
 

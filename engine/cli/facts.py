@@ -4,6 +4,7 @@ export. The command line itself is defined in main.py."""
 from __future__ import annotations
 
 import argparse
+import math
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from ..facts.cross_rank import load_run_facts
 from ..reading.export import open_export
 from ..reading.ranks import resolve_run
 from ..text import term
+from ..units import describe_range
 from .exits import EXIT_OK
 from .interrupt import StopRequest
 from .output import check_output, emit
@@ -65,8 +67,8 @@ def list_facts(facts: dict[str, Fact], fmt: str) -> int:
         lines = [f"{fact.name}  ({'; '.join(traits)})", *_wrapped(fact.summary, "    ")]
         lines += _wrapped(", ".join(fact.column_names) or "none", "    columns: ", "             ")
         if fact.params:
-            lines += _wrapped(", ".join(f"{n}={_number(v)}" for n, v in fact.params.items()), "    params:  ",
-                              "             ")
+            lines += _wrapped(", ".join(f"{n}={_number(v)} ({describe_range(*fact.param_ranges[n])})"
+                                        for n, v in fact.params.items()), "    params:  ", "             ")
         if fact.team:
             lines.append(f"    file:    {fact.path}")
         blocks.append("\n".join(term(line) for line in lines))
@@ -88,6 +90,7 @@ def _fact_json(fact: Fact, scope: str) -> dict[str, Any]:
     return {"name": fact.name, "summary": fact.summary, "doc": fact.doc, "source": "team" if fact.team else "bundled",
             "path": fact.path, "scope": scope, "helper": fact.is_helper, "needs": fact.needs,
             "requires": fact.requires, "params": fact.params,
+            "param_ranges": {n: [None if math.isinf(x) else x for x in r] for n, r in fact.param_ranges.items()},
             "columns": [{"name": c.name, "doc": c.doc} for c in fact.columns],
             "checks": [{"column": c.column, "test": c.test, "args": list(c.args)} for c in fact.checks]}
 

@@ -126,7 +126,9 @@ def profile_parser() -> argparse.ArgumentParser:
         description="Diagnose an Nsight Systems SQLite export of an LLM-inference run: names the bottleneck, "
                     "proves it with numbers and says what to do. Two or more exports (or a directory of them) "
                     "are the ranks of one distributed run: each rank is diagnosed, in parallel, and the ranks are "
-                    "compared (straggler, imbalance, NCCL time per rank).",
+                    "compared (straggler, imbalance, NCCL time per rank); exports that are not one run's ranks "
+                    "(other nsys versions, sessions started more than 5 minutes apart) are refused: `diagnose "
+                    "batch` takes independent profiles.",
         epilog="Rule tooling: `diagnose rules list|explain ID|check [PATHS]|test [PATHS]`. "
                "Facts: `diagnose facts list`, `diagnose facts show FACT PROFILE` (its rows on an export). "
                "Before/after: `diagnose compare BEFORE AFTER [--fail-on-regression METRIC:-5pt]`. "

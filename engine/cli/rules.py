@@ -68,7 +68,7 @@ def cmd_explain(config: Config, rule_id: str) -> int:
     lines += ["", "Why it matters:", wrap(spec.why), "", "Params:"]
     if spec.params:
         for name, p in spec.params.items():
-            lines.append(f"  {name} = {p.default:g} {p.unit}")
+            lines.append(f"  {name} = {p.default:g} {p.unit} ({p.range_text})")
             lines.append(wrap(p.doc, "      "))
         lines.append(f"  Override: --set {spec.id}.PARAM=VALUE or rules: {{{spec.id}: {{PARAM: VALUE}}}} "
                      f"in diagnose.yaml")

@@ -217,9 +217,18 @@ def diagnose_run(paths: Sequence[str | Path], config: Config | None = None, *, p
                  cache: bool = True, workers: int | None = None, cache_dir: str | Path | None = None) -> RunReport:
     """Diagnose one multi-rank run given as two or more exports, or as one directory of them.
     `workers`: ranks read at once (default: one per CPU, at most the number of ranks)."""
-    config = config or Config()
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)  # one directory may come bare
     inputs, numbering = resolve_run(paths)
+    source = str(paths[0]) if len(paths) == 1 else ", ".join(str(p) for p in paths)
+    return diagnose_inputs(inputs, numbering, source, config, progress=progress, cache=cache, workers=workers,
+                           cache_dir=cache_dir)
+
+
+def diagnose_inputs(inputs: Sequence[RankInput], numbering: Numbering, source: str, config: Config | None = None,
+                    *, progress: Progress | None = None, cache: bool = True, workers: int | None = None,
+                    cache_dir: str | Path | None = None) -> RunReport:
+    """`diagnose_run` on ranks already resolved (and checked to be one run) by `resolve_run`."""
+    config = config or Config()
     fact_defs, profile_rules = api.load_rule_set(config)
     run_fact_defs = load_run_facts()
     run_rules = load_rules(fact_defs, config.rule_dirs, scope="run")
@@ -229,6 +238,5 @@ def diagnose_run(paths: Sequence[str | Path], config: Config | None = None, *, p
                              cache_dir=cache_dir)
     overrides = (api.overrides(rank_config, profile_rules, fact_defs)
                  + api.overrides(run_config, run_rules, run_fact_defs))
-    source = str(paths[0]) if len(paths) == 1 else ", ".join(str(p) for p in paths)
     return build_run_report(inputs, numbering, reports, run_config, run_rules, run_fact_defs, source,
                             worker_count(len(inputs), workers), overrides)

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import DiagnoseError
 from ..facts import Fact
 from ..facts.cross_rank import load_run_facts
 from .templating import compile_problem
-from ..units import PARAM_UNITS, column_unit
+from ..units import PARAM_RANGES, PARAM_UNITS, column_unit, describe_range, fmt_limit
 from ..vocabulary import IDLE_CAUSES, STACK_KEYS, Kind, Severity
 from .yamlfile import SAFE_LOADER, error_position, error_problem
 from .categories import CATEGORY_FILE, Category, CategoryError, load_categories, team_category_file
@@ -48,6 +48,11 @@ class ParamSpec(BaseModel):
             raise ValueError(f"unknown unit {v!r}; use one of {', '.join(PARAM_UNITS)}")
         return v
 
+    # The values a team may set (--set, diagnose.yaml); when left out, the unit's range (units.PARAM_RANGES:
+    # a ratio 0-1, a percent 0-100, durations, sizes and counts >= 0). YAML writes "no limit" as .inf / -.inf.
+    min: float | None = None
+    max: float | None = None
+
     @field_validator("default")
     @classmethod
     def _finite_default(cls, v: float) -> float:
@@ -55,6 +60,38 @@ class ParamSpec(BaseModel):
             raise ValueError(f"the default must be a finite number, not {v}; write the threshold the rule should "
                              f"use (a rule is turned off with `enabled: false` in diagnose.yaml)")
         return v
+
+    @field_validator("min", "max")
+    @classmethod
+    def _not_nan(cls, v: float | None) -> float | None:
+        if v is not None and v != v:
+            raise ValueError("a range limit must be a number (.inf or -.inf for none), not NaN")
+        return v
+
+    @model_validator(mode="after")
+    def _default_in_range(self) -> "ParamSpec":
+        if self.unit not in PARAM_UNITS:
+            return self  # reported by _known_unit
+        lo, hi = self.bounds
+        if lo > hi:
+            raise ValueError(f"min {fmt_limit(lo)} is above max {fmt_limit(hi)}")
+        if not lo <= self.default <= hi:
+            raise ValueError(f"the default {fmt_limit(self.default)} is outside the param's range "
+                             f"({describe_range(lo, hi)}); change the default, or declare the range with min/max")
+        return self
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        lo, hi = PARAM_RANGES.get(self.unit, (float("-inf"), float("inf")))
+        return (lo if self.min is None else self.min, hi if self.max is None else self.max)
+
+    @property
+    def range_text(self) -> str:
+        return describe_range(*self.bounds)
+
+    def in_range(self, value: float) -> bool:
+        lo, hi = self.bounds
+        return lo <= value <= hi
 
 
 class EvidenceSpec(BaseModel):
@@ -256,7 +293,7 @@ def _validation_problem(error: dict[str, Any], err) -> RuleError:
         return err(key, f"unknown key {loc!r}{_did_you_mean(str(error['loc'][-1]), list(RuleSpec.model_fields))}")
     if error["type"] == "missing":
         return err(key, f"missing required key {loc!r}")
-    return err(key, f"{loc}: {error['msg']}")
+    return err(key, f"{loc}: {error['msg'].removeprefix('Value error, ')}")
 
 
 def _validate(data: dict[str, Any], err, problems: list[RuleError]) -> tuple[RuleSpec | None, set[str]]:

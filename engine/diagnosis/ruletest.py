@@ -31,7 +31,8 @@ import yaml
 from ..errors import DiagnoseError
 from .evaluate import evaluate
 from ..facts.compute import FactSet, compute_facts
-from ..facts import Fact
+from ..facts import Fact, fact_param_range
+from ..units import describe_range
 from .rules import Rule
 from .yamlfile import error_position
 from ..reading.export import open_export
@@ -102,6 +103,15 @@ def load_test_file(path: Path, rules: dict[str, Rule],
         unknown = set(case.get("facts") or {}) - fact_params
         if unknown:
             raise RuleTestError(f"{where}: no fact has a param {sorted(unknown)[0]!r}")
+        for name, value in (case.get("params") or {}).items():  # the ranges --set and diagnose.yaml keep to
+            spec = rules[rule_id].spec.params[name]
+            if not spec.in_range(float(value)):
+                raise RuleTestError(f"{where}: params.{name} must be {spec.range_text} (unit: {spec.unit}), not "
+                                    f"{value!r}")
+        for name, value in (case.get("facts") or {}).items():
+            lo, hi = fact_param_range(facts, name)
+            if not lo <= float(value) <= hi:
+                raise RuleTestError(f"{where}: facts.{name} must be {describe_range(lo, hi)}, not {value!r}")
     return rule_id, cases
 
 

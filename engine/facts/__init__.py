@@ -8,7 +8,11 @@ Header of each file (Perfetto stdlib is the model):
     -- @requires kernels               canonical views that must hold rows for the fact to mean anything
                                       (`kernels|graph_launches`: at least one of them; `devices.sm_count`:
                                       a column that must hold a value in some row)
-    -- @param gap_threshold_ns 10000   numeric parameter, written ${gap_threshold_ns} in the SQL
+    -- @param gap_threshold_ns 10000   numeric parameter, written ${gap_threshold_ns} in the SQL; settable as
+                                      `facts.gap_threshold_ns` (--set, diagnose.yaml) within its range:
+    -- @param top_apis 3 range 1 inf   declared (LO HI, numbers or inf/-inf), else the unit of its name's suffix
+                                      (units.PARAM_RANGES: _ns, _bytes, _count >= 0; _share, _fraction,
+                                      _ratio 0-1; _pct 0-100; no suffix: any number)
     -- @per-phase                      computed again over each inference phase (engine/facts/scopes.py), so
                                       the rules on it judge each phase too (bundled facts only)
     -- @column device_id  CUDA device index.
@@ -45,6 +49,7 @@ import duckdb
 from ..duck import is_out_of_memory, reraise_interrupt
 from ..reading.cache import out_of_memory_error
 from ..errors import DiagnoseError
+from ..units import PARAM_RANGES, column_unit, describe_range, fmt_limit
 
 _HEADER = re.compile(r"^--\s*@([\w-]+)\s*(.*)$")
 _PARAM_REF = re.compile(r"\$\{(\w+)\}")
@@ -120,6 +125,7 @@ class Fact:
     needs: list[str] = field(default_factory=list)
     requires: list[str] = field(default_factory=list)
     params: dict[str, float] = field(default_factory=dict)
+    param_ranges: dict[str, tuple[float, float]] = field(default_factory=dict)  # (lo, hi) each param may take
     columns: list[FactColumn] = field(default_factory=list)
     checks: list[FactCheck] = field(default_factory=list)
     materialized: bool = False  # helpers are views unless marked @materialize (read several times)
@@ -151,6 +157,11 @@ class FactError(DiagnoseError):
         super().__init__(message)
         self.fact = fact
         self.detail = detail  # DuckDB's whole message when the SQL failed (it may say LINE N: where)
+
+
+class FactOverflowError(FactError):
+    """A bundled fact's arithmetic left its type's range (DuckDB's Out of Range Error): the export holds values
+    no capture has, past what the reader refuses (TIME_LIMIT_NS), e.g. a time 50 days out times 10,000 bins."""
 
 
 def check_rows(fact: Fact, rows: list[dict[str, Any]]) -> list[CheckFailure]:
@@ -212,6 +223,33 @@ def _validate_checks(fact: Fact) -> None:
                             f"fact {fact.name!r} declares{did_you_mean(check.column, declared)}", fact.name)
 
 
+def _param_range(name: str, default: float, rest: list[str], where: str) -> tuple[float, float]:
+    """The range of `-- @param NAME DEFAULT [range LO HI]`: declared, else that of the unit of the name's suffix;
+    a default outside it is an error at `where` (file:line:col)."""
+    if rest:
+        try:
+            if len(rest) != 3 or rest[0] != "range":
+                raise ValueError
+            lo, hi = float(rest[1]), float(rest[2])
+            if lo != lo or hi != hi or lo > hi:
+                raise ValueError
+        except ValueError:
+            raise FactError(f"{where}: @param {name}: after the default, write `range LO HI` (numbers, inf or "
+                            f"-inf, LO <= HI), e.g. `-- @param {name} {default:g} range 0 inf`") from None
+    else:
+        lo, hi = PARAM_RANGES[column_unit(name)] if column_unit(name) in PARAM_RANGES else PARAM_RANGES["number"]
+    if not lo <= default <= hi:
+        raise FactError(f"{where}: @param {name}: the default {fmt_limit(default)} is outside its range "
+                        f"({describe_range(lo, hi)}); change the default or declare `range LO HI`")
+    return lo, hi
+
+
+def fact_param_range(facts: dict[str, Fact], name: str) -> tuple[float, float]:
+    """The values `facts.NAME` may take: those every fact declaring the param accepts."""
+    ranges = [f.param_ranges[name] for f in facts.values() if name in f.param_ranges]
+    return max((r[0] for r in ranges), default=-math.inf), min((r[1] for r in ranges), default=math.inf)
+
+
 def parse_fact(text: str, path: str) -> Fact:
     name = None
     doc_lines: list[str] = []
@@ -237,13 +275,15 @@ def parse_fact(text: str, path: str) -> Fact:
         elif key == "param":
             pname, _, default = value.partition(" ")
             try:
-                number = float(default.split()[0])
+                given = float(default.split()[0])
             except (ValueError, IndexError):
                 raise FactError(f"{path}: @param {pname} needs a numeric default") from None
-            if number != number or number in (float("inf"), float("-inf")):  # would render as SQL `nan`/`inf`
+            if given != given or given in (float("inf"), float("-inf")):  # would render as SQL `nan`/`inf`
                 raise FactError(f"{path}: @param {pname} needs a finite numeric default, not "
                                 f"{default.split()[0]!r}; write a number such as 10000")
-            fact.params[pname] = number
+            fact.params[pname] = given
+            fact.param_ranges[pname] = _param_range(pname, given, default.split()[1:],
+                                                    f"{path}:{number}:{line.index('@param') + 1}")
         elif key == "column":
             cname, _, cdoc = value.partition(" ")
             fact.columns.append(FactColumn(cname, cdoc.strip(), number))
@@ -374,6 +414,8 @@ def materialize(con: duckdb.DuckDBPyConnection, fact: Fact, overrides: dict[str,
             raise FactError(f"{fact.path}: team fact {fact.name!r} was stopped by the sandbox ({detail}); team SQL "
                             f"may read only the canonical views and facts: no files, ATTACH, extensions, "
                             f"settings or network", fact.name) from None
+        if isinstance(exc, duckdb.OutOfRangeException) and not fact.team:
+            raise FactOverflowError(f"fact {fact.name!r} overflowed: {detail}", fact.name, str(exc)) from None
         raise FactError(f"{fact.path}: fact {fact.name!r} failed: {detail}", fact.name, str(exc)) from None
     if check_columns and not fact.is_helper:
         check_documented_columns(fact, [name for name, _ in table_columns(con, fact.name)])

@@ -10,7 +10,7 @@
 -- @needs _api_classes _idle_gaps gpu_utilization _server_idle
 -- @requires api_calls
 -- @param warmup_share 0.1
--- @param top_apis 3
+-- @param top_apis 3 range 1 inf
 -- @column steady_calls Allocation and free calls after the warm-up.
 -- @column steady_ns CPU time inside them (ns).
 -- @column total_calls Allocation and free calls in the whole capture.

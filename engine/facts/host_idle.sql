@@ -7,8 +7,8 @@
 -- @per-phase
 -- @needs _idle_gaps _host_gap_ranges _host_gap_os_calls _host_gap_samples gpu_utilization launch_overhead
 -- @requires kernels|graph_launches
--- @param top_ranges 3
--- @param top_calls 3
+-- @param top_ranges 3 range 1 inf
+-- @param top_calls 3 range 1 inf
 -- @column device_id CUDA device index.
 -- @column host_idle_ns Idle time while the issuing thread worked outside CUDA calls (ns).
 -- @column host_idle_share host_idle_ns / all idle time of the device (0-1).

@@ -11,8 +11,8 @@
 -- @per-phase
 -- @needs gpu_utilization
 -- @requires kernels devices.sm_count kernels.grid_size
--- @param top_kernels 20
--- @param top_small_grid_kernels 3
+-- @param top_kernels 20 range 1 inf
+-- @param top_small_grid_kernels 3 range 1 inf
 -- @column device_id CUDA device index.
 -- @column sm_count Streaming multiprocessors of the device.
 -- @column kernel_rank Rank of the kernel by GPU time on the device (1 = most time).

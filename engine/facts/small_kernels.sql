@@ -7,7 +7,7 @@
 -- @needs _idle_gaps gpu_utilization launch_overhead
 -- @requires kernels
 -- @param short_kernel_ns 10000
--- @param top_kernels 3
+-- @param top_kernels 3 range 1 inf
 -- @column device_id CUDA device index.
 -- @column gpu_side_idle_ns Idle time between operations already queued (ns).
 -- @column gpu_side_fraction gpu_side_idle_ns / the device window (0-1).

@@ -13,10 +13,10 @@
 -- @doc GPU is shown only when it ran at most excerpt_max_ops operations in the stretch.
 -- @needs _timeline _idle_gaps _phase_ranges _api_classes
 -- @requires kernels|graph_launches
--- @param excerpt_ops 24
--- @param excerpt_max_ops 400
--- @param excerpt_threads 3
--- @param excerpt_max_host 200
+-- @param excerpt_ops 24 range 1 inf
+-- @param excerpt_max_ops 400 range 1 inf
+-- @param excerpt_threads 3 range 1 inf
+-- @param excerpt_max_host 200 range 0 inf
 -- @column window_start_ns Start of the stretch (ns).
 -- @column window_end_ns End of the stretch (ns).
 -- @column window_reason How the stretch was chosen, in words.

@@ -4,7 +4,7 @@
 -- @doc utilization, bin by bin; copies and memsets alone do not count).
 -- @needs _timeline
 -- @requires kernels|graph_launches
--- @param timeline_bins 100
+-- @param timeline_bins 100 range 1 10000
 -- @column device_id CUDA device index.
 -- @column bin Bin index, 0-based.
 -- @column bin_start_ns Bin start (ns).

@@ -7,7 +7,7 @@
 -- @doc and `nsys stats` traces show. No kind sorts all its events: each keeps its N longest first.
 -- @needs _idle_gaps _issuing_calls _sync_calls _api_classes
 -- @requires kernels|graph_launches|memcpys|memsets|api_calls
--- @param worst_per_kind 5
+-- @param worst_per_kind 5 range 1 inf
 -- @column kind idle_gap, copy, sync or api_call.
 -- @column rank 1 for the longest of its kind (of its GPU for idle gaps).
 -- @column device_id CUDA device index (NULL for synchronisations and API calls, which run on a CPU thread).

@@ -21,9 +21,18 @@ from .canonical import fill, stored_ddl
 from .inputs import sqlite_uri, unreadable
 from .metadata import ProfileInfo, read_metadata, read_window_and_graph_mode, write_profile_info
 from ..duck import reraise_interrupt
+from ..errors import InputError
 
 # Tables whose rows are intervals on the capture timeline; rows with impossible times are dropped from them.
 _TIMED_TABLES = ("kernels", "api_calls", "memcpys", "memsets", "syncs", "graph_launches")
+# The time columns of every table on the capture timeline, checked against TIME_LIMIT_NS.
+_TIME_COLUMNS = {**{t: ("start_ns", "end_ns") for t in _TIMED_TABLES}, "nvtx_ranges": ("start_ns", "end_ns"),
+                 "osrt_calls": ("start_ns", "end_ns"), "gpu_metrics": ("ts_ns",), "cpu_samples": ("ts_ns",)}
+# nsys timestamps count nanoseconds from the start of the session (nsys-schema.md, "Timestamps"); every real
+# export ends within its ANALYSIS_DETAILS duration, minutes at most. 2**53 ns (104 days) is far past any capture,
+# and the last integer a DOUBLE (in which the facts compute shares) holds exactly: a time beyond it, such as one
+# near 2**63, is a damaged value, which would otherwise overflow the facts' INT64 arithmetic half-way.
+TIME_LIMIT_NS = 2**53
 
 
 @dataclass
@@ -72,6 +81,8 @@ class Loader:
         adapters = adapt.ADAPTERS[table](self.source)
         for adapter in adapters:
             self._run(adapter)
+        if adapters and table in _TIME_COLUMNS:  # first: a start near 2**63 is damage, not a reversed interval
+            self._refuse_implausible_times(table, adapters)
         if adapters and table in _TIMED_TABLES:
             self._drop_impossible_times(table)
         # Millions of kernels and API calls share a few hundred names: the names are kept once (canonical.STORED).
@@ -147,6 +158,20 @@ class Loader:
         finally:
             lite.close()
         return native
+
+    def _refuse_implausible_times(self, table: str, adapters: list[Adapter]) -> None:
+        """A time beyond ±TIME_LIMIT_NS is no capture's: one sentence naming the export's table, not an overflow
+        inside some fact later."""
+        columns = _TIME_COLUMNS[table]
+        extreme = ", ".join(f'max(abs("{c}"::HUGEINT))' for c in columns)
+        worst = max((v for v in self.con.execute(f'SELECT {extreme} FROM "{table}"').fetchone() if v is not None),
+                    default=0)
+        if worst > TIME_LIMIT_NS:
+            raw = " or ".join(sorted({a.reads for a in adapters if a.reads})) or table
+            raise InputError(f"the {raw} table of {self.path} holds a timestamp of {worst:,} ns, "
+                             f"{worst / 86_400e9:,.0f} days from the session's start, which no capture reaches; the "
+                             f"export looks damaged or hand-edited, so export the profile again with "
+                             f"`nsys export --type sqlite`.")
 
     def _drop_impossible_times(self, table: str) -> None:
         """Rows that end before they start, or start before the capture's time origin, cannot be placed on the

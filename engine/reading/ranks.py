@@ -10,12 +10,22 @@ tried in this order on the name without its extension:
 3. a number at the end after ``.``, ``_`` or ``-``: ``profile.3``, ``trace_3``, ``node-3``;
 
 otherwise the ranks are numbered 0, 1, ... in natural file-name order (``x2`` before ``x10``).
+
+The exports must also look like the ranks of one run (`check_one_run`), else the run is refused in one sentence
+that points to `diagnose batch` for independent profiles: one nsys version (EXPORT_PRODUCT_VERSION), capture
+sessions that started within SESSION_START_TOLERANCE_NS of each other (TARGET_INFO_SESSION_START_TIME.utcEpochNs,
+wall-clock time), and no process that used CUDA in two exports on one machine (the same PID in
+TARGET_INFO_CUDA_CONTEXT_INFO / TARGET_INFO_CUDA_NULL_STREAM with GPU UUIDs of TARGET_INFO_GPU in common: one
+process, hence one rank, profiled twice). A criterion an export does not record (older nsys, a .nsys-rep not yet
+converted) is not judged for that export.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sqlite3
+from datetime import datetime, timezone
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -23,7 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import InputError
-from .inputs import check_profile_path
+from .inputs import check_profile_path, is_report, sqlite_uri
 
 EXPORT_SUFFIXES = (".sqlite", ".nsys-rep")
 RANK_PATTERNS: tuple[re.Pattern[str], ...] = (
@@ -174,4 +184,90 @@ def resolve_run(arguments: Sequence[str | Path]) -> tuple[list[RankInput], Numbe
     for p in paths:
         check_profile_path(p)  # a missing or unreadable file fails now, before any rank is read
     _check_distinct_files(paths)  # after the checks above: only regular files are opened
-    return number_ranks(paths)
+    ranked, numbering = number_ranks(paths)
+    check_one_run(ranked)
+    return ranked, numbering
+
+
+# The ranks of one job are launched together (torchrun, srun, mpirun start every rank's `nsys profile` within
+# seconds); five minutes leaves room for a staggered launcher and still tells apart runs of different jobs.
+SESSION_START_TOLERANCE_NS = 300 * 10**9
+INDEPENDENT = ("these look like independent profiles, not the ranks of one run: diagnose each on its own, or all "
+               "of them with `diagnose batch` (one row per profile, no cross-rank comparison)")
+
+
+@dataclass(frozen=True)
+class RankIdentity:
+    """What an export records about the capture it came from (None / empty when it does not say)."""
+
+    nsys_version: str | None = None
+    session_start_ns: int | None = None      # TARGET_INFO_SESSION_START_TIME.utcEpochNs (wall clock, UTC)
+    cuda_pids: frozenset[int] = frozenset()  # processes with a CUDA context
+    gpu_uuids: frozenset[str] = frozenset()  # the GPUs of the machine (TARGET_INFO_GPU lists idle ones too)
+
+
+def _query(con: sqlite3.Connection, sql: str) -> list[tuple]:
+    try:
+        return con.execute(sql).fetchall()
+    except sqlite3.Error:  # a table or column this nsys version does not write
+        return []
+
+
+def read_identity(path: Path) -> RankIdentity:
+    """The identity of one export, read with SQLite from a few small metadata tables; an unconverted report,
+    or a file SQLite cannot open here (the diagnosis then says why), records nothing."""
+    if is_report(path):
+        return RankIdentity()
+    try:
+        con = sqlite3.connect(sqlite_uri(str(path)), uri=True)
+    except sqlite3.Error:
+        return RankIdentity()
+    try:
+        version = None
+        for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+            rows = _query(con, f"SELECT value FROM {table} WHERE name = 'EXPORT_PRODUCT_VERSION'")
+            if rows and rows[0][0]:
+                version = str(rows[0][0])
+                break
+        start = _query(con, "SELECT min(utcEpochNs) FROM TARGET_INFO_SESSION_START_TIME")
+        pids = {r[0] for t in ("TARGET_INFO_CUDA_CONTEXT_INFO", "TARGET_INFO_CUDA_NULL_STREAM")
+                for r in _query(con, f"SELECT DISTINCT processId FROM {t}") if isinstance(r[0], int)}
+        uuids = {str(r[0]) for r in _query(con, "SELECT DISTINCT uuid FROM TARGET_INFO_GPU") if r[0]}
+    finally:
+        con.close()
+    session = start[0][0] if start and isinstance(start[0][0], int) else None
+    return RankIdentity(version, session, frozenset(pids), frozenset(uuids))
+
+
+def _utc(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _span(ns: int) -> str:
+    seconds = ns / 1e9
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def check_one_run(inputs: Sequence[RankInput]) -> None:
+    """Refuse exports that cannot be the ranks of one run (see the module docstring), naming two that differ."""
+    ids = [(r.path, read_identity(r.path)) for r in inputs]
+    versions = [(p, i.nsys_version) for p, i in ids if i.nsys_version]
+    for p, version in versions[1:]:
+        if version != versions[0][1]:
+            raise InputError(f"{versions[0][0]} was recorded by nsys {versions[0][1]} and {p} by nsys {version}; "
+                             f"{INDEPENDENT}.")
+    starts = sorted(((i.session_start_ns, str(p)) for p, i in ids if i.session_start_ns is not None))
+    if len(starts) > 1 and starts[-1][0] - starts[0][0] > SESSION_START_TOLERANCE_NS:
+        (first, a), (last, b) = starts[0], starts[-1]
+        raise InputError(f"the capture of {a} started at {_utc(first)} and that of {b} at {_utc(last)}, "
+                         f"{_span(last - first)} later (the ranks of one run start within "
+                         f"{SESSION_START_TOLERANCE_NS // 60_000_000_000} minutes of each other); {INDEPENDENT}.")
+    for n, (a, ia) in enumerate(ids):
+        for b, ib in ids[n + 1:]:
+            shared = sorted(ia.cuda_pids & ib.cuda_pids)
+            if shared and ia.gpu_uuids & ib.gpu_uuids:
+                raise InputError(f"{a} and {b} both hold process {shared[0]} on one machine (the same GPUs), so "
+                                 f"they are one process profiled twice, not two ranks; {INDEPENDENT}.")
