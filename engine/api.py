@@ -21,6 +21,7 @@ from .reports.breakdown import window_breakdown
 from .reports.metrics import key_metric_rows, rule_thresholds
 from .diagnosis.rules import Rule, load_rules
 from .reading.export import Export, open_export
+from .diagnosis.startup import startup_summary
 from .diagnosis.throughput import throughput
 
 # Facts shown in reports and JSON (helpers and very long tables are left out or cut).
@@ -28,7 +29,7 @@ REPORTED_FACTS = (
     "summary", "gpu_utilization", "launch_overhead", "kernel_gaps", "launch_api", "api_summary",
     "sync_overview", "sync_summary", "copy_summary", "transfer_overview", "kernel_summary", "cuda_graphs",
     "communication", "device_balance", "gpu_metrics_summary", "phases", "gpu_starvation", "capture_health",
-    "nvtx_summary", "osrt_summary", "worst_offenders",
+    "nvtx_summary", "osrt_summary", "worst_offenders", "startup",
     "utilization_timeline", "gap_histogram", "timeline_excerpt",
 )
 _ROW_LIMITS = {"kernel_summary": 50, "api_summary": 50, "kernel_gaps": 200, "nvtx_summary": 50, "osrt_summary": 50}
@@ -119,6 +120,7 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
     # The key metrics are judged against the same rule params the evaluation used (diagnose.yaml, --set).
     report.key_metrics = key_metric_rows(report, rule_thresholds(rules, rule_params, config.disabled))
     report.window = window_breakdown(facts.rows("gpu_utilization") if "gpu_utilization" in facts.results else [])
+    report.startup = startup_summary(facts)
     return report
 
 
@@ -150,7 +152,8 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
                          cache_dir=cache_dir) as export:
             try:
                 facts = facts_of(export, params={k: s.value for k, s in config.fact_params.items()},
-                                 phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress)
+                                 phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress,
+                                 startup_patterns=config.startup_patterns)
             except FactError as exc:
                 users = sorted(r.id for r in rules.values() if r.spec.fact == exc.fact)
                 if users:
