@@ -16,7 +16,7 @@ from .facts.compute import FactSet
 from .facts.results_cache import facts_of
 from .facts import Fact, FactError, load_facts
 from .version import tool_version
-from .reports.model import ParamOverride, ProfileSummary, Report, StackInfo
+from .reports.model import ParamOverride, ProfileSummary, Report, StackInfo, StartUp
 from .reports.breakdown import window_breakdown
 from .reports.metrics import key_metric_rows, rule_thresholds
 from .diagnosis.rules import Rule, load_rules
@@ -108,6 +108,7 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
     for name, result in facts.results.items():  # team facts are reported too
         if name not in reported and fact_defs[name].team:
             reported[name] = result.rows[:200]
+    startup = startup_summary(facts)
     report = Report(
         tool_version=tool_version(), profile=profile_summary(export, stack),
         verdict=verdict(evaluation, facts, blocking), metrics=facts.first("summary"),
@@ -115,13 +116,18 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
         overrides=overrides(config, rules, fact_defs), facts=reported,
         phase_facts={phase: {name: scoped.rows(name) for name in PHASE_REPORTED_FACTS if name in scoped.results}
                      for phase, scoped in facts.phases.items()},
-        throughput=throughput(export.info.duration_ns, facts.rows("phases") if "phases" in facts.results else [],
-                              tokens))
+        throughput=throughput(_judged_ns(export, startup), facts.rows("phases") if "phases" in facts.results else [],
+                              tokens),
+        startup=startup)
     # The key metrics are judged against the same rule params the evaluation used (diagnose.yaml, --set).
     report.key_metrics = key_metric_rows(report, rule_thresholds(rules, rule_params, config.disabled))
     report.window = window_breakdown(facts.rows("gpu_utilization") if "gpu_utilization" in facts.results else [])
-    report.startup = startup_summary(facts)
     return report
+
+
+def _judged_ns(export: Export, startup: StartUp | None) -> int | None:
+    """The time the rates are computed over: the steady window after a start-up, else the capture."""
+    return startup.steady_ns if startup is not None and startup.judged_after else export.info.duration_ns
 
 
 def load_rule_set(config: Config) -> tuple[dict[str, Fact], dict[str, Rule]]:
