@@ -139,3 +139,11 @@ def test_tokens_per_second_count_the_steady_window_only(tmp_path: Path) -> None:
     assert report.startup is not None
     assert report.throughput.duration_ns == report.startup.steady_ns < report.profile.duration_ns * 0.6
     assert report.throughput.tokens_per_s == pytest.approx(150 * 256 / report.startup.steady_ns * 1e9)
+
+
+def test_a_fact_shown_alone_covers_the_window_diagnose_judges() -> None:
+    """`diagnose facts show transfer_overview` computes the start-up too, so it shows the steady window's rows."""
+    from nsys_diagnose.cli.facts import needed
+    from nsys_diagnose.facts import load_facts
+
+    assert "startup" in needed(load_facts(), "transfer_overview")
