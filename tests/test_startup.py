@@ -14,7 +14,7 @@ from nsys_diagnose.facts.compute import _define_phases
 from nsys_diagnose.fixtures.generator import PER_STEP_32, generate
 from nsys_diagnose.reports.render import render
 
-from conftest import scenario_analysis
+from conftest import analysis, scenario_analysis
 
 GIB4 = 16 * (256 << 20)  # the fixtures' model: 16 tensors of 256 MiB
 
@@ -147,3 +147,40 @@ def test_a_fact_shown_alone_covers_the_window_diagnose_judges() -> None:
     from nsys_diagnose.facts import load_facts
 
     assert "startup" in needed(load_facts(), "transfer_overview")
+
+
+def test_each_phase_is_judged_inside_the_steady_window(tmp_path: Path) -> None:
+    """The per-phase facts come from the steady window too: the warm-up's eager steps, in no phase range, never
+    join the loop's own unlabelled step in the phase 'other'."""
+    import random
+
+    from nsys_diagnose.fixtures import generator as g
+
+    rng = random.Random("startup-phases")
+    x = g._new_export(g.ERA_2024, g.H100_SXM, 1)
+    p = g.Proc(48213, "python3")
+    x.procs.append(p)
+    forward_id = g._vllm_domain(x, p, rng)
+    h = g.Host(x, p, rng, g._t0(rng))
+    start = h.t
+    g._load_weights(h, g.ML_TENSORS)
+    h.nvtx(start, text="init_model")
+    start = h.t
+    for _ in range(3):
+        g.eager_decode_step(h, g.LLAMA_LAYERS, label=None)
+    h.nvtx(start, text="warmup")
+    g.prefill_step(h, forward_id)
+    for _ in range(10):
+        g.eager_decode_step(h, g.LLAMA_LAYERS, batch=1, label="decode")
+    g.eager_decode_step(h, g.LLAMA_LAYERS, label=None)  # the loop's one step outside every phase range
+    path = tmp_path / "load_prefill_decode.sqlite"
+    g._finish(x, path)
+    facts, report = analysis(path)
+    assert facts.first("startup")["judged_after"]
+    assert facts.first("startup")["warmup_kernel_count"] == 3 * PER_STEP_32
+    assert set(facts.phases) == {"prefill", "decode", "other"}
+    assert facts.phases["other"].first("gpu_utilization")["kernel_count"] == PER_STEP_32
+    launches = {r["name"]: r["call_count"] for r in facts.phases["other"].rows("launch_api")}
+    assert launches.get("cudaLaunchKernel") == PER_STEP_32
+    assert facts.phases["decode"].first("gpu_utilization")["kernel_count"] == 10 * PER_STEP_32
+    assert report.verdict.primary != "pcie-bound"
