@@ -37,8 +37,9 @@ DEFAULT_STARTUP_PATTERNS: dict[str, str] = {
     "load": r"(?i)^[^a-z]*(init|initiali[sz]e|initiali[sz]ation|load|loading|setup|set_up)([^a-z]|$)"
             r"|(^|[^a-z])(load|init|initiali[sz]e)[ _.-]?(model|weights?|checkpoint|engine|params)([^a-z]|$)"
             r"|(^|[^a-z])model[ _.-]?(load|init|initiali[sz]ation)([^a-z]|$)",
-    "warmup": r"(?i)(^|[^a-z])(warm[ _-]?up|warming[ _-]?up|compile|compilation|autotun[a-z]*|profile[ _-]?run)([^a-z]|$)"
-              r"|(^|[^a-z])(cuda[ _-]?)?graph[ _-]?capture([^a-z]|$)|(^|[^a-z])capture[ _-]?(cuda[ _-]?)?graphs?([^a-z]|$)",
+    "warmup": r"(?i)(^|[^a-z])(warm[ _-]?up|warming[ _-]?up|compile|compilation|autotun[a-z]*|profile[ _-]?run)"
+              r"([^a-z]|$)|(^|[^a-z])(cuda[ _-]?)?graph[ _-]?capture([^a-z]|$)"
+              r"|(^|[^a-z])capture[ _-]?(cuda[ _-]?)?graphs?([^a-z]|$)",
 }
 
 
