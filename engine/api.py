@@ -17,11 +17,12 @@ from .facts.results_cache import facts_of
 from .facts import Fact, FactError, FactOverflowError, fact_param_range, load_facts
 from .errors import InputError
 from .version import tool_version
-from .reports.model import ParamOverride, ProfileSummary, Report, StackInfo
+from .reports.model import ParamOverride, ProfileSummary, Report, StackInfo, StartUp
 from .reports.breakdown import window_breakdown
 from .reports.metrics import key_metric_rows, rule_thresholds
 from .diagnosis.rules import Rule, load_rules
 from .reading.export import Export, open_export
+from .diagnosis.startup import startup_summary
 from .diagnosis.throughput import throughput
 from .units import describe_range, fmt_limit
 
@@ -30,7 +31,7 @@ REPORTED_FACTS = (
     "summary", "gpu_utilization", "launch_overhead", "kernel_gaps", "launch_api", "api_summary",
     "sync_overview", "sync_summary", "copy_summary", "transfer_overview", "kernel_summary", "cuda_graphs",
     "communication", "device_balance", "gpu_metrics_summary", "phases", "gpu_starvation", "capture_health",
-    "nvtx_summary", "osrt_summary", "worst_offenders",
+    "nvtx_summary", "osrt_summary", "worst_offenders", "startup",
     "utilization_timeline", "gap_histogram", "timeline_excerpt",
 )
 _ROW_LIMITS = {"kernel_summary": 50, "api_summary": 50, "kernel_gaps": 200, "nvtx_summary": 50, "osrt_summary": 50}
@@ -135,6 +136,7 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
     for name, result in facts.results.items():  # team facts are reported too
         if name not in reported and fact_defs[name].team:
             reported[name] = result.rows[:200]
+    startup = startup_summary(facts)
     report = Report(
         tool_version=tool_version(), profile=profile_summary(export, stack),
         verdict=verdict(evaluation, facts, blocking, idle_cause_rules(rules)), metrics=facts.first("summary"),
@@ -142,12 +144,18 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
         overrides=overrides(config, rules, fact_defs), facts=reported,
         phase_facts={phase: {name: scoped.rows(name) for name in PHASE_REPORTED_FACTS if name in scoped.results}
                      for phase, scoped in facts.phases.items()},
-        throughput=throughput(export.info.duration_ns, facts.rows("phases") if "phases" in facts.results else [],
-                              tokens))
+        throughput=throughput(_judged_ns(export, startup), facts.rows("phases") if "phases" in facts.results else [],
+                              tokens),
+        startup=startup)
     # The key metrics are judged against the same rule params the evaluation used (diagnose.yaml, --set).
     report.key_metrics = key_metric_rows(report, rule_thresholds(rules, rule_params, config.disabled))
     report.window = window_breakdown(facts.rows("gpu_utilization") if "gpu_utilization" in facts.results else [])
     return report
+
+
+def _judged_ns(export: Export, startup: StartUp | None) -> int | None:
+    """The time the rates are computed over: the steady window after a start-up, else the capture."""
+    return startup.steady_ns if startup is not None and startup.judged_after else export.info.duration_ns
 
 
 def load_rule_set(config: Config) -> tuple[dict[str, Fact], dict[str, Rule]]:
@@ -178,7 +186,8 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
                          cache_dir=cache_dir) as export:
             try:
                 facts = facts_of(export, params={k: s.value for k, s in config.fact_params.items()},
-                                 phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress)
+                                 phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress,
+                                 startup_patterns=config.startup_patterns)
             except FactOverflowError as exc:
                 raise InputError(f"{path} holds values too large to compute with ({exc}); the export looks "
                                  f"damaged or hand-edited, so export the profile again with "

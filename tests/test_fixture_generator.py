@@ -38,7 +38,7 @@ NAMES = [
     "clock_glitch", "graph_host_gaps", "alloc_churn", "tiny_kernels_queued", "healthy_graph_decode", "hidden_copies",
     "small_grid_decode", "prefill_heavy_eager_decode", "idle_server_bursts", "tensor_idle_fp32_prefill",
     "latency_bound_decode", "nvlink_saturated_tp2", "metrics_coarse_decode", "metrics_2022_tu10x", "metrics_2022_ga100",
-    "metrics_2022_gh100",
+    "metrics_2022_gh100", "model_load_decode", "model_load_no_nvtx", "model_load_pcie_loop", "model_load_only",
 ]
 CAPTURE = ["empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture"]
 PRIMARIES = {"launch-bound", "pcie-bound", "unified-memory", "api-latency", "multi-gpu-imbalance", "memory-bound",
@@ -182,7 +182,10 @@ def test_registry() -> None:
                 "tensor_idle_fp32_prefill": "compute-bound", "latency_bound_decode": "compute-bound",
                 "nvlink_saturated_tp2": "communication-bound", "metrics_coarse_decode": "launch-bound",
                 "metrics_2022_tu10x": "compute-bound", "metrics_2022_ga100": "memory-bound",
-                "metrics_2022_gh100": None, "metrics_unknown_names": None}
+                "metrics_2022_gh100": None, "metrics_unknown_names": None,
+                # the steady loop's verdict, judged after the model load (tests/test_startup.py)
+                "model_load_decode": None, "model_load_no_nvtx": None, "model_load_pcie_loop": "pcie-bound",
+                "model_load_only": "pcie-bound"}
     assert {n: s.expected_primary for n, s in SCENARIOS.items()} == expected
     with pytest.raises(KeyError):
         generate("no_such_scenario", "/tmp/never.sqlite")
@@ -1385,6 +1388,40 @@ def test_other_seed_and_scale_keep_truth(tmp_path: Path) -> None:
     assert sc2.truth["kernel_count"] == 2 * SCENARIOS["sync_storm"].truth["kernel_count"]
     assert one(p2, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == sc2.truth["kernel_count"]
     assert one(p2, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") == sc2.truth["sync_rows"]
+
+
+@pytest.mark.parametrize("name", ["model_load_decode", "model_load_no_nvtx", "model_load_pcie_loop",
+                                  "model_load_only"])
+def test_model_load_truth(files: dict[str, Path], name: str) -> None:
+    """The model load the start-up scenarios open with: 16 synchronous 256 MiB pageable HtoD copies at ~4.3 GB/s,
+    each after a cudaMalloc, before any kernel or graph replay, taking the stated share of the capture."""
+    path, truth = files[name], SCENARIOS[name].truth
+    with connect(path) as con:
+        present = set(tables(con))
+    compute = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE") if t in present]
+    first_compute = min(one(path, f"SELECT min(start) FROM {t}") for t in compute)
+    load = rows(path, "SELECT start, end, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1 AND srcKind = 0 "
+                      "ORDER BY start LIMIT ?", (truth["load_copies"],))
+    assert sum(b for *_, b in load) == truth["load_bytes"] and max(e for _, e, _ in load) < first_compute
+    assert all(in_range(b / (e - s) * 1e9, truth["load_bandwidth_Bps"]) for s, e, b in load)
+    assert len(runtime_by_name(path, "cudaMalloc%")) == truth["load_copies"]
+    span = one(path, "SELECT duration FROM ANALYSIS_DETAILS")
+    assert in_range(max(e for _, e, _ in load) / span, truth["startup_fraction"])
+    if name == "model_load_no_nvtx":
+        assert "NVTX_EVENTS" not in present
+    else:
+        init = [r for r in nvtx_ranges(path) if r[2] == "init_model"]
+        assert len(init) == 1 and all(init[0][0] <= s and e <= init[0][1] for s, e, _ in load)
+    if "warmup_kernel_count" in truth:
+        warm = [r for r in nvtx_ranges(path) if r[2] == "warmup"][0]
+        assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE start >= ? AND start < ?",
+                   (warm[0], warm[1])) == truth["warmup_kernel_count"]
+        assert len(runtime_by_name(path, "cudaStreamBeginCapture%") + runtime_by_name(path, "cudaGraphInstantiate%")) \
+            == truth["graph_captures"]
+    if "graph_launches" in truth:
+        assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE") == truth["graph_launches"]
+    if "kernel_count" in truth:
+        assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["kernel_count"]
 
 
 def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -96,9 +96,10 @@ def _fact_json(fact: Fact, scope: str) -> dict[str, Any]:
 
 
 def needed(facts: dict[str, Fact], name: str) -> dict[str, Fact]:
-    """`name` and every fact it needs, directly or not."""
+    """`name` and every fact it needs, directly or not, and the whole-capture facts (the start-up), which decide the
+    window every other fact covers (engine/facts/window.py), so a fact shown alone has the rows `diagnose` reads."""
     out: dict[str, Fact] = {}
-    pending = [name]
+    pending = [name, *(f.name for f in facts.values() if f.whole_capture and not f.team)]
     while pending:
         current = pending.pop()
         if current in out or current not in facts:
@@ -140,6 +141,7 @@ def _profile_fact(args: argparse.Namespace, config: Config, facts: dict[str, Fac
         with open_export(args.profiles[0], progress=progress, cache=args.cache, cache_dir=args.cache_dir) as export:
             fact_set = compute_facts(export, params={k: s.value for k, s in config.fact_params.items()},
                                      phase_patterns=config.phase_patterns, facts=needed(facts, name),
+                                     startup_patterns=config.startup_patterns,
                                      progress=progress, helpers={name})
     except RuntimeError as exc:  # Ctrl-C inside a DuckDB query surfaces as RuntimeError('Query interrupted')
         reraise_interrupt(exc)

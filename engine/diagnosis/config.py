@@ -1,4 +1,5 @@
-"""What a user may tune: rule params, severities, disabled rules, extra rule dirs, fact params, phases.
+"""What a user may tune: rule params, severities, disabled rules, extra rule dirs, fact params, phases, start-up
+patterns.
 
 Precedence: command line (--set) > config file (diagnose.yaml) > rule defaults.
 """
@@ -37,6 +38,8 @@ class Config:
     fact_params: dict[str, Setting] = field(default_factory=dict)
     rule_dirs: list[Path] = field(default_factory=list)
     phase_patterns: dict[str, str] | None = None
+    startup_patterns: dict[str, str] | None = None
+    """NVTX start-up patterns by kind (load, warmup); None: the defaults (engine/facts/compute.py)."""
 
     def params_for(self, rule_id: str) -> dict[str, float]:
         return {k: s.value for k, s in self.rule_params.get(rule_id, {}).items()}
@@ -47,6 +50,7 @@ _EXAMPLES = {
     "rules": "rules: {launch-bound: {max_overhead_ratio: 0.25, severity: error}}",
     "facts": "facts: {gap_threshold_ns: 5000}",
     "phases": 'phases: {decode: "(?i)(^|[^a-z])decode([^a-z]|$)"}',
+    "startup": 'startup: {load: "(?i)^init_model$", warmup: "(?i)^warmup$"}',
     "rule_dirs": "rule_dirs: [ci/nsys-rules]",
 }
 
@@ -124,7 +128,7 @@ def _parse_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: the config must be a mapping of rules, facts, phases and rule_dirs, not "
                           f"{_kind(data)}; write e.g. `{_EXAMPLES['rules']}`")
-    allowed = {"rules", "facts", "rule_dirs", "phases"}
+    allowed = {"rules", "facts", "rule_dirs", "phases", "startup"}
     unknown = sorted((str(k) for k in set(data) - allowed))
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed keys: {', '.join(sorted(allowed))}")
@@ -184,23 +188,30 @@ def _load_rule_dirs(config: Config, dirs: Any, path: Path) -> None:
         config.rule_dirs.append((path.parent / d).resolve())
 
 
-def _load_phases(phases: Any, where: str) -> dict[str, str] | None:
-    """NVTX phase patterns, each checked by DuckDB, whose RE2 dialect differs from Python's `re`."""
+def _load_phases(phases: Any, where: str, key: str = "phases") -> dict[str, str] | None:
+    """NVTX phase patterns (or, with key `startup`, start-up patterns), each checked by DuckDB, whose RE2 dialect
+    differs from Python's `re`."""
     if phases is None:
         return None  # `phases:` left empty keeps the default patterns, as the key left out does
-    example = _EXAMPLES["phases"]
+    example = _EXAMPLES[key]
     if isinstance(phases, dict) and not phases:
-        raise ConfigError(f"{where}: phases is empty, and phase detection cannot be turned off; list at least one "
-                          f"phase with its pattern, e.g. `{example}`, or remove the key to use the default patterns")
-    patterns = _mapping(phases, where, "phases", example)
+        what = "phase detection" if key == "phases" else "start-up detection by NVTX name"
+        raise ConfigError(f"{where}: {key} is empty, and {what} cannot be turned off; list at least one "
+                          f"pattern, e.g. `{example}`, or remove the key to use the default patterns")
+    patterns = _mapping(phases, where, key, example)
+    if key == "startup":
+        unknown = sorted(set(patterns) - {"load", "warmup"})
+        if unknown:
+            raise ConfigError(f"{where}: startup.{unknown[0]}: the start-up kinds are load and warmup; write e.g. "
+                              f"`{example}`")
     with duckdb.connect() as con:  # in memory: only compiles each pattern
         for name, pattern in patterns.items():
             if not isinstance(pattern, str):
-                raise ConfigError(f"{where}: phases.{name} must be a regular expression in quotes, not "
+                raise ConfigError(f"{where}: {key}.{name} must be a regular expression in quotes, not "
                                   f"{pattern!r}; write e.g. `{example}`")
             problem = _regex_problem(con, pattern)
             if problem:
-                raise ConfigError(f"{where}: phases.{name}: {pattern!r} is not a regular expression DuckDB accepts "
+                raise ConfigError(f"{where}: {key}.{name}: {pattern!r} is not a regular expression DuckDB accepts "
                                   f"({problem}); patterns are RE2 syntax (no look-behind or back-references), "
                                   f'e.g. "(?i)(^|[^a-z])decode([^a-z]|$)"')
     return dict(patterns)
@@ -223,6 +234,7 @@ def load_config_file(path: Path) -> Config:
         config.fact_params[key] = Setting(_number(value, f"{where}: facts.{key}"), where)
     _load_rule_dirs(config, data.get("rule_dirs"), path)
     config.phase_patterns = _load_phases(data.get("phases"), where)
+    config.startup_patterns = _load_phases(data.get("startup"), where, "startup")
     return config
 
 

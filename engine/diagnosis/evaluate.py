@@ -12,6 +12,7 @@ from . import templating
 from ..facts.compute import FactSet
 from ..reports.model import Evidence, Finding, RuleOutcome, Verdict
 from .rules import Condition, Operand, Rule, RuleError, key_position, step_text, template_fields
+from .startup import startup_note
 from ..vocabulary import IDLE_CAUSES, Kind, Severity, WindowPart
 from ..text import column_label
 from ..units import PARAM_UNITS, column_unit, fmt_param, fmt_ratio, fmt_value
@@ -321,7 +322,7 @@ def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
     top = cause or symptom or strongest(Kind.CAPTURE, 0.0)
     # The verdict never contradicts the overhead ratio the key metrics print: when no cause explains gaps that
     # large, it says where they come from.
-    gaps = ("" if cause is not None else _unexplained_gaps(facts)) + _server_idle_note(facts)
+    gaps = ("" if cause is not None else _unexplained_gaps(facts)) + _server_idle_note(facts) + startup_note(facts)
     if top is not None:
         if top.phase is not None:
             cost = (f" (costs ≈{fmt_ratio(top.impact, 0)} of {top.phase}'s GPU time, "

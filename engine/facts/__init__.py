@@ -15,6 +15,9 @@ Header of each file (Perfetto stdlib is the model):
                                       _ratio 0-1; _pct 0-100; no suffix: any number)
     -- @per-phase                      computed again over each inference phase (engine/facts/scopes.py), so
                                       the rules on it judge each phase too (bundled facts only)
+    -- @whole-capture                  computed over the whole capture, with the facts it needs, before every
+                                      other fact is cut to the steady window after the start-up
+                                      (engine/facts/window.py; bundled facts only)
     -- @column device_id  CUDA device index.
     -- @check device_id not_null       a test every row must pass (dbt-style column tests, below)
 
@@ -131,6 +134,7 @@ class Fact:
     materialized: bool = False  # helpers are views unless marked @materialize (read several times)
     team: bool = False  # loaded from a team directory: runs sandboxed, after the bundled facts
     per_phase: bool = False  # computed again over each inference phase (engine/facts/scopes.py)
+    whole_capture: bool = False  # computed over the whole capture, before the start-up is cut off (window.py)
     line: int = 1  # of its `-- @fact` header line
 
     @property
@@ -268,6 +272,8 @@ def parse_fact(text: str, path: str) -> Fact:
             fact.materialized = True
         elif key == "per-phase":
             fact.per_phase = True
+        elif key == "whole-capture":
+            fact.whole_capture = True
         elif key == "needs":
             fact.needs += value.split()
         elif key == "requires":

@@ -20,6 +20,7 @@ from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
 from .parallel import run_facts, side_by_side
 from .scopes import FROM_RUN, compute_phase, per_phase_order, phases_to_judge
+from .window import steady_start, steady_window
 
 # Default NVTX phase patterns (case-insensitive RE2 regular expressions on the range text; the first phase whose
 # pattern matches wins, so a range that names both is prefill). A phase word counts only as a whole word: what
@@ -50,6 +51,19 @@ DEFAULT_PHASE_PATTERNS: dict[str, str] = {
     "prefill": r"(?i)" + _phase_words("prefill|prefilling|extend|prompt", "context")
                + r"|(^|[^0-9])[1-9][0-9]* ctx req",
     "decode": r"(?i)" + _phase_words("decode|decoding", "generation") + r"|(^|[^0-9])0 ctx req",
+}
+
+# Default NVTX start-up patterns (case-insensitive RE2 on the range text), anchored on word edges so that a range
+# inside the loop (load_kv_cache, preload) does not read as start-up: `load` for loading and initialising the
+# model, `warmup` for warm-up, compilation (torch.compile, autotuning) and CUDA-graph capture. A start-up range
+# counts only before the first kernel launched outside such ranges (engine/facts/startup.sql).
+DEFAULT_STARTUP_PATTERNS: dict[str, str] = {
+    "load": r"(?i)^[^a-z]*(init|initiali[sz]e|initiali[sz]ation|load|loading|setup|set_up)([^a-z]|$)"
+            r"|(^|[^a-z])(load|init|initiali[sz]e)[ _.-]?(model|weights?|checkpoint|engine|params)([^a-z]|$)"
+            r"|(^|[^a-z])model[ _.-]?(load|init|initiali[sz]ation)([^a-z]|$)",
+    "warmup": r"(?i)(^|[^a-z])(warm[ _-]?up|warming[ _-]?up|compile|compilation|autotun[a-z]*|profile[ _-]?run)"
+              r"([^a-z]|$)|(^|[^a-z])(cuda[ _-]?)?graph[ _-]?capture([^a-z]|$)"
+              r"|(^|[^a-z])capture[ _-]?(cuda[ _-]?)?graphs?([^a-z]|$)",
 }
 
 
@@ -174,16 +188,24 @@ def _clean(value: Any) -> Any:
     return str(value)
 
 
-def _define_phases(con: Any, phase_patterns: dict[str, str] | None) -> None:
+def _define_phases(con: Any, phase_patterns: dict[str, str] | None,
+                   startup_patterns: dict[str, str] | None = None) -> None:
     patterns = phase_patterns if phase_patterns is not None else DEFAULT_PHASE_PATTERNS
     con.execute("CREATE OR REPLACE TABLE _phase_patterns (phase VARCHAR, pattern VARCHAR, priority INTEGER)")
     con.executemany("INSERT INTO _phase_patterns VALUES (?, ?, ?)",
                     [(phase, pattern, i) for i, (phase, pattern) in enumerate(patterns.items())])
     # phase_of(text): the first configured phase whose pattern matches. Patterns are written into the macro
     # as constants so DuckDB compiles each regular expression once, not once per NVTX range.
-    cases = " ".join(f"WHEN regexp_matches(t, {sql_literal(pattern)}) THEN {sql_literal(phase)}"
-                     for phase, pattern in patterns.items())
-    con.execute(f"CREATE OR REPLACE MACRO phase_of(t) AS {'CASE ' + cases + ' END' if cases else 'NULL'}")
+    _define_classifier(con, "phase_of", patterns)
+    # startup_of(text): load, warmup (or NULL), the same way.
+    _define_classifier(con, "startup_of", startup_patterns if startup_patterns is not None
+                       else DEFAULT_STARTUP_PATTERNS)
+
+
+def _define_classifier(con: Any, macro: str, patterns: dict[str, str]) -> None:
+    cases = " ".join(f"WHEN regexp_matches(t, {sql_literal(pattern)}) THEN {sql_literal(name)}"
+                     for name, pattern in patterns.items())
+    con.execute(f"CREATE OR REPLACE MACRO {macro}(t) AS {'CASE ' + cases + ' END' if cases else 'NULL'}")
 
 
 METRIC_NAMES_FILE = "gpu_metric_names.csv"
@@ -222,12 +244,15 @@ def _lock_for_team_facts(con: Any, limits: TeamLimits) -> None:
 def compute_facts(export: Export, *, params: dict[str, float] | None = None,
                   phase_patterns: dict[str, str] | None = None, extra_fact_dirs: list | None = None,
                   facts: dict[str, Fact] | None = None,
-                  progress: Callable[[str], None] | None = None, helpers: Collection[str] = ()) -> FactSet:
+                  progress: Callable[[str], None] | None = None, helpers: Collection[str] = (),
+                  startup_patterns: dict[str, str] | None = None) -> FactSet:
     """Compute `facts` (default: the bundled ones and those of `extra_fact_dirs`) over the export. The result
-    holds the rows of every fact that is not a helper, and of the helpers named in `helpers`."""
+    holds the rows of every fact that is not a helper, and of the helpers named in `helpers`. The facts marked
+    `-- @whole-capture` (the start-up) run first over the whole capture; when a start-up is followed by steady
+    work, every other fact runs over the steady window after it (engine/facts/window.py)."""
     facts = facts if facts is not None else load_facts(extra_fact_dirs)
     con = export.con
-    _define_phases(con, phase_patterns)
+    _define_phases(con, phase_patterns, startup_patterns)
     _define_metric_names(con)
     out = FactSet()
     ops = sum(export.count(v) for v in ("kernels", "graph_launches", "memcpys", "memsets") if v in export.views)
@@ -262,22 +287,46 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
         out.results[fact.name] = FactResult(fact, columns, rows, skipped)
 
     workers = side_by_side(con.execute("SELECT current_setting('threads')").fetchone()[0], ops)
-    computed = run_facts(con, bundled, compute, workers=workers, started=announce)
-    for fact in bundled:
+    whole = _whole_capture(facts)
+    first = [f for f in bundled if f.name in whole]
+    computed = run_facts(con, first, compute, workers=workers, started=announce)
+    for fact in first:
         record(fact, computed[fact.name])
-    # Before the team facts: they run with the configuration locked, and a phase sets the search path.
-    _compute_phases(con, facts, out, params, progress, workers)
-    if team:
-        _lock_for_team_facts(con, TEAM_LIMITS)
-    for fact in team:
-        announce(fact)
-        _materialize_bounded(con, fact, params, TEAM_LIMITS)
-        record(fact, None if fact.is_helper and fact.name not in helpers else _rows(con, fact))
+    since = steady_start(out.rows("startup")) if "startup" in out.results else None
+    with steady_window(con, since):
+        rest = [f for f in bundled if f.name not in whole]
+        computed = run_facts(con, rest, compute, workers=workers, started=announce)
+        for fact in rest:
+            record(fact, computed[fact.name])
+        # Before the team facts: they run with the configuration locked, and a phase sets the search path.
+        _compute_phases(con, facts, out, params, progress, workers, since)
+        if team:
+            _lock_for_team_facts(con, TEAM_LIMITS)
+        for fact in team:
+            announce(fact)
+            _materialize_bounded(con, fact, params, TEAM_LIMITS)
+            record(fact, None if fact.is_helper and fact.name not in helpers else _rows(con, fact))
     return out
 
 
+def _whole_capture(facts: dict[str, Fact]) -> set[str]:
+    """The bundled facts marked `-- @whole-capture` and the facts they need."""
+    found: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name not in found and name in facts and not facts[name].team:
+            found.add(name)
+            for dep in facts[name].needs:
+                visit(dep)
+
+    for fact in facts.values():
+        if fact.whole_capture and not fact.team:
+            visit(fact.name)
+    return found
+
+
 def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict[str, float] | None,
-                    progress: Callable[[str], None] | None, workers: int) -> None:
+                    progress: Callable[[str], None] | None, workers: int, since_ns: int | None = None) -> None:
     """out.phases: the per-phase facts over each phase worth judging on its own (engine/facts/scopes.py)."""
     # Only when the run's facts a phase reads (FROM_RUN) were computed: `diagnose facts show phases` computes the
     # phases fact and what it needs, not the idle gaps every phase is cut from.
@@ -289,7 +338,7 @@ def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict
         if progress:
             progress(f"computing the facts of phase {number}/{len(phases)} {phase}")
         scoped = FactSet()
-        found = compute_phase(con, phase, f"phase_{number}", ordered, params, _rows, workers)
+        found = compute_phase(con, phase, f"phase_{number}", ordered, params, _rows, workers, since_ns)
         for fact in ordered:
             if fact.name in found:
                 columns, rows = found[fact.name]

@@ -60,10 +60,11 @@ def per_phase_order(facts: dict[str, Fact]) -> list[Fact]:
 
 
 def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params: dict[str, float] | None,
-                  collect: Callable[[Any, Fact], T], workers: int = 1) -> dict[str, T]:
+                  collect: Callable[[Any, Fact], T], workers: int = 1, since_ns: int | None = None) -> dict[str, T]:
     """Create `schema` holding `phase`'s rows and compute `ordered` in it, `workers` facts at once
     (engine/facts/parallel.py); returns collect(cursor, fact) of each per-phase fact, called while the schema is
-    current. The schema is dropped afterwards and the search path restored."""
+    current. `since_ns`: where the steady window begins (engine/facts/window.py), when the run is judged after its
+    start-up. The schema is dropped afterwards and the search path restored."""
     db = con.execute("SELECT current_database()").fetchone()[0]
     run = f'"{db}".main'
     if phase == OTHER:
@@ -86,8 +87,10 @@ def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params
             con.execute(f'CREATE VIEW "{stored}"."{names}" AS SELECT * FROM canon."{names}"')
         for view, key in _KEYS.items():
             if view in STORED:
+                # Read from the stored table, which the steady window does not cut: cut here the same way.
+                cut = "" if since_ns is None else f" WHERE x.start_ns >= {int(since_ns)}"
                 con.execute(f'CREATE TABLE "{stored}"."{view}" AS SELECT x.* FROM canon."{view}" x {keep} {claimed} '
-                            f"p ON {key}")
+                            f"p ON {key}{cut}")
                 con.execute(f'CREATE VIEW "{view}" AS {view_sql(view, chr(34) + stored + chr(34))}')
             else:
                 con.execute(f"CREATE TABLE {view} AS SELECT x.* FROM {run}.{view} x {keep} {claimed} p ON {key}")

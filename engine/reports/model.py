@@ -13,7 +13,7 @@ from typing_extensions import TypedDict
 
 from ..vocabulary import Kind, Severity
 
-REPORT_SCHEMA_VERSION = "2.2"
+REPORT_SCHEMA_VERSION = "2.3"
 Number = int | float  # integer nanoseconds and counts stay integers in the JSON; means may be fractional
 Better = Literal["higher", "lower"] | None
 
@@ -254,6 +254,30 @@ class WindowShare(Model):
     idle: bool = Field(description="True for the idle causes.")
 
 
+class StartUp(Model):
+    """The one-off start-up the capture opens with (the `startup` fact): model load, then warm-up."""
+
+    found_by: Literal["nvtx", "shape"] = Field(description="nvtx: start-up ranges (init/load, warm-up/compile/graph "
+                                                           "capture); shape: a burst of host-to-device copies before "
+                                                           "the first kernel.")
+    startup_ns: int = Field(ge=0, description="From the first CUDA call to the end of the start-up (ns).")
+    startup_fraction: float = Field(ge=0, le=1, description="startup_ns / the traced span.")
+    load_ns: int = Field(ge=0, description="Length of the model load (ns).")
+    load_bytes: int = Field(ge=0, description="Bytes copied host-to-device during the load.")
+    load_copy_count: int = Field(ge=0, description="Host-to-device copies during the load.")
+    load_gbps: float | None = Field(None, description="Their effective bandwidth (GB/s).")
+    pageable_share: float | None = Field(None, ge=0, le=1, description="Share of those bytes read from pageable "
+                                                                       "host memory.")
+    alloc_count: int = Field(ge=0, description="Device-memory allocation calls during the start-up.")
+    warmup_ns: int = Field(ge=0, description="Length of the warm-up ranges (ns); 0 without any.")
+    warmup_kernel_count: int = Field(ge=0, description="Kernels and graph replays run during the warm-up.")
+    graph_capture_count: int = Field(ge=0, description="CUDA-graph captures and instantiations during the start-up.")
+    steady_ns: int = Field(ge=0, description="The steady window after the start-up (ns).")
+    judged_after: bool = Field(description="True when the rules judged only the steady window; false when the "
+                                           "capture is only start-up and was judged whole.")
+    line: str = Field(description="One sentence for people: what the start-up did and what the verdict judges.")
+
+
 class GpuWindow(Model):
     """Where one GPU's window went; the parts add up to the window."""
 
@@ -288,3 +312,6 @@ class Report(Document):
     window: list[GpuWindow] = []
     """Per GPU that did work, its window split into kernels running, only copies running and idle time by cause
     (engine/reports/breakdown.py)."""
+    startup: StartUp | None = None
+    """The one-off start-up (model load, warm-up) the capture opens with, reported apart; null when there is none.
+    When `startup.judged_after`, every fact, finding and metric of this report covers the steady window after it."""

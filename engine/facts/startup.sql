@@ -1,0 +1,153 @@
+-- @fact startup
+-- @whole-capture
+-- @doc The one-off start-up at the beginning of the capture (model load, then warm-up), found before anything else
+-- @doc is judged; no row when the capture has none. Found from NVTX first: the ranges whose text matches a start-up
+-- @doc pattern (startup_of(): `load` for init/load/setup ranges, `warmup` for warm-up, compile and CUDA-graph
+-- @doc capture ranges; configurable, see engine/facts/compute.py), as long as they come before the first kernel or
+-- @doc graph launch made outside them. Without such ranges, from shape: at least startup_min_bytes of
+-- @doc host-to-device copies before the first kernel or graph replay (weights uploaded before the model runs),
+-- @doc followed by steady work (below).
+-- @doc A start-up must take at least startup_min_share of the capture. When at least startup_min_steady_ops
+-- @doc kernels and graph replays follow it, every other fact judges only the steady window after it (the canonical
+-- @doc views are cut at steady_start_ns: engine/facts/window.py), so a model load is never called the run's
+-- @doc bottleneck; otherwise the capture is only start-up and is judged as it is.
+-- @needs _api_names
+-- @param startup_min_share 0.05
+-- @param startup_min_bytes 1000000000
+-- @param startup_min_steady_ops 20
+-- @column found_by nvtx (start-up ranges) or shape (a burst of host-to-device copies before the first kernel).
+-- @column start_ns When the capture's first CUDA call or start-up range began (ns).
+-- @column steady_start_ns Where the start-up ends and the judged steady window begins (ns): the end of the last start-up range, or the CPU call that issued the first kernel.
+-- @column startup_ns steady_start_ns - start_ns: the start-up's length (ns).
+-- @column startup_fraction startup_ns / the traced span (0-1).
+-- @column load_ns Length of the model load: from the first to the last end of the load ranges, or the whole start-up when found by shape (ns).
+-- @column load_copy_count Host-to-device copies that started during the load.
+-- @column load_bytes Bytes in those copies.
+-- @column load_copy_ns Time in those copies (ns).
+-- @column load_gbps load_bytes / load_copy_ns: their effective bandwidth (GB/s).
+-- @column pageable_bytes Bytes of those copies read from pageable host memory.
+-- @column pageable_share pageable_bytes / load_bytes (0-1).
+-- @column alloc_count Device-memory allocation calls (cudaMalloc, cuMemAlloc, cuMemCreate ...) during the start-up.
+-- @column warmup_ns Length of the warm-up ranges, from the first start to the last end (ns); 0 without any.
+-- @column warmup_kernel_count Kernels and graph replays that started on the GPU during the warm-up.
+-- @column graph_capture_count CUDA-graph captures and instantiations (cudaStreamBeginCapture, cudaGraphInstantiate ...) during the start-up.
+-- @column steady_ns From steady_start_ns to the end of the last CUDA activity: the window the rules judge (ns).
+-- @column steady_op_count Kernels and graph replays that started in that window.
+-- @column judged_after True when the rules judge the steady window alone (at least startup_min_steady_ops kernels and graph replays follow the start-up); false when the capture is only start-up and is judged whole.
+-- @check found_by accepted_values nvtx shape
+-- @check startup_ns non_negative
+-- @check startup_fraction range 0 1
+-- @check pageable_share range 0 1
+-- @check steady_ns non_negative
+WITH marked AS MATERIALIZED (  -- each distinct text classified once, as in _phase_ranges
+    SELECT text, startup_of(text) AS kind FROM (SELECT DISTINCT text FROM nvtx_ranges WHERE text IS NOT NULL)
+),
+ranges AS (
+    SELECT r.start_ns, r.end_ns, m.kind FROM nvtx_ranges r JOIN marked m ON m.text = r.text
+    WHERE m.kind IS NOT NULL AND r.end_ns > r.start_ns
+),
+-- Overlapping start-up ranges (nested ones, or ranges on several threads) merged into islands.
+flagged AS (
+    SELECT start_ns, end_ns,
+           CASE WHEN start_ns <= max(end_ns) OVER (ORDER BY start_ns, end_ns ROWS BETWEEN UNBOUNDED PRECEDING
+                                                   AND 1 PRECEDING) THEN 0 ELSE 1 END AS opens
+    FROM ranges
+),
+islands AS (
+    SELECT min(start_ns) AS start_ns, max(end_ns) AS end_ns
+    FROM (SELECT start_ns, end_ns, sum(opens) OVER (ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island
+          FROM flagged)
+    GROUP BY island
+),
+names AS (
+    SELECT name_id, regexp_matches(name, 'Launch') AND NOT regexp_matches(name, 'HostFunc') AS is_launch,
+           regexp_matches(name, '^(cudaMalloc|cuMemAlloc|cuMemCreate|cudaMallocAsync|cudaMallocManaged)')
+               AS is_alloc,
+           regexp_matches(name, 'StreamBeginCapture|GraphInstantiate') AS is_capture
+    FROM _api_names
+),
+-- The first kernel or graph launch made outside every start-up range: the steady work has begun there.
+outside AS (
+    SELECT min(l.start_ns) AS first_ns
+    FROM (SELECT start_ns FROM api_calls WHERE name_id IN (SELECT name_id FROM names WHERE is_launch)) l
+    ASOF LEFT JOIN islands i ON l.start_ns >= i.start_ns
+    WHERE i.end_ns IS NULL OR l.start_ns > i.end_ns
+),
+before_steady AS (  -- the start-up islands before it
+    SELECT i.start_ns, i.end_ns FROM islands i, outside o WHERE o.first_ns IS NULL OR i.start_ns < o.first_ns
+),
+compute_ops AS (
+    SELECT start_ns, pid, correlation_id FROM kernels
+    UNION ALL
+    SELECT start_ns, pid, correlation_id FROM graph_launches
+),
+first_op AS (SELECT start_ns, pid, correlation_id FROM compute_ops ORDER BY start_ns LIMIT 1),
+first_call AS (
+    SELECT least(f.start_ns, min(a.start_ns)) AS ns
+    FROM first_op f LEFT JOIN api_calls a ON a.pid = f.pid AND a.correlation_id = f.correlation_id
+    GROUP BY f.start_ns
+),
+bounds AS (
+    SELECT (SELECT min(start_ns) FROM api_calls) AS first_call_ns,
+           greatest((SELECT max(end_ns) FROM api_calls), (SELECT max(end_ns) FROM kernels),
+                    (SELECT max(end_ns) FROM graph_launches), (SELECT max(end_ns) FROM memcpys),
+                    (SELECT max(end_ns) FROM memsets)) AS last_ns,
+           (SELECT max(CAST(value AS BIGINT)) FROM profile_info WHERE key = 'duration_ns') AS traced_ns
+),
+candidates AS (
+    SELECT 'nvtx' AS found_by, 0 AS preference, least(b.first_call_ns, min(l.start_ns)) AS start_ns,
+           max(l.end_ns) AS steady_start_ns
+    FROM before_steady l, bounds b GROUP BY b.first_call_ns HAVING count(*) > 0
+    UNION ALL
+    SELECT 'shape', 1, b.first_call_ns, c.ns FROM first_call c, bounds b
+    WHERE (SELECT coalesce(sum(bytes), 0) FROM memcpys
+           WHERE copy_kind IN ('HtoD', 'HtoA') AND start_ns < c.ns) >= ${startup_min_bytes}
+      -- Shape alone names no start-up: copies before a handful of kernels are the workload's own input.
+      AND (SELECT count(*) FROM compute_ops WHERE start_ns >= c.ns) >= ${startup_min_steady_ops}
+),
+chosen AS (
+    SELECT c.found_by, c.start_ns, c.steady_start_ns, b.last_ns, b.traced_ns
+    FROM candidates c, bounds b
+    WHERE c.steady_start_ns - c.start_ns >= ${startup_min_share} * greatest(coalesce(b.traced_ns, 0),
+                                                                             b.last_ns - c.start_ns, 1)
+    ORDER BY c.preference LIMIT 1
+),
+spans AS (  -- the load and warm-up ranges inside the start-up (the whole start-up is the load when found by shape)
+    SELECT w.*,
+           CASE WHEN w.found_by = 'shape' THEN w.start_ns ELSE
+               (SELECT min(start_ns) FROM ranges WHERE kind = 'load' AND end_ns <= w.steady_start_ns) END AS load_start,
+           CASE WHEN w.found_by = 'shape' THEN w.steady_start_ns ELSE
+               (SELECT max(end_ns) FROM ranges WHERE kind = 'load' AND end_ns <= w.steady_start_ns) END AS load_end,
+           (SELECT min(start_ns) FROM ranges WHERE kind = 'warmup' AND end_ns <= w.steady_start_ns
+                AND w.found_by = 'nvtx') AS warm_start,
+           (SELECT max(end_ns) FROM ranges WHERE kind = 'warmup' AND end_ns <= w.steady_start_ns
+                AND w.found_by = 'nvtx') AS warm_end
+    FROM chosen w
+),
+load_copies AS (
+    SELECT count(*) AS n, coalesce(sum(m.bytes), 0) AS bytes, coalesce(sum(m.end_ns - m.start_ns), 0) AS ns,
+           coalesce(sum(m.bytes) FILTER (WHERE m.src_mem = 'pageable'), 0) AS pageable
+    FROM memcpys m, spans s
+    WHERE m.copy_kind IN ('HtoD', 'HtoA') AND m.start_ns >= s.load_start AND m.start_ns < s.load_end
+),
+calls AS (
+    SELECT count(*) FILTER (WHERE n.is_alloc) AS allocs, count(*) FILTER (WHERE n.is_capture) AS captures
+    FROM api_calls a JOIN names n ON n.name_id = a.name_id, spans s
+    WHERE (n.is_alloc OR n.is_capture) AND a.start_ns >= s.start_ns AND a.start_ns < s.steady_start_ns
+),
+ops AS (
+    SELECT count(*) FILTER (WHERE o.start_ns >= s.steady_start_ns) AS steady,
+           count(*) FILTER (WHERE o.start_ns >= s.warm_start AND o.start_ns < s.steady_start_ns) AS warm
+    FROM compute_ops o, spans s
+)
+SELECT s.found_by, s.start_ns, s.steady_start_ns, s.steady_start_ns - s.start_ns AS startup_ns,
+       least((s.steady_start_ns - s.start_ns) / greatest(coalesce(s.traced_ns, 0), s.last_ns - s.start_ns, 1), 1)
+           AS startup_fraction,
+       coalesce(s.load_end - s.load_start, 0) AS load_ns, c.n AS load_copy_count, c.bytes AS load_bytes,
+       c.ns AS load_copy_ns, CASE WHEN c.ns > 0 THEN c.bytes / c.ns END AS load_gbps,
+       c.pageable AS pageable_bytes, CASE WHEN c.bytes > 0 THEN c.pageable / c.bytes END AS pageable_share,
+       k.allocs AS alloc_count, coalesce(s.warm_end - s.warm_start, 0) AS warmup_ns,
+       coalesce(o.warm, 0) AS warmup_kernel_count, k.captures AS graph_capture_count,
+       greatest(s.last_ns - s.steady_start_ns, 0) AS steady_ns, o.steady AS steady_op_count,
+       o.steady >= ${startup_min_steady_ops} AS judged_after
+FROM spans s, load_copies c, calls k, ops o

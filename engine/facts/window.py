@@ -1,0 +1,67 @@
+"""The steady window: a capture that opens with a one-off start-up (model load, warm-up) is judged on the work after
+it. The `startup` fact (computed over the whole capture, `-- @whole-capture`) says where the start-up ends; the
+canonical views of the scratch database are then redefined to hold only what starts from that moment on, so every
+other fact, the phases and the team facts judge the steady window through the same views, with no second copy of
+the pipeline. Ranges still open at the boundary are kept (an NVTX range around the whole run), and the capture's
+duration becomes the steady window's. The views are put back afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ..reading.canonical import VIEWS, view_sql
+
+# The time column each canonical view is cut on; views not named here (devices, processes) are not cut.
+_CUT_ON = {"kernels": "start_ns", "memcpys": "start_ns", "memsets": "start_ns", "graph_launches": "start_ns",
+           "syncs": "start_ns", "api_calls": "start_ns", "osrt_calls": "start_ns", "gpu_metrics": "ts_ns",
+           "cpu_samples": "ts_ns", "nvtx_ranges": "end_ns"}
+
+
+def steady_start(startup_rows: list[dict[str, Any]]) -> int | None:
+    """Where the steady window begins, or None when the capture is judged whole (no start-up, or nothing steady
+    after it)."""
+    row = startup_rows[0] if startup_rows else {}
+    return int(row["steady_start_ns"]) if row.get("judged_after") and row.get("steady_start_ns") is not None else None
+
+
+def _view_sources(con: Any) -> dict[str, str]:
+    """The SQL of each canonical view as the export defined it."""
+    rows = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE database_name = current_database() "
+                       "AND schema_name = 'main' AND NOT internal").fetchall()
+    return {name: sql for name, sql in rows if name in VIEWS}
+
+
+@contextmanager
+def steady_window(con: Any, since_ns: int | None) -> Iterator[None]:
+    """Within the block, the canonical views hold only what happened from `since_ns` on (nothing changes when it is
+    None). An operation belongs to the steady window when it starts there; an NVTX range when it ends there."""
+    if since_ns is None:
+        yield
+        return
+    saved = _view_sources(con)
+    try:
+        for view, column in _CUT_ON.items():
+            if view in saved:
+                con.execute(f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM ({view_sql(view, "canon")}) '
+                            f'WHERE "{column}" >= {int(since_ns)}')
+        if "profile_info" in saved:
+            # The capture's duration becomes the steady window's (timestamps count from the capture's start).
+            con.execute(f"CREATE OR REPLACE VIEW profile_info_whole AS {_select_of(saved['profile_info'])}")
+            con.execute("CREATE OR REPLACE VIEW profile_info AS SELECT key, CASE WHEN key = 'duration_ns' THEN "
+                        f"CAST(greatest(CAST(value AS BIGINT) - {int(since_ns)}, 0) AS VARCHAR) ELSE value END "
+                        "AS value FROM profile_info_whole")
+        yield
+    finally:
+        for view, sql in saved.items():
+            con.execute(sql if sql.lstrip().upper().startswith("CREATE OR REPLACE") else
+                        sql.replace("CREATE VIEW", "CREATE OR REPLACE VIEW", 1))
+        con.execute("DROP VIEW IF EXISTS profile_info_whole")
+
+
+def _select_of(create_sql: str) -> str:
+    """The SELECT of a `CREATE VIEW name AS SELECT ...` statement."""
+    head, sep, tail = create_sql.partition(" AS ")
+    return tail.rstrip().rstrip(";") if sep else create_sql
