@@ -160,7 +160,7 @@ def test_empty_phases_are_an_error_and_an_empty_phases_key_keeps_the_defaults(ca
     (tmp_path / "diagnose.yaml").write_text("phases: {}\n")
     line = in_process(capsys, profile)
     assert line == ('diagnose: error: diagnose.yaml: phases is empty, and phase detection cannot be turned off; list '
-                    'at least one phase with its pattern, e.g. `phases: {decode: "(?i)(^|[^a-z])decode([^a-z]|$)"}`, or remove the key to '
+                    'at least one pattern, e.g. `phases: {decode: "(?i)(^|[^a-z])decode([^a-z]|$)"}`, or remove the key to '
                     'use the default patterns')
     (tmp_path / "diagnose.yaml").write_text("phases:\nrule_dirs:\nfacts:\nrules:\n")
     assert main([str(profile), "-q", "--no-cache"]) == 0, capsys.readouterr().err

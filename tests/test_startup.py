@@ -50,7 +50,7 @@ def test_without_start_up_detection_the_same_capture_reads_pcie_bound(tmp_path: 
     path = tmp_path / "model_load_decode.sqlite"
     generate("model_load_decode", path)
     config = Config()
-    apply_set(config, "facts.startup_min_share=1.5")
+    apply_set(config, "facts.startup_min_share=1")
     report = diagnose(path, config, cache=False)
     assert report.startup is None
     assert report.verdict.primary == "pcie-bound"
