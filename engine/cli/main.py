@@ -127,12 +127,11 @@ def profile_parser() -> argparse.ArgumentParser:
                     "proves it with numbers and says what to do. Two or more exports (or a directory of them) "
                     "are the ranks of one distributed run: each rank is diagnosed, in parallel, and the ranks are "
                     "compared (straggler, imbalance, NCCL time per rank).",
-        epilog="Rule tooling: `diagnose rules list|explain ID|check [PATHS]|test [PATHS]`. "
-               "Facts: `diagnose facts list`, `diagnose facts show FACT PROFILE` (its rows on an export). "
-               "Before/after: `diagnose compare BEFORE AFTER [--fail-on-regression METRIC:-5pt]`. "
-               "Multi-rank: `diagnose rank0.sqlite rank1.sqlite ...` or `diagnose RUN_DIR`; --fail-on then "
-               "counts every rank's findings and the cross-rank ones. A file named compare, rules or facts in "
-               "the working directory is a profile, not a command. " + EXIT_CODES_HELP)
+        epilog="Commands (`diagnose COMMAND --help` describes each): "
+               + "; ".join(f"`{usage}`: {what}" for usage, what in (entry[3] for entry in COMMANDS.values()))
+               + ". Multi-rank: `diagnose rank0.sqlite rank1.sqlite ...` or `diagnose RUN_DIR`; --fail-on then "
+               "counts every rank's findings and the cross-rank ones. A file named "
+               + " or ".join(COMMANDS) + " in the working directory is a profile, not a command. " + EXIT_CODES_HELP)
     p.add_argument("profiles", nargs="+", metavar="PROFILE",
                    help="SQLite export written by `nsys export --type sqlite` (read-only); two or more, or a "
                         "directory of *.sqlite / *.nsys-rep exports, diagnose one multi-rank run (rank numbers from "
@@ -331,12 +330,17 @@ def _facts(args: argparse.Namespace, stop: StopRequest) -> int:
     return facts.run(args, stop)
 
 
-# command word -> (its parser, its implementation, the name its error messages start with)
-COMMANDS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Command, str]] = {
-    "compare": (compare_parser, _compare, "diagnose compare"),
-    "batch": (batch_parser, _batch, "diagnose batch"),
-    "rules": (rules_parser, _rules, "diagnose"),
-    "facts": (facts_parser, _facts, "diagnose"),
+# command word -> (its parser, its implementation, the name its error messages start with, its synopsis and what
+# it does for `diagnose --help`). Every command is listed here and nowhere else, so the help cannot leave one out.
+COMMANDS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Command, str, tuple[str, str]]] = {
+    "compare": (compare_parser, _compare, "diagnose compare",
+                ("diagnose compare BEFORE AFTER [--fail-on-regression METRIC:-5pt]", "before/after a change")),
+    "batch": (batch_parser, _batch, "diagnose batch",
+              ("diagnose batch PATHS... --out FILE", "many independent profiles, one row each (Parquet, CSV, JSONL)")),
+    "rules": (rules_parser, _rules, "diagnose",
+              ("diagnose rules list|explain ID|check [PATHS]|test [PATHS]", "rule tooling")),
+    "facts": (facts_parser, _facts, "diagnose",
+              ("diagnose facts list|show FACT PROFILE", "the facts rules read, and their rows on an export")),
 }
 
 
@@ -361,7 +365,7 @@ def _main(argv: list[str]) -> int:
             progress = Progress(stop, quiet=args.quiet)
             return finish("diagnose", lambda: _diagnose(args, stop, progress), stop, debug=args.debug,
                           clear=progress.clear)
-    build, command, prog = COMMANDS[word]
+    build, command, prog, _ = COMMANDS[word]
     args = _merge_after(build().parse_args(argv[1:]))
     _STARTING.check()
     with StopRequest() as stop:
