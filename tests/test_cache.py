@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import start_and_wait_for
 from nsys_diagnose.reading import cache as store
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.fixtures.generator import generate, generate_large
@@ -184,21 +185,20 @@ def test_opening_leaves_no_temporary_files(profile, tmp_path, monkeypatch):
     assert _listing(scratch) == []
 
 
-@pytest.mark.parametrize("delay", [0.2, 0.6, 1.5])
-def test_ctrl_c_stops_promptly_and_leaves_no_temporary_files(tmp_path, delay):
+@pytest.mark.parametrize("stage", ["starting", "reading CUPTI_ACTIVITY_KIND_KERNEL", "computing fact"])
+def test_ctrl_c_stops_promptly_and_leaves_no_temporary_files(tmp_path, stage):
+    """Ctrl-C while the program is still importing, while the big kernel table is read, and while the facts run:
+    the test waits until the run says it reached the stage, then signals."""
     big = tmp_path / "big.sqlite"
     generate_large(big, kernels=800_000)
     scratch, caches = tmp_path / "tmp", tmp_path / "caches"
     scratch.mkdir()
+    caches.mkdir()
     env = dict(os.environ, TMPDIR=str(scratch), **{store.CACHE_DIR_ENV: str(caches)})
     # As from a terminal: Ctrl-C handled by default even when this suite runs as a background job (which
     # starts with SIGINT ignored, and children inherit that).
-    proc = subprocess.Popen([str(DIAGNOSE), str(big), "-q"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(delay)
-    if proc.poll() is not None:
-        pytest.skip("the run finished before it could be interrupted")
+    proc = start_and_wait_for([str(DIAGNOSE), str(big), "-q"], stage, tmp_path / "stages", env=env,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)

@@ -12,17 +12,18 @@ default command, is implemented here.
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Callable
-from pathlib import Path
+# The stop handlers come first, before every other import (even argparse): importing DuckDB, pydantic and Jinja takes
+# a moment, and Ctrl-C, SIGTERM or SIGHUP then is only recorded, so main() stops as soon as the imports are done, with
+# 128 + N and no traceback. The console script enters it even earlier, in console.py, before this module is loaded.
+from .interrupt import StopRequest, exit_on_stop_signals, starting
 
-from .interrupt import StopRequest
+_STARTING = starting()
 
-# Importing DuckDB, pydantic and Jinja takes a moment: Ctrl-C, SIGTERM or SIGHUP then is recorded, and main() stops
-# as soon as the imports are done, with no traceback. `_STARTING` stays in charge until a command's own StopRequest
-# takes over.
-_STARTING = StopRequest(defer=True).__enter__()
+import argparse  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
 try:
     from ..api import diagnose
     from ..diagnosis.config import resolve_config
@@ -355,20 +356,28 @@ def main(argv: list[str] | None = None) -> int:
         _STARTING.__exit__()
 
 
+def run() -> int:
+    """main() for a process of its own (the console script `diagnose`, `python -m nsys_diagnose.cli`): then a
+    stop signal that lands while the process exits ends it with 128 + N, never with a traceback."""
+    code = main()
+    exit_on_stop_signals()
+    return code
+
+
 def _main(argv: list[str]) -> int:
     # A file named like a command in the working directory is a profile: `diagnose rules` diagnoses ./rules.
     word = argv[0] if argv and argv[0] in COMMANDS and not Path(argv[0]).is_file() else None
     if word is None:
         args = profile_parser().parse_args(argv)
-        _STARTING.check()
         with StopRequest() as stop:
+            _STARTING.check()  # a signal recorded before this command's own handler was in place
             progress = Progress(stop, quiet=args.quiet)
             return finish("diagnose", lambda: _diagnose(args, stop, progress), stop, debug=args.debug,
                           clear=progress.clear)
     build, command, prog, _ = COMMANDS[word]
     args = _merge_after(build().parse_args(argv[1:]))
-    _STARTING.check()
     with StopRequest() as stop:
+        _STARTING.check()
         return finish(prog, lambda: command(args, stop), stop, debug=args.debug)
 
 
@@ -403,4 +412,4 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())
