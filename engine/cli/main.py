@@ -20,6 +20,7 @@ from .interrupt import StopRequest, exit_on_stop_signals, starting
 _STARTING = starting()
 
 import argparse  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -30,8 +31,9 @@ try:
     from ..errors import InputError
     from ..reports.render import FORMATS, render
     from ..vocabulary import Severity
-    from .exits import EXIT_CODES_HELP, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, finish
-    from .output import check_output, emit, output_formats, wants_colour
+    from ..errors import DiagnoseError
+    from .exits import EXIT_CODES_HELP, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, finish, one_line
+    from .output import ClosedOutput, check_output, emit, output_formats, wants_colour
     from .progress import Progress
     from .tables import ROW_FORMATS
     from ..version import tool_version
@@ -348,10 +350,14 @@ COMMANDS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Command, str, t
 def main(argv: list[str] | None = None) -> int:
     try:
         _STARTING.check()
+        _guard_standard_streams()
         return _main(sys.argv[1:] if argv is None else argv)
     except KeyboardInterrupt:  # a signal while importing (deferred until now) or before a command's own handler
         sys.stderr.write(f"\ndiagnose: {_STARTING.description}\n")
         return _STARTING.exit_code
+    except DiagnoseError as exc:  # `diagnose --help` with standard output closed: the help cannot be written
+        sys.stderr.write(f"diagnose: error: {one_line(exc)}\n")
+        return EXIT_ERROR
     finally:
         _STARTING.__exit__()
 
@@ -362,6 +368,25 @@ def run() -> int:
     code = main()
     exit_on_stop_signals()
     return code
+
+
+def _guard_standard_streams() -> None:
+    """A standard stream closed by the caller (`diagnose run.sqlite >&-`): /dev/null takes its descriptor, so no
+    file opened later (the profile, a database, a report) gets number 1 and receives what is meant for standard
+    output. Writing to a closed standard output then fails with one sentence (exit 2), as there is nowhere for the
+    report to go; a closed standard error only loses the messages, the exit code still tells."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - for the life of the process
+    if sys.stdout is None:
+        sys.stdout = ClosedOutput()
 
 
 def _main(argv: list[str]) -> int:
