@@ -56,7 +56,8 @@ def test_second_run_reuses_the_cache_and_gives_the_same_report(profile, user_cac
     # nothing beside the profile; in the cache directory only the cache, the facts computed from it and the key
     # that seals both
     assert _listing(profile.parent) == ["run.sqlite"]
-    assert _listing(user_cache) == sorted([_cache_of(profile).name, _cache_of(profile).name + ".facts.json", "secret"])
+    assert _listing(user_cache) == sorted([_cache_of(profile).name, _cache_of(profile).name + ".facts.json",
+                                           store.key_path(user_cache).name])
     assert stat.S_IMODE(user_cache.stat().st_mode) == 0o700
 
 
@@ -148,10 +149,33 @@ def test_cache_beside_the_profile_is_opt_in(profile, user_cache):
 
 
 def test_cache_dir_env_keeps_caches_out_of_the_profile_directory(profile, user_cache, tmp_path, monkeypatch):
-    monkeypatch.setenv(store.CACHE_DIR_ENV, str(tmp_path / "caches"))
+    """Everything the cache needs, its key included, goes where the user said: nothing into ~/.cache."""
+    caches = tmp_path / "caches"
+    caches.mkdir()
+    monkeypatch.setenv(store.CACHE_DIR_ENV, str(caches))
     diagnose(profile)
     assert _listing(profile.parent) == ["run.sqlite"]
-    assert len(list((tmp_path / "caches").glob("*" + store.CACHE_SUFFIX))) == 1
+    assert len(list(caches.glob("*" + store.CACHE_SUFFIX))) == 1
+    key = store.key_path(caches)
+    assert key.is_file() and stat.S_IMODE(key.stat().st_mode) == 0o600 and len(key.read_bytes()) == 32
+    assert not user_cache.exists()  # the default cache directory, and its key, were never touched
+    with open_export(profile, cache=True) as export:
+        assert export.cache_hit  # sealed with that key, and reused
+
+
+def test_a_cache_directory_the_user_named_is_never_created(profile, user_cache, tmp_path, monkeypatch):
+    """A missing --cache-dir (a typo, an unmounted disk) is not created: the run goes on without a cache, says why
+    in its progress, and leaves no directory behind; the default directory is not used instead."""
+    missing = tmp_path / "no-such" / "caches"
+    said: list[str] = []
+    report = diagnose(profile, cache_dir=missing, progress=said.append)
+    assert report.verdict.primary == "launch-bound"
+    assert not missing.parent.exists() and not user_cache.exists()
+    assert any(f"the cache directory {missing} does not exist" in s and "without a cache" in s for s in said), said
+    done = subprocess.run([str(DIAGNOSE), str(profile), "-q", "--cache-dir", str(missing)], capture_output=True,
+                          text=True, env=dict(os.environ))
+    assert done.returncode == 0 and "launch-bound" in done.stdout, done.stderr
+    assert not missing.parent.exists() and not user_cache.exists()
 
 
 def test_unusable_cache_directory_means_no_cache(profile, user_cache, tmp_path, monkeypatch):

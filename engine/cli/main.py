@@ -82,8 +82,9 @@ def _add_cache(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="read the export afresh instead of reusing its cached canonical tables")
     p.add_argument("--cache-dir", type=Path, metavar="DIR",
-                   help="keep the cache of canonical tables in DIR (e.g. beside the profile) instead of the private "
-                        "$XDG_CACHE_HOME/nsys-diagnose; also NSYS_DIAGNOSE_CACHE_DIR")
+                   help="keep the cache of canonical tables, and the key that seals it, in DIR, an existing "
+                        "directory (e.g. beside the profile), instead of the private $XDG_CACHE_HOME/nsys-diagnose; "
+                        "also NSYS_DIAGNOSE_CACHE_DIR")
 
 
 def _add_debug(p: argparse.ArgumentParser, *, after: bool = False) -> None:
