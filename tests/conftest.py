@@ -144,6 +144,8 @@ SAMPLED = {
     "test_exits.py::test_a_stop_signal_exits_128_plus_n_and_leaves_nothing": (
         "starting-15-143-stopped by SIGTERM", "reading CUPTI_ACTIVITY_KIND_KERNEL-2-130-interrupted"),
     "test_robustness.py::test_profile_untouched": ("success-md",),
+    "test_robustness.py::test_a_wal_mode_export_gets_no_side_files": (
+        "cache-no writer", "no-cache-writer with committed rows in the WAL"),
     "test_robustness.py::test_interrupted_write_keeps_the_old_report": ("replace",),
     "test_input_validation.py::test_a_profile_that_is_not_a_regular_file_is_refused_without_opening_it": (
         "link-to-fifo.sqlite-a FIFO (named pipe)",),

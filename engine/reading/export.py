@@ -225,6 +225,13 @@ def _build_canonical(workspace: Workspace, target: Path, p: Path, profile: Profi
             converted = convert_report(p, workspace.root / "converted.sqlite")
             profile.check_unchanged()  # nsys read the report through its path
             scan = str(converted)
+        elif profile.wal:
+            # SQLite would create -shm and -wal files beside a WAL-mode export, even read-only (profile_file.py).
+            say(f"copying {p.name} (write-ahead-log mode) into a private directory, so that nothing is written "
+                f"beside it")
+            converted = profile.private_copy(workspace.root)
+            profile.check_unchanged()
+            scan = str(converted)
         try:
             info, views = _build(con, p, say, scan, profile.live)
         except DiagnoseError:
@@ -245,7 +252,8 @@ def _build_canonical(workspace: Workspace, target: Path, p: Path, profile: Profi
     finally:
         con.close()
         if converted is not None:
-            converted.unlink(missing_ok=True)
+            for suffix in ("", "-wal", "-shm", "-journal"):  # with the side files SQLite made beside the copy
+                Path(str(converted) + suffix).unlink(missing_ok=True)
     return info, views
 
 
