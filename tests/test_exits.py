@@ -51,7 +51,8 @@ def test_a_stop_signal_exits_128_plus_n_and_leaves_nothing(tmp_path, big, sig, c
     assert err.strip().splitlines()[-1] == f"diagnose: {said}" and "Traceback" not in err
     assert _listing(scratch) == []
     cached = _listing(xdg / "nsys-diagnose")
-    assert all(n.startswith(store.KEY_PREFIX) or n.endswith(store.CACHE_SUFFIX) for n in cached), cached  # never a partial cache
+    # never a partial cache (beside the caches, only the key that seals them)
+    assert all(n.startswith(store.KEY_PREFIX) or n.endswith(store.CACHE_SUFFIX) for n in cached), cached
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
@@ -84,7 +85,8 @@ def test_timeout_leaves_nothing_behind(tmp_path, big):
         pytest.skip("the run finished within the timeout")
     assert done.returncode == 124 and "Traceback" not in done.stderr
     assert _listing(scratch) == []
-    assert all(n.startswith(store.KEY_PREFIX) or n.endswith(store.CACHE_SUFFIX) for n in _listing(xdg / "nsys-diagnose"))
+    assert all(n.startswith(store.KEY_PREFIX) or n.endswith(store.CACHE_SUFFIX)
+               for n in _listing(xdg / "nsys-diagnose"))
 
 
 def _dead_pid() -> int:

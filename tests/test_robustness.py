@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import atexit
+import errno
 import hashlib
 import json
 import os
@@ -436,3 +437,26 @@ def test_a_wal_mode_export_gets_no_side_files(tmp_path, capsys, writer, cache):
     report = json.loads(captured.out)
     assert report["metrics"]["kernel_count"] == kernels and report["verdict"]["primary"] == "launch-bound"
     assert not list(caches.glob("*.duckdb"))  # an export SQLite may still be writing is never cached
+
+
+def test_a_wal_mode_export_on_a_file_system_the_kernel_cannot_copy_from_is_read_the_same(tmp_path, capsys,
+                                                                                       monkeypatch):
+    """The private copy of a WAL-mode export falls back to reading and writing where the kernel refuses to copy
+    between the two file systems (EXDEV): the same rows are read, and still nothing is written beside it."""
+    profile = tmp_path / "run.sqlite"
+    shutil.copyfile(_base("eager_decode"), profile)
+    con = sqlite3.connect(profile)
+    kernels = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    con.execute("PRAGMA journal_mode=WAL")
+    con.close()
+    calls = []
+
+    def refuse(*args, **kwargs):
+        calls.append(args)
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refuse)
+    before = _snapshot(tmp_path)
+    assert cli.main([str(profile), "-q", "--no-cache", "--format", "json"]) == 0
+    assert calls and _snapshot(tmp_path) == before
+    assert json.loads(capsys.readouterr().out)["metrics"]["kernel_count"] == kernels

@@ -79,7 +79,8 @@ class ProfileFile:
                 _copy(self.fd, out.fileno())
             wal = self.scan_path + "-wal"
             try:
-                fd = os.open(wal, os.O_RDONLY | os.O_NOCTTY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+                fd = os.open(wal, os.O_RDONLY | os.O_NOCTTY | getattr(os, "O_NONBLOCK", 0)
+                             | getattr(os, "O_CLOEXEC", 0))
             except FileNotFoundError:
                 return target
             try:
@@ -171,13 +172,15 @@ def _in_wal_mode(fd: int, path: str) -> bool:
 
 
 def _copy(source: int, target: int) -> None:
-    """All of `source` (from its start) into `target`, in the kernel where it can (copy_file_range, sendfile)."""
+    """All of `source` (from its start) into `target`: in the kernel (copy_file_range) where it can, else by reading
+    and writing (another file system on older kernels, or one that does not support it)."""
     offset = 0
     while True:
         try:
             done = os.copy_file_range(source, target, _COPY_CHUNK, offset)
         except (AttributeError, OSError) as exc:
-            if isinstance(exc, OSError) and exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            unsupported = (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP)
+            if isinstance(exc, OSError) and exc.errno not in unsupported:
                 raise
             break
         if done == 0:
