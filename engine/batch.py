@@ -39,7 +39,7 @@ from .diagnosis.config import Config
 from .diagnosis.rules import load_rules
 from .duck import offline_connection, reraise_interrupt, sql_literal
 from .errors import DiagnoseError, InputError, OutputError
-from .reading.cache import cache_secret
+from .reading.cache import cache_secret, usable_cache_dir
 from .reading.ranks import EXPORT_SUFFIXES
 from .reports.metrics import METRICS, Metric
 from .reports.model import Report
@@ -342,8 +342,9 @@ def diagnose_batch(profiles: Sequence[Path], config: Config, *, jobs: int | None
     workers = worker_count(total, jobs)
     settings = WorkerSettings(config, cache, os.fspath(cache_dir) if cache_dir is not None else None,
                               threads=max(1, usable_cpus() // workers), share=workers)
-    if cache:
-        cache_secret()  # create this user's cache key once, before workers race to create it
+    directory = usable_cache_dir(cache_dir)[0] if cache else None
+    if directory is not None:
+        cache_secret(directory)  # create this user's cache key once, before workers race to create it
     rows: dict[int, dict[str, Any]] = {}
     queue = deque(range(total))
     alone: deque[int] = deque()  # in flight when a worker process died: each is tried again in a pool of its own

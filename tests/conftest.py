@@ -141,8 +141,11 @@ SAMPLED = {
     "test_output_safety.py::test_output_where_no_file_can_go_is_refused_with_what_to_do": ("existing directory",),
     "test_output_safety.py::test_compare_output_onto_either_input_is_refused": ("before",),
     "test_output_safety.py::test_multi_rank_output_onto_a_rank_export_is_refused": ("files",),
-    "test_exits.py::test_a_stop_signal_exits_128_plus_n_and_leaves_nothing": ("0.3-15-143-stopped by SIGTERM",),
+    "test_exits.py::test_a_stop_signal_exits_128_plus_n_and_leaves_nothing": (
+        "starting-15-143-stopped by SIGTERM", "reading CUPTI_ACTIVITY_KIND_KERNEL-2-130-interrupted"),
     "test_robustness.py::test_profile_untouched": ("success-md",),
+    "test_robustness.py::test_a_wal_mode_export_gets_no_side_files": (
+        "cache-no writer", "no-cache-writer with committed rows in the WAL"),
     "test_robustness.py::test_interrupted_write_keeps_the_old_report": ("replace",),
     "test_input_validation.py::test_a_profile_that_is_not_a_regular_file_is_refused_without_opening_it": (
         "link-to-fifo.sqlite-a FIFO (named pipe)",),
@@ -386,3 +389,29 @@ def shared_directory() -> Path:
     d.chmod(0o1777)
     _CLEANUP.append(d)  # removed at the end of the session
     return d
+
+
+def start_and_wait_for(command: list[str], stage: str, ready_file: Path, *, timeout: float = 120,
+                       **popen) -> "subprocess.Popen[str]":
+    """Start a command-line run and return once it has reached `stage` (the first line it announces that starts
+    with it: "starting", "reading CUPTI_ACTIVITY_KIND_KERNEL", "computing fact", see engine/cli/interrupt.py), so
+    a test signals at a known point of the run instead of after a guessed delay, which a loaded machine turns into
+    another point. Fails when the run ends or times out before it gets there."""
+    import subprocess
+    import time
+
+    env = {**popen.pop("env", os.environ), "NSYS_DIAGNOSE_TEST_READY_FILE": str(ready_file)}
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        reached = ready_file.read_text().splitlines() if ready_file.exists() else []
+        if any(line.startswith(stage) for line in reached):
+            return proc
+        if proc.poll() is not None:
+            _, err = proc.communicate()
+            pytest.fail(f"the run ended (exit {proc.returncode}) before it reached {stage!r}; it reached "
+                        f"{reached[-3:]}; stderr: {err[-500:]}")
+        time.sleep(0.005)
+    proc.kill()
+    proc.communicate()
+    pytest.fail(f"the run did not reach {stage!r} within {timeout} s")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import start_and_wait_for
 from nsys_diagnose.reading import cache as store
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.fixtures.generator import generate, generate_large
@@ -55,7 +56,8 @@ def test_second_run_reuses_the_cache_and_gives_the_same_report(profile, user_cac
     # nothing beside the profile; in the cache directory only the cache, the facts computed from it and the key
     # that seals both
     assert _listing(profile.parent) == ["run.sqlite"]
-    assert _listing(user_cache) == sorted([_cache_of(profile).name, _cache_of(profile).name + ".facts.json", "secret"])
+    assert _listing(user_cache) == sorted([_cache_of(profile).name, _cache_of(profile).name + ".facts.json",
+                                           store.key_path(user_cache).name])
     assert stat.S_IMODE(user_cache.stat().st_mode) == 0o700
 
 
@@ -147,10 +149,33 @@ def test_cache_beside_the_profile_is_opt_in(profile, user_cache):
 
 
 def test_cache_dir_env_keeps_caches_out_of_the_profile_directory(profile, user_cache, tmp_path, monkeypatch):
-    monkeypatch.setenv(store.CACHE_DIR_ENV, str(tmp_path / "caches"))
+    """Everything the cache needs, its key included, goes where the user said: nothing into ~/.cache."""
+    caches = tmp_path / "caches"
+    caches.mkdir()
+    monkeypatch.setenv(store.CACHE_DIR_ENV, str(caches))
     diagnose(profile)
     assert _listing(profile.parent) == ["run.sqlite"]
-    assert len(list((tmp_path / "caches").glob("*" + store.CACHE_SUFFIX))) == 1
+    assert len(list(caches.glob("*" + store.CACHE_SUFFIX))) == 1
+    key = store.key_path(caches)
+    assert key.is_file() and stat.S_IMODE(key.stat().st_mode) == 0o600 and len(key.read_bytes()) == 32
+    assert not user_cache.exists()  # the default cache directory, and its key, were never touched
+    with open_export(profile, cache=True) as export:
+        assert export.cache_hit  # sealed with that key, and reused
+
+
+def test_a_cache_directory_the_user_named_is_never_created(profile, user_cache, tmp_path, monkeypatch):
+    """A missing --cache-dir (a typo, an unmounted disk) is not created: the run goes on without a cache, says why
+    in its progress, and leaves no directory behind; the default directory is not used instead."""
+    missing = tmp_path / "no-such" / "caches"
+    said: list[str] = []
+    report = diagnose(profile, cache_dir=missing, progress=said.append)
+    assert report.verdict.primary == "launch-bound"
+    assert not missing.parent.exists() and not user_cache.exists()
+    assert any(f"the cache directory {missing} does not exist" in s and "without a cache" in s for s in said), said
+    done = subprocess.run([str(DIAGNOSE), str(profile), "-q", "--cache-dir", str(missing)], capture_output=True,
+                          text=True, env=dict(os.environ))
+    assert done.returncode == 0 and "launch-bound" in done.stdout, done.stderr
+    assert not missing.parent.exists() and not user_cache.exists()
 
 
 def test_unusable_cache_directory_means_no_cache(profile, user_cache, tmp_path, monkeypatch):
@@ -184,21 +209,20 @@ def test_opening_leaves_no_temporary_files(profile, tmp_path, monkeypatch):
     assert _listing(scratch) == []
 
 
-@pytest.mark.parametrize("delay", [0.2, 0.6, 1.5])
-def test_ctrl_c_stops_promptly_and_leaves_no_temporary_files(tmp_path, delay):
+@pytest.mark.parametrize("stage", ["starting", "reading CUPTI_ACTIVITY_KIND_KERNEL", "computing fact"])
+def test_ctrl_c_stops_promptly_and_leaves_no_temporary_files(tmp_path, stage):
+    """Ctrl-C while the program is still importing, while the big kernel table is read, and while the facts run:
+    the test waits until the run says it reached the stage, then signals."""
     big = tmp_path / "big.sqlite"
     generate_large(big, kernels=800_000)
     scratch, caches = tmp_path / "tmp", tmp_path / "caches"
     scratch.mkdir()
+    caches.mkdir()
     env = dict(os.environ, TMPDIR=str(scratch), **{store.CACHE_DIR_ENV: str(caches)})
     # As from a terminal: Ctrl-C handled by default even when this suite runs as a background job (which
     # starts with SIGINT ignored, and children inherit that).
-    proc = subprocess.Popen([str(DIAGNOSE), str(big), "-q"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(delay)
-    if proc.poll() is not None:
-        pytest.skip("the run finished before it could be interrupted")
+    proc = start_and_wait_for([str(DIAGNOSE), str(big), "-q"], stage, tmp_path / "stages", env=env,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
@@ -208,9 +232,11 @@ def test_ctrl_c_stops_promptly_and_leaves_no_temporary_files(tmp_path, delay):
     assert "Traceback" not in err
     assert stopped_after < 5, f"took {stopped_after:.1f} s to stop"
     assert _listing(scratch) == []
-    # a cache is either complete (published before the interrupt) or absent: never a partial file
+    # a cache is either complete (published before the interrupt) or absent: never a partial file (the key that
+    # seals the caches of this directory is kept there too)
     leftovers = _listing(caches) if caches.exists() else []
-    assert all(name.endswith(store.CACHE_SUFFIX) for name in leftovers), leftovers
+    assert all(name.endswith(store.CACHE_SUFFIX) or name == store.key_path(caches).name for name in leftovers), \
+        leftovers
 
 
 @pytest.fixture
@@ -230,7 +256,7 @@ def test_full_cache_disk_falls_back_to_no_cache(tmp_path, tiny_disk, monkeypatch
     monkeypatch.setenv(store.CACHE_DIR_ENV, str(tiny_disk))
     report = diagnose(big)
     assert report.verdict.primary == "launch-bound"
-    assert _listing(tiny_disk) == []  # the partial cache was removed
+    assert _listing(tiny_disk) == [store.key_path(tiny_disk).name]  # the partial cache was removed
 
 
 def test_full_temporary_disk_is_one_sentence(tmp_path, tiny_disk):

@@ -139,7 +139,7 @@ def test_cache_directory_and_key_are_private(tmp_path, user_cache):
     generate("tiny_capture", profile)
     diagnose(profile)
     assert stat.S_IMODE(user_cache.stat().st_mode) == 0o700
-    assert stat.S_IMODE((user_cache / "secret").stat().st_mode) == 0o600
+    assert stat.S_IMODE(store.key_path(user_cache).stat().st_mode) == 0o600
     user_cache.chmod(0o755)  # opened up by mistake: closed again before it is used
     diagnose(profile)
     assert stat.S_IMODE(user_cache.stat().st_mode) == 0o700
@@ -306,7 +306,7 @@ def test_first_runs_started_together_all_get_the_same_key(tmp_path):
     child = ("import time, sys\n"
              "from nsys_diagnose.reading import cache as store\n"
              f"time.sleep(max(0, {start} - time.time()))\n"
-             "key = store.cache_secret()\n"
+             "key = store.cache_secret(store.cache_dir())\n"
              "print(key.hex() if key else 'NONE')\n")
     env = {**os.environ, "XDG_CACHE_HOME": str(xdg)}
     env.pop(store.CACHE_DIR_ENV, None)
@@ -314,24 +314,24 @@ def test_first_runs_started_together_all_get_the_same_key(tmp_path):
                 for _ in range(8)]
     keys = [c.communicate(timeout=120)[0].strip() for c in children]
     assert "NONE" not in keys and len(set(keys)) == 1, keys
-    secret = xdg / "nsys-diagnose" / "secret"
+    secret = store.key_path(xdg / "nsys-diagnose")
     assert secret.read_bytes().hex() == keys[0]
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600
-    assert sorted(os.listdir(secret.parent)) == ["secret"]  # no key written aside is left behind
+    assert sorted(os.listdir(secret.parent)) == [secret.name]  # no key written aside is left behind
 
 
 def test_an_empty_key_left_by_a_killed_run_is_replaced_and_caching_works(tmp_path, user_cache):
     """A run killed between creating the key file and writing it (as versions that wrote the key in place could
     be) left an empty file, which used to turn caching off for good."""
     user_cache.mkdir(parents=True, mode=0o700)
-    (user_cache / "secret").touch(mode=0o600)
+    store.key_path(user_cache).touch(mode=0o600)
     profile = tmp_path / "run.sqlite"
     generate("tiny_capture", profile)
     said: list[str] = []
     diagnose(profile, progress=said.append)
     assert not any("no private key" in s for s in said), said
-    assert len((user_cache / "secret").read_bytes()) == 32
-    assert stat.S_IMODE((user_cache / "secret").stat().st_mode) == 0o600
+    assert len(store.key_path(user_cache).read_bytes()) == 32
+    assert stat.S_IMODE(store.key_path(user_cache).stat().st_mode) == 0o600
     store.cache_secret.cache_clear()
     with open_export(profile, cache=True) as export:
         assert export.cache_hit
@@ -339,13 +339,13 @@ def test_an_empty_key_left_by_a_killed_run_is_replaced_and_caching_works(tmp_pat
 
 def test_a_key_file_that_is_not_private_or_not_a_file_turns_caching_off_and_is_left_alone(tmp_path, user_cache):
     user_cache.mkdir(parents=True, mode=0o700)
-    secret = user_cache / "secret"
+    secret = store.key_path(user_cache)
     secret.write_bytes(b"k" * 32)
     secret.chmod(0o644)  # readable by others: whoever could read it could seal caches for this user
-    assert store.cache_secret() is None
+    assert store.cache_secret(user_cache) is None
     assert secret.read_bytes() == b"k" * 32 and stat.S_IMODE(secret.stat().st_mode) == 0o644
     secret.unlink()
     os.mkfifo(secret, 0o600)  # a FIFO is never waited on
     store.cache_secret.cache_clear()
-    assert store.cache_secret() is None
+    assert store.cache_secret(user_cache) is None
     assert stat.S_ISFIFO(os.lstat(secret).st_mode)

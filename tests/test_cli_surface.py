@@ -82,3 +82,16 @@ def test_a_reader_that_goes_away_is_not_an_error(words) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode in (0, 141)  # 141: killed-by-SIGPIPE, as a shell would report it
     assert err == b""
+
+
+def test_help_lists_every_command_and_each_one_answers_to_its_word(capsys) -> None:
+    """`diagnose --help` is where a user learns the commands: every command word the dispatcher knows is named
+    there with its synopsis, and `diagnose WORD --help` describes that command."""
+    text = " ".join(cli.profile_parser().format_help().split())
+    assert set(cli.COMMANDS) == {"compare", "batch", "rules", "facts"}
+    for word in cli.COMMANDS:
+        assert f"`diagnose {word} " in text, word
+        with pytest.raises(SystemExit) as exit_:
+            cli.main([word, "--help"])
+        assert exit_.value.code == 0
+        assert capsys.readouterr().out.startswith(f"usage: diagnose {word}"), word

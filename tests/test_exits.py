@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import start_and_wait_for
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.reading import cache as store
 from nsys_diagnose.fixtures.generator import generate_large
@@ -36,24 +37,42 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("sig, code, said", [(signal.SIGTERM, 143, "stopped by SIGTERM"),
                                              (signal.SIGHUP, 129, "stopped by SIGHUP"),
                                              (signal.SIGINT, 130, "interrupted")])
-@pytest.mark.parametrize("delay", [0.3, 1.2])
-def test_a_stop_signal_exits_128_plus_n_and_leaves_nothing(tmp_path, big, sig, code, said, delay):
+@pytest.mark.parametrize("stage", ["starting", "reading CUPTI_ACTIVITY_KIND_KERNEL", "computing fact"])
+def test_a_stop_signal_exits_128_plus_n_and_leaves_nothing(tmp_path, big, sig, code, said, stage):
+    """The signal lands at a known point: during the imports, while the kernels are read, while the facts run."""
     scratch, xdg = tmp_path / "tmp", tmp_path / "xdg"
     scratch.mkdir()
     env = dict(os.environ, TMPDIR=str(scratch), XDG_CACHE_HOME=str(xdg))
-    proc = subprocess.Popen([str(DIAGNOSE), str(big), "-q"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(delay)
-    if proc.poll() is not None:
-        pytest.skip("the run finished before the signal could be sent")
+    proc = start_and_wait_for([str(DIAGNOSE), str(big), "-q"], stage, tmp_path / "stages", env=env,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
     assert err.strip().splitlines()[-1] == f"diagnose: {said}" and "Traceback" not in err
     assert _listing(scratch) == []
     cached = _listing(xdg / "nsys-diagnose")
-    assert all(n == "secret" or n.endswith(store.CACHE_SUFFIX) for n in cached), cached  # never a partial cache
+    # never a partial cache (beside the caches, only the key that seals them)
+    assert all(n.startswith(store.KEY_PREFIX) or n.endswith(store.CACHE_SUFFIX) for n in cached), cached
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_stop_signal_right_after_start_exits_128_plus_n_without_a_traceback(tmp_path, sig):
+    """Sent the instant the process exists, while Python starts and the program is being imported. Killed by the
+    signal before any handler is in place, or stopped by the program's own: either way a shell reports 128 + N,
+    and no traceback is printed."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch))
+    for _ in range(3):
+        proc = subprocess.Popen([str(DIAGNOSE), str(EXAMPLE), "-q", "--no-cache"], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+        shell_status = 128 - proc.returncode if proc.returncode < 0 else proc.returncode
+        assert shell_status == 128 + sig, err
+        assert "Traceback" not in err and "Fatal Python error" not in err and out == "", err
+        assert _listing(scratch) == []
 
 
 def test_timeout_leaves_nothing_behind(tmp_path, big):
@@ -66,7 +85,8 @@ def test_timeout_leaves_nothing_behind(tmp_path, big):
         pytest.skip("the run finished within the timeout")
     assert done.returncode == 124 and "Traceback" not in done.stderr
     assert _listing(scratch) == []
-    assert all(n == "secret" or n.endswith(store.CACHE_SUFFIX) for n in _listing(xdg / "nsys-diagnose"))
+    assert all(n.startswith(store.KEY_PREFIX) or n.endswith(store.CACHE_SUFFIX)
+               for n in _listing(xdg / "nsys-diagnose"))
 
 
 def _dead_pid() -> int:

@@ -378,3 +378,32 @@ def test_interrupted_write_leaves_the_old_report_and_no_temporary_file(export, m
     assert "interrupted" in capsys.readouterr().err
     assert output.read_text() == "old report\n"
     assert listing(export.parent) == files
+
+
+DIAGNOSE = Path(sys.executable).parent / "diagnose"
+
+
+def _with_stdout_closed(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`diagnose ARGS >&-`: the caller closed standard output."""
+    return subprocess.run(["sh", "-c", 'exec "$0" "$@" >&-', str(DIAGNOSE), *map(str, args)], cwd=cwd,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("words", [[], ["rules", "list"], ["--help"]], ids=["report", "rules list", "help"])
+def test_a_closed_standard_output_is_one_sentence_and_exit_2(export, words):
+    """Nowhere to write the output: said in one sentence, exit 2 (as for any place an output cannot go), before
+    any diagnosis work, never an internal error or a traceback."""
+    done = _with_stdout_closed(*(words or [export, "-q", "--no-cache"]))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "standard output is closed" in done.stderr
+    assert "-o FILE" in done.stderr and "Traceback" not in done.stderr and "internal error" not in done.stderr
+
+
+def test_with_standard_output_closed_a_report_given_o_is_written_and_nothing_else(export, tmp_path):
+    """A closed standard output is no reason to fail a run whose report goes to -o; and the descriptor the caller
+    closed is never given to a file the run opens, where output meant for standard output would land."""
+    out = tmp_path / "out"
+    out.mkdir()
+    done = _with_stdout_closed(export, "-q", "--no-cache", "-o", out / "report.txt")
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in out.iterdir()] == ["report.txt"] and REPORT_MARK in (out / "report.txt").read_text()

@@ -29,6 +29,13 @@ def profile(tmp_path: Path) -> Path:
     return copy
 
 
+def _cache_dir(tmp_path: Path, name: str = "cache") -> Path:
+    """A cache directory the user chose (--cache-dir): it must exist to be used."""
+    directory = tmp_path / name
+    directory.mkdir()
+    return directory
+
+
 def _run(profile: Path, cache_dir: Path, *sets: str) -> tuple[dict, list[str]]:
     config = Config()
     for assignment in sets:
@@ -50,7 +57,7 @@ def _without_tool_noise(document: dict) -> dict:
 
 
 def test_a_second_run_reuses_the_facts_and_reports_the_same(profile, tmp_path):
-    cache = tmp_path / "cache"
+    cache = _cache_dir(tmp_path)
     first, said_first = _run(profile, cache)
     second, said_second = _run(profile, cache)
     assert not any(REUSED in s for s in said_first)
@@ -61,7 +68,7 @@ def test_a_second_run_reuses_the_facts_and_reports_the_same(profile, tmp_path):
 
 
 def test_rule_settings_reuse_the_facts_and_are_judged_afresh(profile, tmp_path):
-    cache = tmp_path / "cache"
+    cache = _cache_dir(tmp_path)
     plain, _ = _run(profile, cache)
     stricter, said = _run(profile, cache, "launch-bound.max_overhead_ratio=0.7")
     assert any(REUSED in s for s in said)
@@ -70,7 +77,7 @@ def test_rule_settings_reuse_the_facts_and_are_judged_afresh(profile, tmp_path):
 
 
 def test_a_fact_parameter_or_phase_pattern_computes_the_facts_again(profile, tmp_path):
-    cache = tmp_path / "cache"
+    cache = _cache_dir(tmp_path)
     _run(profile, cache)
     for change in ("facts.host_work_min_ns=1", "phases.decode=(?i)never-matches"):
         if change.startswith("phases."):
@@ -84,7 +91,7 @@ def test_a_fact_parameter_or_phase_pattern_computes_the_facts_again(profile, tmp
 
 
 def test_an_edited_facts_file_is_ignored_and_rewritten(profile, tmp_path):
-    cache = tmp_path / "cache"
+    cache = _cache_dir(tmp_path)
     truth, _ = _run(profile, cache)
     path = _facts_file(cache)
     entry = json.loads(path.read_text())
@@ -99,7 +106,7 @@ def test_an_edited_facts_file_is_ignored_and_rewritten(profile, tmp_path):
 
 
 def test_a_facts_file_others_may_write_a_link_or_a_fifo_is_not_believed(profile, tmp_path):
-    cache = tmp_path / "cache"
+    cache = _cache_dir(tmp_path)
     _run(profile, cache)
     path = _facts_file(cache)
     os.chmod(path, 0o666)
@@ -118,7 +125,7 @@ def test_a_facts_file_others_may_write_a_link_or_a_fifo_is_not_believed(profile,
 
 
 def test_the_facts_file_is_as_private_as_the_profile(profile, tmp_path):
-    cache = tmp_path / "cache"
+    cache = _cache_dir(tmp_path)
     os.chmod(profile, 0o600)
     _run(profile, cache)
     assert _facts_file(cache).stat().st_mode & 0o777 == 0o600
@@ -142,7 +149,7 @@ def test_a_run_killed_while_keeping_the_facts_leaves_only_what_the_next_run_swee
 
     from nsys_diagnose.reading import cache as store
 
-    caches = tmp_path / "caches"
+    caches = _cache_dir(tmp_path, "caches")
     # The child dies at the moment it would publish its facts file, once the file is written.
     child = f"""
 import os, signal
@@ -164,14 +171,14 @@ diagnose({str(profile)!r}, cache_dir={str(caches)!r})
     cached = [n for n in left if n.endswith(store.CACHE_SUFFIX)]
     assert len(cached) == 1, left  # the cache was complete before the facts
     assert not [n for n in left if n.endswith(SUFFIX)], left  # no facts file was published
-    stray = [n for n in left if not n.endswith(store.CACHE_SUFFIX)]
+    stray = [n for n in left if not n.endswith(store.CACHE_SUFFIX) and not n.startswith(store.KEY_PREFIX)]
     assert len(stray) == 1 and stray[0].startswith(store.BUILD_PREFIX), left
     assert [p.name for p in (caches / stray[0]).iterdir()] == [cached[0] + SUFFIX]
 
     later = time.time() + store.LEFTOVER_AGE_S + 60
     assert store.sweep_leftovers([caches], now=later) == [caches / stray[0]]
     assert len(store.sweep_leftovers([scratch], now=later)) == 1 and not os.listdir(scratch)
-    assert all(n.endswith(store.CACHE_SUFFIX) for n in os.listdir(caches))
+    assert all(n.endswith(store.CACHE_SUFFIX) or n.startswith(store.KEY_PREFIX) for n in os.listdir(caches))
     report, said = _run(profile, caches)
     assert not any(REUSED in s for s in said)  # nothing unpublished was believed
     assert report["verdict"]["primary"] == "launch-bound"

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import atexit
+import errno
 import hashlib
+import json
 import os
 import math
 import shutil
@@ -420,3 +422,65 @@ def test_interrupted_write_keeps_the_old_report(tmp_path, capsys, monkeypatch, w
         assert "No space left on device" in captured.err and len(captured.err.strip().splitlines()) == 1
     assert [p.name for p in out_dir.iterdir()] == ["report.md"]
     assert target.read_text() == "previous report\n"
+
+
+@pytest.mark.parametrize("writer", ["no writer", "writer with committed rows in the WAL"])
+@pytest.mark.parametrize("cache", ["cache", "no-cache"])
+def test_a_wal_mode_export_gets_no_side_files(tmp_path, capsys, writer, cache):
+    """A WAL-mode export (someone ran `PRAGMA journal_mode=wal` on it): SQLite, even read-only, creates -shm and
+    -wal beside such a file. The directory holds the same files with the same bytes after the diagnosis, and rows
+    a writer committed into its WAL are read."""
+    profile_dir = tmp_path / "profile"
+    profile_dir.mkdir()
+    profile = profile_dir / "run.sqlite"
+    shutil.copyfile(_base("eager_decode"), profile)
+    con = sqlite3.connect(profile)
+    kernels = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    assert con.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    con.close()  # the last connection folds the WAL into the file and removes -wal and -shm
+    assert [p.name for p in profile_dir.iterdir()] == ["run.sqlite"]
+    live = sqlite3.connect(profile) if writer != "no writer" else None
+    try:
+        if live is not None:
+            live.execute("PRAGMA wal_autocheckpoint=0")
+            live.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 2 = 0")
+            live.commit()
+            kernels -= kernels // 2
+            assert sorted(p.name for p in profile_dir.iterdir()) == ["run.sqlite", "run.sqlite-shm", "run.sqlite-wal"]
+        before = _snapshot(profile_dir)
+        caches = tmp_path / "caches"
+        caches.mkdir()
+        args = [str(profile), "-q", "--format", "json"]
+        code = cli.main(args + (["--cache-dir", str(caches)] if cache == "cache" else ["--no-cache"]))
+        captured = capsys.readouterr()
+        assert _snapshot(profile_dir) == before  # same files, same bytes
+    finally:
+        if live is not None:
+            live.close()
+    assert code == 0, captured.err
+    report = json.loads(captured.out)
+    assert report["metrics"]["kernel_count"] == kernels and report["verdict"]["primary"] == "launch-bound"
+    assert not list(caches.glob("*.duckdb"))  # an export SQLite may still be writing is never cached
+
+
+def test_a_wal_mode_export_on_a_file_system_the_kernel_cannot_copy_from_is_read_the_same(tmp_path, capsys,
+                                                                                       monkeypatch):
+    """The private copy of a WAL-mode export falls back to reading and writing where the kernel refuses to copy
+    between the two file systems (EXDEV): the same rows are read, and still nothing is written beside it."""
+    profile = tmp_path / "run.sqlite"
+    shutil.copyfile(_base("eager_decode"), profile)
+    con = sqlite3.connect(profile)
+    kernels = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    con.execute("PRAGMA journal_mode=WAL")
+    con.close()
+    calls = []
+
+    def refuse(*args, **kwargs):
+        calls.append(args)
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refuse)
+    before = _snapshot(tmp_path)
+    assert cli.main([str(profile), "-q", "--no-cache", "--format", "json"]) == 0
+    assert calls and _snapshot(tmp_path) == before
+    assert json.loads(capsys.readouterr().out)["metrics"]["kernel_count"] == kernels

@@ -1,5 +1,5 @@
 import sys
 
-from .main import main
+from .console import run
 
-sys.exit(main())
+sys.exit(run())

@@ -42,7 +42,9 @@ def finish(prog: str, body: Callable[[], int], stop: StopRequest | None = None, 
         sys.stderr.write(f"{prog}: {message}\n")
 
     try:
-        return body()
+        code = body()
+        sys.stdout.flush()  # here, where a reader that went away or a full disk is still reported
+        return code
     except DiagnoseError as exc:
         for problem in getattr(exc, "problems", None) or [exc]:  # a broken rule file lists each of its problems
             say(f"error: {one_line(problem)}")

@@ -12,25 +12,28 @@ default command, is implemented here.
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Callable
-from pathlib import Path
+# The stop handlers come first, before every other import (even argparse): importing DuckDB, pydantic and Jinja takes
+# a moment, and Ctrl-C, SIGTERM or SIGHUP then is only recorded, so main() stops as soon as the imports are done, with
+# 128 + N and no traceback. The console script enters it even earlier, in console.py, before this module is loaded.
+from .interrupt import StopRequest, exit_on_stop_signals, starting
 
-from .interrupt import StopRequest
+_STARTING = starting()
 
-# Importing DuckDB, pydantic and Jinja takes a moment: Ctrl-C, SIGTERM or SIGHUP then is recorded, and main() stops
-# as soon as the imports are done, with no traceback. `_STARTING` stays in charge until a command's own StopRequest
-# takes over.
-_STARTING = StopRequest(defer=True).__enter__()
+import argparse  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
 try:
     from ..api import diagnose
     from ..diagnosis.config import resolve_config
     from ..errors import InputError
     from ..reports.render import FORMATS, render
     from ..vocabulary import Severity
-    from .exits import EXIT_CODES_HELP, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, finish
-    from .output import check_output, emit, output_formats, wants_colour
+    from ..errors import DiagnoseError
+    from .exits import EXIT_CODES_HELP, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, finish, one_line
+    from .output import ClosedOutput, check_output, emit, output_formats, wants_colour
     from .progress import Progress
     from .tables import ROW_FORMATS
     from ..version import tool_version
@@ -79,8 +82,9 @@ def _add_cache(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="read the export afresh instead of reusing its cached canonical tables")
     p.add_argument("--cache-dir", type=Path, metavar="DIR",
-                   help="keep the cache of canonical tables in DIR (e.g. beside the profile) instead of the private "
-                        "$XDG_CACHE_HOME/nsys-diagnose; also NSYS_DIAGNOSE_CACHE_DIR")
+                   help="keep the cache of canonical tables, and the key that seals it, in DIR, an existing "
+                        "directory (e.g. beside the profile), instead of the private $XDG_CACHE_HOME/nsys-diagnose; "
+                        "also NSYS_DIAGNOSE_CACHE_DIR")
 
 
 def _add_debug(p: argparse.ArgumentParser, *, after: bool = False) -> None:
@@ -129,12 +133,11 @@ def profile_parser() -> argparse.ArgumentParser:
                     "compared (straggler, imbalance, NCCL time per rank); exports that are not one run's ranks "
                     "(other nsys versions, sessions started more than 5 minutes apart) are refused: `diagnose "
                     "batch` takes independent profiles.",
-        epilog="Rule tooling: `diagnose rules list|explain ID|check [PATHS]|test [PATHS]`. "
-               "Facts: `diagnose facts list`, `diagnose facts show FACT PROFILE` (its rows on an export). "
-               "Before/after: `diagnose compare BEFORE AFTER [--fail-on-regression METRIC:-5pt]`. "
-               "Multi-rank: `diagnose rank0.sqlite rank1.sqlite ...` or `diagnose RUN_DIR`; --fail-on then "
-               "counts every rank's findings and the cross-rank ones. A file named compare, rules or facts in "
-               "the working directory is a profile, not a command. " + EXIT_CODES_HELP)
+        epilog="Commands (`diagnose COMMAND --help` describes each): "
+               + "; ".join(f"`{usage}`: {what}" for usage, what in (entry[3] for entry in COMMANDS.values()))
+               + ". Multi-rank: `diagnose rank0.sqlite rank1.sqlite ...` or `diagnose RUN_DIR`; --fail-on then "
+               "counts every rank's findings and the cross-rank ones. A file named "
+               + " or ".join(COMMANDS) + " in the working directory is a profile, not a command. " + EXIT_CODES_HELP)
     p.add_argument("profiles", nargs="+", metavar="PROFILE",
                    help="SQLite export written by `nsys export --type sqlite` (read-only); two or more, or a "
                         "directory of *.sqlite / *.nsys-rep exports, diagnose one multi-rank run (rank numbers from "
@@ -333,24 +336,60 @@ def _facts(args: argparse.Namespace, stop: StopRequest) -> int:
     return facts.run(args, stop)
 
 
-# command word -> (its parser, its implementation, the name its error messages start with)
-COMMANDS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Command, str]] = {
-    "compare": (compare_parser, _compare, "diagnose compare"),
-    "batch": (batch_parser, _batch, "diagnose batch"),
-    "rules": (rules_parser, _rules, "diagnose"),
-    "facts": (facts_parser, _facts, "diagnose"),
+# command word -> (its parser, its implementation, the name its error messages start with, its synopsis and what
+# it does for `diagnose --help`). Every command is listed here and nowhere else, so the help cannot leave one out.
+COMMANDS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Command, str, tuple[str, str]]] = {
+    "compare": (compare_parser, _compare, "diagnose compare",
+                ("diagnose compare BEFORE AFTER [--fail-on-regression METRIC:-5pt]", "before/after a change")),
+    "batch": (batch_parser, _batch, "diagnose batch",
+              ("diagnose batch PATHS... --out FILE", "many independent profiles, one row each (Parquet, CSV, JSONL)")),
+    "rules": (rules_parser, _rules, "diagnose",
+              ("diagnose rules list|explain ID|check [PATHS]|test [PATHS]", "rule tooling")),
+    "facts": (facts_parser, _facts, "diagnose",
+              ("diagnose facts list|show FACT PROFILE", "the facts rules read, and their rows on an export")),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         _STARTING.check()
+        _guard_standard_streams()
         return _main(sys.argv[1:] if argv is None else argv)
     except KeyboardInterrupt:  # a signal while importing (deferred until now) or before a command's own handler
         sys.stderr.write(f"\ndiagnose: {_STARTING.description}\n")
         return _STARTING.exit_code
+    except DiagnoseError as exc:  # `diagnose --help` with standard output closed: the help cannot be written
+        sys.stderr.write(f"diagnose: error: {one_line(exc)}\n")
+        return EXIT_ERROR
     finally:
         _STARTING.__exit__()
+
+
+def run() -> int:
+    """main() for a process of its own (the console script `diagnose`, `python -m nsys_diagnose.cli`): then a
+    stop signal that lands while the process exits ends it with 128 + N, never with a traceback."""
+    code = main()
+    exit_on_stop_signals()
+    return code
+
+
+def _guard_standard_streams() -> None:
+    """A standard stream closed by the caller (`diagnose run.sqlite >&-`): /dev/null takes its descriptor, so no
+    file opened later (the profile, a database, a report) gets number 1 and receives what is meant for standard
+    output. Writing to a closed standard output then fails with one sentence (exit 2), as there is nowhere for the
+    report to go; a closed standard error only loses the messages, the exit code still tells."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - for the life of the process
+    if sys.stdout is None:
+        sys.stdout = ClosedOutput()
 
 
 def _main(argv: list[str]) -> int:
@@ -358,15 +397,15 @@ def _main(argv: list[str]) -> int:
     word = argv[0] if argv and argv[0] in COMMANDS and not Path(argv[0]).is_file() else None
     if word is None:
         args = profile_parser().parse_args(argv)
-        _STARTING.check()
         with StopRequest() as stop:
+            _STARTING.check()  # a signal recorded before this command's own handler was in place
             progress = Progress(stop, quiet=args.quiet)
             return finish("diagnose", lambda: _diagnose(args, stop, progress), stop, debug=args.debug,
                           clear=progress.clear)
-    build, command, prog = COMMANDS[word]
+    build, command, prog, _ = COMMANDS[word]
     args = _merge_after(build().parse_args(argv[1:]))
-    _STARTING.check()
     with StopRequest() as stop:
+        _STARTING.check()
         return finish(prog, lambda: command(args, stop), stop, debug=args.debug)
 
 
@@ -401,4 +440,4 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

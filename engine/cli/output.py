@@ -16,6 +16,7 @@ block device, and its directory must exist. Then `emit` writes:
 from __future__ import annotations
 
 import errno
+import io
 import os
 import secrets
 import signal
@@ -65,6 +66,24 @@ def output_formats(outputs: list[Path], fmt: str | None) -> list[tuple[Path | No
     if len({os.path.abspath(o) for o in outputs}) < len(outputs):
         raise InputError("the same -o file is given twice; give each report its own file")
     return [(o, fmt or _EXTENSION_FORMATS.get(o.suffix.lower(), "terminal")) for o in outputs]
+
+
+CLOSED_STDOUT = ("standard output is closed, so there is nowhere to write to; redirect it (> report.txt) or, "
+                 "for a report, give -o FILE")
+
+
+class ClosedOutput(io.TextIOBase):
+    """sys.stdout when the caller closed standard output (`diagnose run.sqlite >&-`): every write fails with one
+    sentence (exit code 2), as with any other place a report cannot be written to."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OutputError(CLOSED_STDOUT + ".")
+
+    def isatty(self) -> bool:
+        return False
 
 
 def is_stdout(output: Path | None) -> bool:
@@ -124,7 +143,9 @@ def _real(path: str | os.PathLike[str]) -> str:
 
 
 def _check_stdout(protected: list[Protected]) -> None:
-    """`diagnose run.sqlite >> run.sqlite` would append the report to the export."""
+    """`diagnose run.sqlite >> run.sqlite` would append the report to the export; `>&-` leaves it nowhere to go."""
+    if isinstance(sys.stdout, ClosedOutput):
+        raise OutputError(CLOSED_STDOUT + ".")
     try:
         st = os.fstat(sys.stdout.fileno())
     except (AttributeError, OSError, ValueError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .interrupt import StopRequest
+from .interrupt import StopRequest, reached
 
 
 class Progress:
@@ -19,6 +19,7 @@ class Progress:
 
     def __call__(self, stage: str) -> None:
         self.stop.check()
+        reached(stage)
         if self.shown:
             sys.stderr.write(f"\r\x1b[2K[{time.monotonic() - self._start:5.1f}s] {stage}")
             sys.stderr.flush()

@@ -62,8 +62,8 @@ def entry_path(cache_file: Path) -> Path:
     return cache_file.with_name(cache_file.name + SUFFIX)
 
 
-def _seal(key: str, payload: str) -> str | None:
-    return store.seal(key + "\0" + hashlib.sha256(payload.encode()).hexdigest())
+def _seal(key: str, payload: str, directory: Path) -> str | None:
+    return store.seal(key + "\0" + hashlib.sha256(payload.encode()).hexdigest(), directory)
 
 
 def _payload(facts: FactSet) -> dict[str, Any]:
@@ -92,7 +92,7 @@ def load(path: Path, key: str, facts: dict[str, Fact]) -> FactSet | None:
             return None
         entry = json.loads(data)
         payload = entry["payload"]
-        expected = _seal(key, payload)
+        expected = _seal(key, payload, path.parent)
         if entry["key"] != key or expected is None or not hmac.compare_digest(expected, str(entry["seal"])):
             return None
         return _factset(json.loads(payload), facts)
@@ -103,7 +103,7 @@ def load(path: Path, key: str, facts: dict[str, Fact]) -> FactSet | None:
 def save(path: Path, key: str, facts: FactSet, mode: int) -> None:
     """Keep `facts` at `path` (atomically; nothing is kept when the disk or directory refuses)."""
     payload = json.dumps(_payload(facts), separators=(",", ":"))
-    seal = _seal(key, payload)
+    seal = _seal(key, payload, path.parent)
     if seal is None:
         return
     text = json.dumps({"key": key, "seal": seal, "payload": payload})

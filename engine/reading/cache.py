@@ -15,7 +15,11 @@ Layout of one diagnosis:
 
 Trust (the cache is private to its user; see README "Security model"):
 - The cache directory is `$XDG_CACHE_HOME/nsys-diagnose` (else `~/.cache/nsys-diagnose`), created 0700. Another
-  directory, such as the profile's own, is used only when asked for (`--cache-dir` or NSYS_DIAGNOSE_CACHE_DIR).
+  directory, such as the profile's own, is used only when asked for (`--cache-dir` or NSYS_DIAGNOSE_CACHE_DIR), and
+  only when it exists: a directory the user named is never created (a typo would otherwise leave directories, with
+  whatever mode, wherever it points), so without it the run goes on without a cache and says why.
+- Every cache is sealed with the user's random key, kept in the cache directory itself (`.nsys-diagnose-key-<uid>`,
+  0600): nothing is written outside the directory the user chose, and users sharing a directory have a key each.
 - A cache file is used only when it is a regular file owned by this user that nobody else may write, in a
   directory nobody else may write (or one with the sticky bit, where others cannot replace our files).
 - Its catalog must hold exactly the canonical tables, created by exactly the statements this version writes:
@@ -169,14 +173,23 @@ def _chosen_dir(override: str | os.PathLike | None) -> Path | None:
 def cache_dir(override: str | os.PathLike | None = None) -> Path | None:
     """Where caches go: `override` (--cache-dir), else NSYS_DIAGNOSE_CACHE_DIR, else the user's own cache
     directory (created 0700). None when that directory cannot be used safely: the run then goes on without."""
+    return usable_cache_dir(override)[0]
+
+
+def usable_cache_dir(override: str | os.PathLike | None = None) -> tuple[Path | None, str | None]:
+    """cache_dir, and when there is none, why (for the progress line). A directory the user named must exist."""
     d = _chosen_dir(override)
-    if d is not None:
-        try:
-            d.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError:
-            return None
-        return d if _safe_directory(d, private=False) else None
-    return cache_dir_private()
+    if d is None:
+        private = cache_dir_private()
+        return (private, None) if private is not None else \
+            (None, f"the cache directory {user_cache_dir()} cannot be created or is not private to you")
+    if not d.is_dir():
+        state = "is not a directory" if d.exists() else "does not exist"
+        return None, f"the cache directory {d} {state} (create it, or drop --cache-dir / {CACHE_DIR_ENV})"
+    if not _safe_directory(d, private=False):
+        return None, (f"the cache directory {d} is not writable for you, or others may replace files in it (no "
+                      f"sticky bit)")
+    return d, None
 
 
 def cache_dir_private() -> Path | None:
@@ -215,17 +228,22 @@ def cache_location(profile: Path, directory: str | os.PathLike | None = None) ->
 
 
 _SECRET_BYTES = 32
+KEY_PREFIX = ".nsys-diagnose-key-"
 
 
-@functools.lru_cache(maxsize=1)
-def cache_secret() -> bytes | None:
-    """This user's random key (in the private cache directory, 0600): every cache carries an HMAC of its
-    fingerprint under it, so a cache made by anyone else (planted, shipped with a profile) never matches even
-    though the fingerprint itself can be computed from the profile alone. None when it cannot be kept safely."""
-    d = cache_dir_private()
-    if d is None:
-        return None
-    path = d / "secret"
+def key_path(directory: Path) -> Path:
+    """This user's key for the caches of `directory`, kept in it: one per user, so that users sharing a directory
+    (with the sticky bit) cannot lock each other out by taking the name first."""
+    return Path(directory) / f"{KEY_PREFIX}{os.geteuid()}"
+
+
+@functools.lru_cache(maxsize=16)
+def cache_secret(directory: Path) -> bytes | None:
+    """This user's random key for the caches in `directory` (a usable cache directory, see cache_dir), kept there,
+    0600: every cache carries an HMAC of its fingerprint under it, so a cache made by anyone else (planted, shipped
+    with a profile) never matches even though the fingerprint itself can be computed from the profile alone. None
+    when it cannot be kept safely."""
+    path = key_path(directory)
     found = _read_secret(path)
     if found is not None and len(found) == _SECRET_BYTES:
         return found
@@ -283,14 +301,15 @@ def read_own_file(path: Path, limit: int, *, private: bool = False) -> bytes | N
         return None
 
 
-def seal(fingerprint: str) -> str | None:
-    """The HMAC of a cache fingerprint under this user's secret (None without a secret: then nothing is cached)."""
-    key = cache_secret()
+def seal(fingerprint: str, directory: Path) -> str | None:
+    """The HMAC of a cache fingerprint under this user's key for the caches in `directory` (None without a key:
+    then nothing is cached)."""
+    key = cache_secret(Path(directory))
     return None if key is None else hmac.new(key, fingerprint.encode(), hashlib.sha256).hexdigest()
 
 
-def sealed(fingerprint: str, seal_text: str | None) -> bool:
-    expected = seal(fingerprint)
+def sealed(fingerprint: str, seal_text: str | None, directory: Path) -> bool:
+    expected = seal(fingerprint, directory)
     return expected is not None and seal_text is not None and hmac.compare_digest(expected, seal_text)
 
 

@@ -80,7 +80,9 @@ def open_export(path: str | os.PathLike, *, threads: int | None = None, progress
     p = check_profile_path(path)
     store.check_address_space()
     say = progress or (lambda _stage: None)
-    directory = store.cache_dir(cache_dir) if cache else None
+    directory, why_not = store.usable_cache_dir(cache_dir) if cache else (None, None)
+    if why_not:
+        say(f"{why_not}; reading the export without a cache")
     store.sweep_once(directory)
     try:
         return _open(p, threads, say, directory, share)
@@ -135,7 +137,8 @@ def _open(p: Path, threads: int | None, say: Progress, directory: Path | None, s
                     target = build_dir / "canonical.duckdb"
                 except OSError:  # the directory became unwritable: diagnose without a cache
                     final = None
-            info, views = _build_canonical(workspace, target, p, profile, say, cached=final is not None)
+            info, views = _build_canonical(workspace, target, p, profile, say,
+                                           cache_dir=final.parent if final is not None else None)
             if final is not None:
                 store.publish(target, final, store.cache_mode(profile.stat.st_mode))
                 target = final
@@ -157,8 +160,9 @@ def _cache_file(p: Path, profile: ProfileFile, directory: Path | None, say: Prog
     if profile.live:
         say(f"{p.name} has {profile.live}: reading it afresh, without a cache")
         return None
-    if store.cache_secret() is None:
-        say(f"no private key for caches in {store.user_cache_dir()}; reading the export without a cache")
+    if store.cache_secret(directory) is None:
+        say(f"no private key for caches in {directory} ({store.key_path(directory).name}); reading the export "
+            f"without a cache")
         return None
     final = store.cache_path(p, directory)
     if final is not None and os.path.lexists(final) and not store.trusted_cache_file(final):
@@ -188,7 +192,8 @@ def _reuse(workspace: Workspace, cache_file: Path,
             raise ValueError("foreign")
         state = store.read_state(con, "canon")
         key = _cache_key(profile)
-        if state is None or state.get("fingerprint") != key or not store.sealed(key, state.get("seal")):
+        if state is None or state.get("fingerprint") != key or \
+                not store.sealed(key, state.get("seal"), cache_file.parent):
             raise ValueError("stale, or not written by this user")
         info = ProfileInfo(**json.loads(state["info"]))
         views = {k: ViewStatus(**v) for k, v in json.loads(state["views"]).items()}
@@ -202,9 +207,11 @@ def _reuse(workspace: Workspace, cache_file: Path,
 
 
 def _build_canonical(workspace: Workspace, target: Path, p: Path, profile: ProfileFile, say: Progress, *,
-                     cached: bool) -> tuple[ProfileInfo, dict[str, ViewStatus]]:
+                     cache_dir: Path | None) -> tuple[ProfileInfo, dict[str, ViewStatus]]:
     """Read the export into a new canonical database at `target`, in a DuckDB instance of its own (the only one
-    that ever loads the SQLite extension), closed before the facts run."""
+    that ever loads the SQLite extension), closed before the facts run. `cache_dir`: where it will be cached (its
+    seal is made with the key kept there), None when it will not be."""
+    cached = cache_dir is not None
     if cached:
         profile.start_hashing()  # in the background, while the tables are read
     con = workspace.reader()
@@ -218,6 +225,13 @@ def _build_canonical(workspace: Workspace, target: Path, p: Path, profile: Profi
             converted = convert_report(p, workspace.root / "converted.sqlite")
             profile.check_unchanged()  # nsys read the report through its path
             scan = str(converted)
+        elif profile.wal:
+            # SQLite would create -shm and -wal files beside a WAL-mode export, even read-only (profile_file.py).
+            say(f"copying {p.name} (write-ahead-log mode) into a private directory, so that nothing is written "
+                f"beside it")
+            converted = profile.private_copy(workspace.root)
+            profile.check_unchanged()
+            scan = str(converted)
         try:
             info, views = _build(con, p, say, scan, profile.live)
         except DiagnoseError:
@@ -226,7 +240,8 @@ def _build_canonical(workspace: Workspace, target: Path, p: Path, profile: Profi
         profile.check_unchanged()
         info.path = str(p)
         key = _cache_key(profile) if cached else ""
-        store.write_state(con, "canon", {"fingerprint": key, "seal": store.seal(key) or "",
+        store.write_state(con, "canon", {"fingerprint": key,
+                                         "seal": (store.seal(key, cache_dir) if cache_dir is not None else None) or "",
                                          "info": json.dumps(asdict(info)),
                                          "views": json.dumps({k: asdict(v) for k, v in views.items()})})
         con.execute("USE memory")
@@ -237,7 +252,8 @@ def _build_canonical(workspace: Workspace, target: Path, p: Path, profile: Profi
     finally:
         con.close()
         if converted is not None:
-            converted.unlink(missing_ok=True)
+            for suffix in ("", "-wal", "-shm", "-journal"):  # with the side files SQLite made beside the copy
+                Path(str(converted) + suffix).unlink(missing_ok=True)
     return info, views
 
 

@@ -9,20 +9,31 @@ run is reported instead of mixing two exports or leaving a cache keyed to one an
 An export that SQLite may still be writing (a `-wal` file or a hot `-journal` beside it, or WAL mode in its
 header) is never cached: rows committed to the WAL change neither the size, the modification time nor the
 content of the main file.
+
+An export in WAL mode, or with a `-wal` file beside it, is not read in place: SQLite, even read-only, creates the
+`-shm` (and `-wal`) files beside a WAL database to share its WAL index, unless they exist already
+(https://www.sqlite.org/wal.html, "Read-Only Databases"), and the only way to open it without them, the URI
+parameter `immutable=1`, also ignores the rows committed to an existing WAL (https://www.sqlite.org/uri.html). DuckDB's
+SQLite scanner takes a file name, not a URI, anyway. So the file (from the descriptor that was checked and hashed)
+and its `-wal` are copied into the run's private scratch directory and read there, where SQLite may write its
+side files; the copy is removed once the tables are read.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
+import tempfile
 import threading
 from pathlib import Path
 
-from .inputs import live_reason
+from .inputs import SQLITE_MAGIC, live_reason
 from ..errors import InputError
 
 _CHUNK = 1 << 22
+_COPY_CHUNK = 1 << 26  # per copy call: Ctrl-C stops a copy of a large export between two of them
 
 
 class ProfileFile:
@@ -32,6 +43,7 @@ class ProfileFile:
         self.stat = st
         self.live = live  # why the export may still change under SQLite (a WAL or hot journal), else None
         self.scan_path = os.path.realpath(path)  # what SQLite opens: the file itself, not a link to it
+        self.wal = _in_wal_mode(fd, self.scan_path)  # read from a private copy (see the module's doc)
         self._digest: str | None = None
         self._hasher: threading.Thread | None = None
         self._hash_error: BaseException | None = None
@@ -56,6 +68,38 @@ class ProfileFile:
         except BaseException:
             os.close(fd)
             raise
+
+    def private_copy(self, directory: Path) -> Path:
+        """Copy the export (from its descriptor) and its `-wal`, if any, into `directory`, for SQLite to read
+        there; returns the copy's path. Its side files are created there, never beside the profile."""
+        target = directory / "export.sqlite"
+        try:
+            with open(target, "xb") as out:
+                os.fchmod(out.fileno(), 0o600)
+                _copy(self.fd, out.fileno())
+            wal = self.scan_path + "-wal"
+            try:
+                fd = os.open(wal, os.O_RDONLY | os.O_NOCTTY | getattr(os, "O_NONBLOCK", 0)
+                             | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError:
+                return target
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise InputError(f"{wal} is not a regular file, so SQLite cannot read the rows it should hold; "
+                                     f"remove it if no program is writing {self.path}.")
+                with open(str(target) + "-wal", "xb") as out:
+                    os.fchmod(out.fileno(), 0o600)
+                    _copy(fd, out.fileno())
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+            why = "has no space for it" if full else f"cannot hold it ({exc.strerror})"
+            raise InputError(f"{self.path} is in SQLite's write-ahead-log mode, which SQLite cannot read without "
+                             f"writing beside it, so it is read from a private copy, but the temporary directory "
+                             f"{tempfile.gettempdir()} {why}; free some space or point TMPDIR at a larger disk, or "
+                             f"leave WAL mode with `sqlite3 {self.path} 'PRAGMA journal_mode=DELETE'`.") from None
+        return target
 
     def start_hashing(self) -> None:
         """Hash the content in a background thread (hashlib releases the GIL), e.g. while the export is read."""
@@ -116,3 +160,34 @@ class ProfileFile:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+
+def _in_wal_mode(fd: int, path: str) -> bool:
+    """SQLite opens this file in WAL mode: its header says so (bytes 18-19 = 2, https://www.sqlite.org/fileformat.html)
+    or a `-wal` file is beside it (which SQLite then uses whatever the header says)."""
+    header = os.pread(fd, 20, 0)
+    if not header.startswith(SQLITE_MAGIC[:16]) or len(header) < 20:
+        return False
+    return (header[18] == 2 and header[19] == 2) or os.path.lexists(path + "-wal")
+
+
+def _copy(source: int, target: int) -> None:
+    """All of `source` (from its start) into `target`: in the kernel (copy_file_range) where it can, else by reading
+    and writing (another file system on older kernels, or one that does not support it)."""
+    offset = 0
+    while True:
+        try:
+            done = os.copy_file_range(source, target, _COPY_CHUNK, offset)
+        except (AttributeError, OSError) as exc:
+            unsupported = (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP)
+            if isinstance(exc, OSError) and exc.errno not in unsupported:
+                raise
+            break
+        if done == 0:
+            return
+        offset += done
+    while chunk := os.pread(source, _CHUNK, offset):  # where the kernel cannot copy between these two files
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(target, view):]
+        offset += len(chunk)
