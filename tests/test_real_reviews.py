@@ -1,5 +1,5 @@
-"""The real exports read as a reviewer reads them: a cause that costs tens of percent is named whatever its event
-count, the advice beside the evidence never contradicts it, and rules whose input was not captured are skipped
+"""The real exports read as a performance engineer reads them: a cause that costs tens of percent is named whatever
+its event count, the advice beside the evidence never contradicts it, and rules whose input was not captured are skipped
 with the reason. Each test names the export it reads (SOURCES.md describes them)."""
 
 from __future__ import annotations

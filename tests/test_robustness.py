@@ -22,6 +22,7 @@ from nsys_diagnose.cli import main as cli
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.errors import DiagnoseError
 from nsys_diagnose.fixtures.generator import generate
+from nsys_diagnose.fixtures.runs import generate_run
 
 # ---------------------------------------------------------------------------------------------------------
 # 1. Property: any mangled nsys-schema export gives a report or a DiagnoseError, never a traceback.
@@ -461,6 +462,22 @@ def test_a_wal_mode_export_gets_no_side_files(tmp_path, capsys, writer, cache):
     report = json.loads(captured.out)
     assert report["metrics"]["kernel_count"] == kernels and report["verdict"]["primary"] == "launch-bound"
     assert not list(caches.glob("*.duckdb"))  # an export SQLite may still be writing is never cached
+
+
+def test_wal_mode_ranks_of_a_run_get_no_side_files(tmp_path, capsys):
+    """The ranks of a multi-rank run are checked to be one run (nsys version, session start) before they are read:
+    that check, too, leaves nothing beside WAL-mode exports."""
+    run_dir = tmp_path / "run"
+    generate_run("multi_rank_balanced", run_dir)
+    for rank in run_dir.glob("*.sqlite"):
+        con = sqlite3.connect(rank)
+        assert con.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+        con.close()
+    before = _snapshot(run_dir)
+    code = cli.main([str(run_dir), "-q", "--no-cache", "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert _snapshot(run_dir) == before and len(before) == 4
 
 
 def test_a_wal_mode_export_on_a_file_system_the_kernel_cannot_copy_from_is_read_the_same(tmp_path, capsys,

@@ -318,11 +318,11 @@ def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
                            impact=symptom.run_impact,
                            headline=f"{symptom.title}, {fmt_ratio(share, 0)} of the idle time being "
                                     f"{_lower_first(part.label.removeprefix('Idle: '))}{cost}: {symptom.message}"
-                                    f"{_also_on(symptom)}{_server_idle_note(facts)}")
+                                    f"{_also_on(symptom)}{_window_notes(facts)}")
     top = cause or symptom or strongest(Kind.CAPTURE, 0.0)
     # The verdict never contradicts the overhead ratio the key metrics print: when no cause explains gaps that
     # large, it says where they come from.
-    gaps = ("" if cause is not None else _unexplained_gaps(facts)) + _server_idle_note(facts) + startup_note(facts)
+    gaps = ("" if cause is not None else _unexplained_gaps(facts)) + _window_notes(facts)
     if top is not None:
         if top.phase is not None:
             cost = (f" (costs ≈{fmt_ratio(top.impact, 0)} of {top.phase}'s GPU time, "
@@ -335,6 +335,11 @@ def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
         return Verdict(primary=top.category, rule=top.rule, subject=top.subject, phase=top.phase,
                        impact=top.run_impact, headline=headline)
     return Verdict(primary=None, headline=_healthy_headline(facts) + gaps)
+
+
+def _window_notes(facts: FactSet) -> str:
+    """What the verdict leaves out of the judged window: stretches with nothing in flight, a one-off start-up."""
+    return _server_idle_note(facts) + startup_note(facts)
 
 
 # A traced idle cause that takes more than this share of a mostly-idle GPU's idle time is the bottleneck, not the

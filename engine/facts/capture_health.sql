@@ -11,8 +11,6 @@
 -- @column api_call_count CUDA API calls.
 -- @column memcpy_count Copies.
 -- @column nvtx_range_count NVTX ranges.
--- @column osrt_call_count OS-runtime calls (nsys --trace=osrt): what the host threads blocked in.
--- @column cpu_sample_count CPU samples (nsys --sample=cpu): where the host threads spent their time.
 -- @column gpu_metric_samples GPU-metrics rows.
 -- @column used_device_count GPUs that did work.
 -- @column gpu_window_ns From the first GPU operation to the last, over all GPUs (ns).
@@ -35,8 +33,6 @@ SELECT (SELECT value FROM profile_info WHERE key = 'nsys_version') AS nsys_versi
        (SELECT count(*) FROM api_calls) AS api_call_count,
        (SELECT count(*) FROM memcpys) AS memcpy_count,
        (SELECT count(*) FROM nvtx_ranges) AS nvtx_range_count,
-       (SELECT count(*) FROM osrt_calls) AS osrt_call_count,
-       (SELECT count(*) FROM cpu_samples) AS cpu_sample_count,
        (SELECT count(*) FROM gpu_metrics) AS gpu_metric_samples,
        (SELECT count(*) FROM devices WHERE used) AS used_device_count,
        coalesce((SELECT max(window_end_ns) - min(window_start_ns) FROM gpu_utilization), 0) AS gpu_window_ns,

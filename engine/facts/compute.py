@@ -53,10 +53,11 @@ DEFAULT_PHASE_PATTERNS: dict[str, str] = {
     "decode": r"(?i)" + _phase_words("decode|decoding", "generation") + r"|(^|[^0-9])0 ctx req",
 }
 
-# Default NVTX start-up patterns (case-insensitive RE2 on the range text), anchored on word edges so that a range
-# inside the loop (load_kv_cache, preload) does not read as start-up: `load` for loading and initialising the
-# model, `warmup` for warm-up, compilation (torch.compile, autotuning) and CUDA-graph capture. A start-up range
-# counts only before the first kernel launched outside such ranges (engine/facts/startup.sql).
+# Default NVTX start-up patterns (case-insensitive RE2 on the range text): `load` for loading and initialising the
+# model (a text that opens with init/load/setup, or names the model, weights or checkpoint being loaded), `warmup`
+# for warm-up, compilation (torch.compile, autotuning) and CUDA-graph capture. Word edges keep `preload` or
+# `reload_cache` out, but a loop's own `load_batch` or `load_kv_cache` matches the text: what keeps the loop out is
+# that a start-up range counts only before the first kernel launched outside such ranges (engine/facts/startup.sql).
 DEFAULT_STARTUP_PATTERNS: dict[str, str] = {
     "load": r"(?i)^[^a-z]*(init|initiali[sz]e|initiali[sz]ation|load|loading|setup|set_up)([^a-z]|$)"
             r"|(^|[^a-z])(load|init|initiali[sz]e)[ _.-]?(model|weights?|checkpoint|engine|params)([^a-z]|$)"

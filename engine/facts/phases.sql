@@ -5,7 +5,7 @@
 -- @doc recognise vLLM and SGLang names, configurable); kernels outside any phase range are 'other'.
 -- @needs _phase_kernels _phase_ranges
 -- @requires kernels
--- @param phase_texts 3
+-- @param phase_texts 3 range 1 inf
 -- @column phase prefill, decode or other (or a configured phase name).
 -- @column range_count NVTX ranges of this phase.
 -- @column range_ns Summed duration of those ranges (ns).

@@ -18,6 +18,7 @@ from ..duck import sql_literal
 from ..reading.canonical import STORED, view_sql
 from . import Fact, materialize, run_order
 from .parallel import run_facts
+from .window import cut_predicate
 
 T = TypeVar("T")
 
@@ -88,7 +89,7 @@ def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params
         for view, key in _KEYS.items():
             if view in STORED:
                 # Read from the stored table, which the steady window does not cut: cut here the same way.
-                cut = "" if since_ns is None else f" WHERE x.start_ns >= {int(since_ns)}"
+                cut = "" if since_ns is None else f" WHERE {cut_predicate(view, since_ns, 'x')}"
                 con.execute(f'CREATE TABLE "{stored}"."{view}" AS SELECT x.* FROM canon."{view}" x {keep} {claimed} '
                             f"p ON {key}{cut}")
                 con.execute(f'CREATE VIEW "{view}" AS {view_sql(view, chr(34) + stored + chr(34))}')

@@ -14,7 +14,7 @@
 -- @needs _api_names
 -- @param startup_min_share 0.05
 -- @param startup_min_bytes 1000000000
--- @param startup_min_steady_ops 20
+-- @param startup_min_steady_ops 20 range 0 inf
 -- @column found_by nvtx (start-up ranges) or shape (a burst of host-to-device copies before the first kernel).
 -- @column start_ns When the capture's first CUDA call or start-up range began (ns).
 -- @column steady_start_ns Where the start-up ends and the judged steady window begins (ns): the end of the last start-up range, or the CPU call that issued the first kernel.

@@ -29,6 +29,7 @@
 -- @column pageable_bytes Bytes in those copies.
 -- @column pageable_ns Time in those copies (ns).
 -- @column pageable_share pageable_bytes / pcie_bytes: the share of the host-device volume that is pageable (0-1).
+-- @column pinned_share pinned_bytes / pcie_bytes: the share that is pinned; with pageable_share it need not make 1, as an export may record the host memory as managed or unknown (0-1).
 -- @column pageable_stall_fraction Their stall time / window_ns, at most 1 (0-1).
 -- @column dtod_count Device-to-device copies within the GPU (DtoD, DtoA, AtoD, AtoA).
 -- @column dtod_bytes Bytes in those copies.
@@ -77,6 +78,7 @@
 -- @check uvm_cost_fraction range 0 1
 -- @check compute_utilization range 0 1
 -- @check pageable_share range 0 1
+-- @check pinned_share range 0 1
 WITH dir AS (
     SELECT device_id, copy_kind, sum(stall_ns) AS s, sum(bytes) AS b, sum(dur_ns) AS d,
            row_number() OVER (PARTITION BY device_id ORDER BY sum(stall_ns) DESC, copy_kind) AS rk
@@ -139,6 +141,7 @@ SELECT u.device_id, u.window_ns, a.pcie_count, a.pcie_bytes, a.pcie_ns, a.pcie_s
        d.copy_kind AS main_direction, CASE WHEN d.d > 0 THEN d.b / d.d END AS main_direction_gbps,
        a.pinned_count, a.pinned_bytes, a.pinned_ns, a.pageable_count, a.pageable_bytes, a.pageable_ns,
        CASE WHEN a.pcie_bytes > 0 THEN least(a.pageable_bytes / a.pcie_bytes, 1.0) ELSE 0 END AS pageable_share,
+       CASE WHEN a.pcie_bytes > 0 THEN least(a.pinned_bytes / a.pcie_bytes, 1.0) ELSE 0 END AS pinned_share,
        CASE WHEN u.window_ns > 0 THEN least(a.pageable_stall_ns / u.window_ns, 1.0) ELSE 0 END
            AS pageable_stall_fraction,
        a.dtod_count, a.dtod_bytes, a.dtod_ns, a.peer_count, a.peer_bytes, a.peer_ns,

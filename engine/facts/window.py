@@ -18,6 +18,8 @@ from ..reading.canonical import VIEWS, view_sql
 _CUT_ON = {"kernels": "start_ns", "memcpys": "start_ns", "memsets": "start_ns", "graph_launches": "start_ns",
            "syncs": "start_ns", "api_calls": "start_ns", "osrt_calls": "start_ns", "gpu_metrics": "ts_ns",
            "cpu_samples": "ts_ns", "nvtx_ranges": "end_ns"}
+# A view cut on its end keeps what ends strictly after the cut: the start-up's own last range ends exactly there.
+_CUT_ON_END = {"nvtx_ranges"}
 
 
 def steady_start(startup_rows: list[dict[str, Any]]) -> int | None:
@@ -25,6 +27,16 @@ def steady_start(startup_rows: list[dict[str, Any]]) -> int | None:
     after it)."""
     row = startup_rows[0] if startup_rows else {}
     return int(row["steady_start_ns"]) if row.get("judged_after") and row.get("steady_start_ns") is not None else None
+
+
+def cut_predicate(view: str, since_ns: int, alias: str = "") -> str:
+    """The SQL condition that keeps a row of `view` in the steady window from `since_ns` on ('TRUE' for a view that is
+    not cut): an operation belongs to it when it starts there, an NVTX range when it ends after the cut."""
+    column = _CUT_ON.get(view)
+    if column is None:
+        return "TRUE"
+    op = ">" if view in _CUT_ON_END else ">="
+    return f'{alias + "." if alias else ""}"{column}" {op} {int(since_ns)}'
 
 
 def _view_sources(con: Any) -> dict[str, str]:
@@ -46,13 +58,18 @@ def steady_window(con: Any, since_ns: int | None) -> Iterator[None]:
         for view, column in _CUT_ON.items():
             if view in saved:
                 con.execute(f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM ({view_sql(view, "canon")}) '
-                            f'WHERE "{column}" >= {int(since_ns)}')
+                            f'WHERE {cut_predicate(view, since_ns)}')
         if "profile_info" in saved:
             # The capture's duration becomes the steady window's (timestamps count from the capture's start).
             con.execute(f"CREATE OR REPLACE VIEW profile_info_whole AS {_select_of(saved['profile_info'])}")
-            con.execute("CREATE OR REPLACE VIEW profile_info AS SELECT key, CASE WHEN key = 'duration_ns' THEN "
-                        f"CAST(greatest(CAST(value AS BIGINT) - {int(since_ns)}, 0) AS VARCHAR) ELSE value END "
-                        "AS value FROM profile_info_whole")
+            # The traced span runs from start_ns to end_ns (engine/reading/metadata.py): the steady window starts at
+            # since_ns, so its duration is end_ns - since_ns, not the whole duration less since_ns.
+            since = int(since_ns)
+            con.execute("CREATE OR REPLACE VIEW profile_info AS SELECT key, CASE "
+                        f"WHEN key = 'start_ns' THEN CAST({since} AS VARCHAR) "
+                        "WHEN key = 'duration_ns' THEN CAST(greatest((SELECT CAST(value AS BIGINT) FROM "
+                        f"profile_info_whole WHERE key = 'end_ns') - {since}, 0) AS VARCHAR) "
+                        "ELSE value END AS value FROM profile_info_whole")
         yield
     finally:
         for view, sql in saved.items():

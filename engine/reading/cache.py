@@ -233,7 +233,9 @@ KEY_PREFIX = ".nsys-diagnose-key-"
 
 def key_path(directory: Path) -> Path:
     """This user's key for the caches of `directory`, kept in it: one per user, so that users sharing a directory
-    (with the sticky bit) cannot lock each other out by taking the name first."""
+    (with the sticky bit) do not share or overwrite one key. The name is predictable: another user who plants a file
+    under it is never trusted (_read_secret checks owner and mode), but costs this user the cache in that directory
+    (the run goes on without one)."""
     return Path(directory) / f"{KEY_PREFIX}{os.geteuid()}"
 
 

@@ -219,7 +219,9 @@ def read_identity(path: Path) -> RankIdentity:
     if is_report(path):
         return RankIdentity()
     try:
-        con = sqlite3.connect(sqlite_uri(str(path)), uri=True)
+        # immutable: no lock, no -shm or -wal file is created beside a WAL-mode export (these metadata tables are
+        # written once by `nsys export`, so a write-ahead log the reading would miss holds none of them).
+        con = sqlite3.connect(sqlite_uri(str(path)) + "&immutable=1", uri=True)
     except sqlite3.Error:
         return RankIdentity()
     try:

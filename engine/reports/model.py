@@ -113,9 +113,11 @@ class Verdict(Model):
     """The primary bottleneck."""
 
     primary: str | None = None
-    """Category of the primary bottleneck, or null when none."""
+    """Category of the primary bottleneck, or null when none. When a mostly idle GPU's idle time is mostly one traced
+    cause whose rule stayed below its thresholds, this is that cause's category while `rule` names the symptom rule
+    whose finding carries the evidence."""
     rule: str | None = None
-    """Rule behind the verdict."""
+    """Rule behind the verdict (the finding whose evidence the headline quotes)."""
     subject: str | None = None
     phase: str | None = None
     """The phase of the finding behind the verdict, when a rule judged that phase on its own."""
