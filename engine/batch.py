@@ -278,6 +278,9 @@ def _stop_signals_held() -> Iterator[None]:
 
 def _start_worker(pids: SimpleQueue, stopping: Any) -> None:
     _WorkerStop.stopping = stopping
+    # The first call of tempfile.gettempdir() probes the directory with a file of a random name that it then removes;
+    # made here, while the stop signals are still blocked, so a stop cannot interrupt the probe and leave the file.
+    tempfile.gettempdir()
     for sig in _STOP_SIGNALS:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, _WorkerStop.handler)

@@ -22,6 +22,7 @@ _STARTING = starting()
 import argparse  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -354,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _STARTING.check()
         _guard_standard_streams()
+        # The first tempfile.gettempdir() probes the temporary directory with a file of a random name it then
+        # removes: made while a stop signal is only recorded, so no signal can interrupt it and leave the file.
+        tempfile.gettempdir()
         return _main(sys.argv[1:] if argv is None else argv)
     except KeyboardInterrupt:  # a signal while importing (deferred until now) or before a command's own handler
         sys.stderr.write(f"\ndiagnose: {_STARTING.description}\n")
