@@ -15,7 +15,7 @@ from ..diagnosis.multirank import diagnose_ranks, run_facts_of
 from ..diagnosis.rules import load_rules
 from ..duck import reraise_interrupt
 from ..errors import DiagnoseError, InputError
-from ..facts import Fact, did_you_mean, load_facts
+from ..facts import Fact, did_you_mean, load_facts, with_needs
 from ..facts.compute import FactResult, compute_facts
 from ..facts.cross_rank import load_run_facts
 from ..reading.export import open_export
@@ -98,15 +98,8 @@ def _fact_json(fact: Fact, scope: str) -> dict[str, Any]:
 def needed(facts: dict[str, Fact], name: str) -> dict[str, Fact]:
     """`name` and every fact it needs, directly or not, and the whole-capture facts (the start-up), which decide the
     window every other fact covers (engine/facts/window.py), so a fact shown alone has the rows `diagnose` reads."""
-    out: dict[str, Fact] = {}
-    pending = [name, *(f.name for f in facts.values() if f.whole_capture and not f.team)]
-    while pending:
-        current = pending.pop()
-        if current in out or current not in facts:
-            continue  # an unknown dependency is the loader's error, raised when the facts run
-        out[current] = facts[current]
-        pending += facts[current].needs
-    return out
+    wanted = with_needs(facts, [name, *(f.name for f in facts.values() if f.whole_capture and not f.team)])
+    return {n: fact for n, fact in facts.items() if n in wanted}
 
 
 def show_fact(args: argparse.Namespace, config: Config, facts: dict[str, Fact], progress: Progress) -> int:

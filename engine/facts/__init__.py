@@ -45,6 +45,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import duckdb
@@ -375,6 +376,20 @@ def run_order(facts: dict[str, Fact]) -> list[Fact]:
     for name in sorted(facts):
         visit(name, ())
     return order
+
+
+def with_needs(facts: dict[str, Fact], roots: Iterable[str], skip: Collection[str] = ()) -> set[str]:
+    """`roots` and every fact they need, directly or not, leaving out the names in `skip` (and what only they need)
+    and names that are no fact (an unknown dependency is run_order's error, raised when the facts run)."""
+    found: set[str] = set()
+    pending = list(roots)
+    while pending:
+        name = pending.pop()
+        if name in found or name in skip or name not in facts:
+            continue
+        found.add(name)
+        pending += facts[name].needs
+    return found
 
 
 def render_sql(fact: Fact, overrides: dict[str, float] | None = None, *, keep_lines: bool = False) -> str:

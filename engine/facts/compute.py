@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from ..duck import sql_literal
 from ..facts import (Fact, FactError, check_documented_columns, check_rows, did_you_mean, load_facts, materialize,
-                     run_order, table_columns)
+                     run_order, table_columns, with_needs)
 from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
 from .parallel import run_facts, side_by_side
@@ -312,18 +312,8 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
 
 def _whole_capture(facts: dict[str, Fact]) -> set[str]:
     """The bundled facts marked `-- @whole-capture` and the facts they need."""
-    found: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name not in found and name in facts and not facts[name].team:
-            found.add(name)
-            for dep in facts[name].needs:
-                visit(dep)
-
-    for fact in facts.values():
-        if fact.whole_capture and not fact.team:
-            visit(fact.name)
-    return found
+    team = {name for name, fact in facts.items() if fact.team}
+    return with_needs(facts, [f.name for f in facts.values() if f.whole_capture], skip=team)
 
 
 def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict[str, float] | None,

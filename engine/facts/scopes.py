@@ -16,7 +16,7 @@ from typing import Any, Callable, TypeVar
 
 from ..duck import sql_literal
 from ..reading.canonical import STORED, view_sql
-from . import Fact, materialize, run_order
+from . import Fact, materialize, run_order, with_needs
 from .parallel import run_facts
 from .window import cut_predicate
 
@@ -45,18 +45,7 @@ def phases_to_judge(phase_rows: list[dict[str, Any]]) -> list[str]:
 
 def per_phase_order(facts: dict[str, Fact]) -> list[Fact]:
     """The bundled facts marked per-phase, and the facts they need that are not read from the run, in run order."""
-    wanted: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name in wanted or name in FROM_RUN or name not in facts:
-            return
-        wanted.add(name)
-        for dep in facts[name].needs:
-            visit(dep)
-
-    for fact in facts.values():
-        if fact.per_phase and not fact.team:
-            visit(fact.name)
+    wanted = with_needs(facts, [f.name for f in facts.values() if f.per_phase and not f.team], skip=FROM_RUN)
     return [f for f in run_order(facts) if f.name in wanted]
 
 
