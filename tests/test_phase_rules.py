@@ -37,7 +37,8 @@ def test_an_eager_decode_hidden_by_long_prefills_is_found_in_decode() -> None:
     verdict = report.verdict
     assert (verdict.primary, verdict.rule, verdict.phase) == ("launch-bound", "launch-bound", "decode")
     assert verdict.impact == pytest.approx(finding.run_impact)
-    assert verdict.headline.startswith("In decode: GPU starved by kernel-launch overhead (costs ≈62 % of decode's")
+    assert verdict.headline.startswith("In decode (bounds time per output token): GPU starved by kernel-launch "
+                                       "overhead (costs ≈62 % of decode's")
     assert "Prefill: no bottleneck (kernels run 99 % of its window" in verdict.headline
     # the advice is the decode's: the profile is vLLM's, and its decode runs eager
     assert "--enforce-eager" in finding.remediation[0]

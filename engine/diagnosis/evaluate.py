@@ -5,13 +5,14 @@ from __future__ import annotations
 import operator
 import time
 from dataclasses import dataclass, field
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from . import templating
 from ..facts.compute import FactSet
 from ..reports.model import Evidence, Finding, RuleOutcome, Verdict
 from .rules import Condition, Operand, Rule, RuleError, key_position, step_text, template_fields
+from .phase_verdict import GOAL_WORDS, goal_of, judged_alone_phases, phase_verdicts, ranking_cost
 from .startup import startup_note
 from ..vocabulary import IDLE_CAUSES, Kind, Severity, WindowPart
 from ..text import column_label
@@ -181,6 +182,15 @@ def _evidence(rule: Rule, row: dict[str, Any], params: dict[str, float],
     return items
 
 
+def _phase_cost(rule: Rule, phase: str | None, impact: float | None, run_impact: float | None) -> list[Evidence]:
+    """A phase finding's cost to its phase beside its cost to the run, as a context row of its evidence."""
+    if phase is None or impact is None or run_impact is None or rule.spec.impact is None:
+        return []
+    return [Evidence(label=f"Cost in {phase} and in the run", column=rule.spec.impact, value=impact,
+                     display=f"{fmt_ratio(impact, 0)} of {phase}'s GPU time, {fmt_ratio(run_impact, 0)} of the "
+                             f"run's")]
+
+
 def _remediation(rule: Rule, stack: Sequence[str], context: dict[str, Any], not_after: float,
                  facts: FactSet | None = None) -> list[str]:
     """The stack's steps, then the generic ones, leaving out every step whose `when` does not hold on the
@@ -206,12 +216,13 @@ def _references(rule: Rule, stack: Sequence[str]) -> list[str]:
 def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, dict[str, float]] | None = None,
              severities: dict[str, str] | None = None, disabled: set[str] | None = None,
              stack: Sequence[str] = (), phase: str | None = None, phase_share: float = 1.0,
-             run_facts: FactSet | None = None) -> Evaluation:
+             judged_alone: bool = False, run_facts: FactSet | None = None) -> Evaluation:
     """Judge every rule on its fact's rows. `stack`: the profile's stack lineage (StackInfo.lineage); each
     finding lists those stacks' remediation steps first, then the rule's generic steps. `phase`: the facts are
     one inference phase's (FactSet.phases), which takes `phase_share` of the run's GPU window; its findings
-    carry the phase, and their cost to the run (run_impact) sets their severity. `run_facts`: the whole run's
-    facts, which remediation steps' FACT.COLUMN conditions read (default: `facts`)."""
+    carry the phase and both costs. Their severity follows their cost to the phase (impact) when the phase has
+    steps enough to be `judged_alone` (the `phases` fact), else their cost to the run (run_impact).
+    `run_facts`: the whole run's facts, which remediation steps' FACT.COLUMN conditions read (default: `facts`)."""
     out = Evaluation()
     rule_params = rule_params or {}
     severities = severities or {}
@@ -246,13 +257,14 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
             impact = row.get(spec.impact) if spec.impact else None
             impact = None if impact is None else max(0.0, min(1.0, float(impact)))
             run_impact = None if impact is None else impact * phase_share
+            cost = impact if judged_alone else run_impact
             severity = severities.get(rule.id, spec.severity)
-            if run_impact is not None and spec.kind != Kind.CAPTURE and rule.id not in severities:
+            if cost is not None and spec.kind != Kind.CAPTURE and rule.id not in severities:
                 # Severity follows cost: a finding that costs little GPU time is information, whatever the rule's
                 # severity (a rule may set its own floor; an explicit rules.<id>.severity is kept as given).
                 limit = (params[spec.info_below_impact.lstrip("$")] if isinstance(spec.info_below_impact, str)
                          else INFO_BELOW_IMPACT if spec.info_below_impact is None else float(spec.info_below_impact))
-                if run_impact < limit:
+                if cost < limit:
                     severity = Severity.INFO
             context = {"row": row, "params": params, "impact": impact}
             subject = _render(rule, "label", spec.label, context, not_after) if spec.label else None
@@ -262,7 +274,7 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
                 rule=rule.id, title=spec.title, category=spec.category, kind=spec.kind, severity=severity,
                 subject=subject, message=_render(rule, "message", spec.message, context, not_after),
                 impact=impact, phase=phase, run_impact=run_impact,
-                evidence=_evidence(rule, row, params, column_docs),
+                evidence=_evidence(rule, row, params, column_docs) + _phase_cost(rule, phase, impact, run_impact),
                 remediation=_remediation(rule, stack, context, not_after, run_facts or facts),
                 references=_references(rule, stack), row=row))
         if not fired:
@@ -271,9 +283,10 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
     return out
 
 
-def sort_findings(findings: list[Finding]) -> None:
-    """Severity first, then kind (cause, capture, symptom), then the cost to the run."""
-    findings.sort(key=lambda f: (-f.severity.rank, f.kind.rank, -(f.run_impact or 0.0), f.rule, f.subject or ""))
+def sort_findings(findings: list[Finding], alone: Collection[str] = ()) -> None:
+    """Severity first, then kind (cause, capture, symptom), then the cost: to the phase for the phases judged
+    `alone` (phase_verdict.judged_alone_phases), to the run for the rest."""
+    findings.sort(key=lambda f: (-f.severity.rank, f.kind.rank, -ranking_cost(f, alone), f.rule, f.subject or ""))
 
 
 def idle_cause_rules(rules: dict[str, Rule]) -> dict[str, tuple[str, str]]:
@@ -290,17 +303,29 @@ def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
             idle_rules: dict[str, tuple[str, str]] | None = None) -> Verdict:
     """The primary bottleneck. `idle_rules` (idle_cause_rules): which rule judges each idle cause, so that a symptom
     whose idle time one traced cause mostly explains gives way to that cause."""
+    phases = phase_verdicts(evaluation.findings, facts)
+    return _verdict(evaluation, facts, blocking_rules, idle_rules).model_copy(update={"phases": phases})
+
+
+def _verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
+             idle_rules: dict[str, tuple[str, str]] | None) -> Verdict:
     findings = evaluation.findings
     blocking = [f for f in findings if f.rule in blocking_rules]
     if blocking:
         f = blocking[0]
         return Verdict(primary=f.category, rule=f.rule, subject=f.subject, phase=f.phase, impact=f.run_impact,
                        headline=f"{f.title}: {f.message}")
+    # The finding that costs the user most: a phase judged alone counts its findings' share of the phase, since
+    # its steps bound a service goal of their own (TTFT or TPOT), however little of the run the phase takes.
+    alone = judged_alone_phases(facts)
+
+    def user_cost(f: Finding) -> float:
+        return ranking_cost(f, alone)
 
     def strongest(kind: Kind, min_impact: float) -> Finding | None:
         candidates = [f for f in findings if f.kind == kind and f.severity.at_least(Severity.WARNING)
-                      and (f.run_impact or 0.0) >= min_impact]
-        return max(candidates, key=lambda f: (f.run_impact or 0.0, f.severity.rank), default=None)
+                      and user_cost(f) >= min_impact]
+        return max(candidates, key=lambda f: (user_cost(f), f.severity.rank), default=None)
 
     cause = strongest(Kind.CAUSE, PRIMARY_MIN_IMPACT)
     symptom = None if cause is not None else strongest(Kind.SYMPTOM, PRIMARY_MIN_IMPACT)
@@ -311,7 +336,7 @@ def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
         part, share, (rule_id, category) = traced
         own = [f for f in findings if f.rule == rule_id and f.kind == Kind.CAUSE]
         if own:
-            cause = max(own, key=lambda f: (f.run_impact or 0.0, f.severity.rank))
+            cause = max(own, key=lambda f: (user_cost(f), f.severity.rank))
         else:
             cost = f" (costs ≈{fmt_ratio(symptom.impact, 0)} of GPU time)" if symptom.impact is not None else ""
             return Verdict(primary=category, rule=symptom.rule, subject=symptom.subject, phase=symptom.phase,
@@ -327,8 +352,10 @@ def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
         if top.phase is not None:
             cost = (f" (costs ≈{fmt_ratio(top.impact, 0)} of {top.phase}'s GPU time, "
                     f"≈{fmt_ratio(top.run_impact, 0)} of the run's)" if top.impact is not None else "")
-            headline = (f"In {top.phase}: {top.title}{cost}: {top.message}{_also_on(top)}"
-                        f"{_other_phases(top.phase, findings, facts)}{gaps}")
+            goal = goal_of(top.phase)
+            bounds = f" (bounds {GOAL_WORDS[goal]})" if goal else ""
+            # How the other phases fare is in the per-phase lines (Verdict.phases).
+            headline = f"In {top.phase}{bounds}: {top.title}{cost}: {top.message}{_also_on(top)}{gaps}"
         else:
             cost = f" (costs ≈{fmt_ratio(top.impact, 0)} of GPU time)" if top.impact is not None else ""
             headline = f"{top.title}{cost}: {top.message}{_also_on(top)}{gaps}"
@@ -371,35 +398,6 @@ def _also_on(finding: Finding) -> str:
              for a in finding.also_on]
     listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
     return f" The same on {listed}."
-
-
-def _other_phases(primary: str, findings: list[Finding], facts: FactSet) -> str:
-    """' Prefill: no bottleneck (kernels run 99 % of its window).' for every other phase judged on its own,
-    or the titles of its findings."""
-    parts = []
-    for phase, scoped in facts.phases.items():
-        if phase == primary:
-            continue
-        own = [f.title for f in findings if f.phase == phase and f.severity.at_least(Severity.WARNING)]
-        gpus = scoped.rows("gpu_utilization") if "gpu_utilization" in scoped.results else []
-        window = sum(g.get("window_ns") or 0 for g in gpus)
-        if own:
-            parts.append(f"{phase.capitalize()}: {'; '.join(dict.fromkeys(own))}.")
-        elif window > 0:
-            busy = sum(g.get("compute_busy_ns") or 0 for g in gpus) / window
-            parts.append(f"{phase.capitalize()}: no bottleneck (kernels run {fmt_ratio(busy, 0)} of its window, "
-                         f"{fmt_ratio(phase_share(facts, phase), 0)} of the run's).")
-    return "".join(f" {p}" for p in parts)
-
-
-def phase_share(facts: FactSet, phase: str) -> float:
-    """The share of the run's GPU window (summed over devices) that `phase` owns; 0 when unknown."""
-    def window(fs: FactSet) -> float:
-        rows = fs.rows("gpu_utilization") if "gpu_utilization" in fs.results else []
-        return float(sum(r.get("window_ns") or 0 for r in rows))
-
-    run = window(facts)
-    return window(facts.phases[phase]) / run if run > 0 and phase in facts.phases else 0.0
 
 
 def _lower_first(text: str) -> str:

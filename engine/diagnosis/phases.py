@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 from ..facts import Fact
 from ..facts.compute import FactSet
-from .evaluate import Evaluation, evaluate, phase_share, sort_findings
+from .evaluate import Evaluation, evaluate, sort_findings
+from .phase_verdict import judged_alone_phases, phase_share
 from .rules import Rule
 from ..vocabulary import Kind
 
@@ -17,21 +18,23 @@ def judge_phases(run: Evaluation, rules: dict[str, Rule], facts: FactSet, fact_d
                  stack: Sequence[str]) -> Evaluation:
     """`run` with the per-phase findings added (capture rules aside). A rule that fires in a phase speaks for that
     phase: its whole-run finding on the same subject is dropped (the phases split the run, so the phase findings
-    say more), and it no longer counts as passed. A rule that fires only over the whole run keeps that finding."""
+    say more), and it no longer counts as passed. A rule that fires only over the whole run keeps that finding.
+    A phase with steps enough to judge on its own (phases.judged_alone) rates its findings by their cost to it."""
     if not facts.phases:
         return run
     # Capture problems (sampling too coarse, unknown metric names) belong to the capture, not to a phase.
     phased = {rid: r for rid, r in rules.items() if r.spec.fact in fact_defs and fact_defs[r.spec.fact].per_phase
               and r.spec.kind != Kind.CAPTURE}
     found = []
+    alone = judged_alone_phases(facts)
     for phase, scoped in facts.phases.items():
         found += evaluate(phased, scoped, rule_params=rule_params, severities=severities, disabled=disabled,
                           stack=stack, phase=phase, phase_share=phase_share(facts, phase),
-                          run_facts=facts).findings
+                          judged_alone=phase in alone, run_facts=facts).findings
     if not found:
         return run
     covered = {(f.rule, f.subject.split(" · ", 1)[1] if f.subject and " · " in f.subject else None) for f in found}
     findings = [f for f in run.findings if (f.rule, f.subject) not in covered] + found
-    sort_findings(findings)
+    sort_findings(findings, alone)
     fired = {f.rule for f in found}
     return Evaluation(findings=findings, passed=[o for o in run.passed if o.rule not in fired], skipped=run.skipped)

@@ -6,11 +6,14 @@
 -- @needs _phase_kernels _phase_ranges
 -- @requires kernels
 -- @param phase_texts 3 range 1 inf
+-- @param phase_min_steps 5 range 1 inf
 -- @column phase prefill, decode or other (or a configured phase name).
 -- @column range_count NVTX ranges of this phase.
 -- @column range_ns Summed duration of those ranges (ns).
 -- @column text_count Distinct texts among those ranges, each run of digits written # (so `step 1`, `step 2` are one).
 -- @column matched_texts The texts that matched most often, up to phase_texts of them, most first, digits written #: a list of {text, range_count}; empty for 'other'. Shows what a pattern caught.
+-- @column step_count Steps of the phase: its ranges, leaving out a range nested in another range of the same phase on the same thread (an inner `decode_step` inside `decode` is the same step); 0 for 'other'.
+-- @column judged_alone The phase has at least phase_min_steps steps, enough to judge on its own: its findings take their severity and their rank for the verdict from their share of the phase's GPU time, not of the run's.
 -- @column kernel_count Kernels attributed to the phase.
 -- @column kernel_time_ns Sum of their durations (ns).
 -- @column mean_kernel_ns Mean kernel duration (ns).
@@ -23,6 +26,8 @@
 -- @check phase not_null
 -- @check phase unique
 -- @check range_count non_negative
+-- @check step_count non_negative
+-- @check judged_alone not_null
 -- @check kernel_count non_negative
 -- @check kernel_time_ns non_negative
 -- @check overhead_ratio range 0 1
@@ -38,6 +43,18 @@ kstats AS (
     FROM gaps GROUP BY phase
 ),
 rstats AS (SELECT phase, count(*) AS range_count, sum(end_ns - start_ns) AS range_ns FROM _phase_ranges GROUP BY phase),
+-- A range is nested when an earlier-starting range of its phase on its thread ends at or after its end: the running
+-- maximum of the ends before it, ordered by start (longest first on equal starts), says so in one pass.
+outer_ends AS (
+    SELECT phase, end_ns,
+           max(end_ns) OVER (PARTITION BY global_tid, phase ORDER BY start_ns, end_ns DESC
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS enclosing_end_ns
+    FROM _phase_ranges
+),
+sstats AS (
+    SELECT phase, count(*) AS step_count FROM outer_ends
+    WHERE enclosing_end_ns IS NULL OR enclosing_end_ns < end_ns GROUP BY phase
+),
 -- Step-numbered labels (`_forward_step 12: 2 ctx reqs`) differ only in their numbers: counted as one text.
 -- Counted per text first: the digits are replaced once per distinct text, not once per range.
 texts AS (
@@ -51,12 +68,14 @@ tstats AS (
 )
 SELECT coalesce(k.phase, r.phase) AS phase, coalesce(r.range_count, 0) AS range_count,
        coalesce(r.range_ns, 0) AS range_ns, coalesce(t.text_count, 0) AS text_count,
-       coalesce(t.matched_texts, []) AS matched_texts, coalesce(k.kernel_count, 0) AS kernel_count,
+       coalesce(t.matched_texts, []) AS matched_texts, coalesce(s.step_count, 0) AS step_count,
+       coalesce(s.step_count, 0) >= ${phase_min_steps} AS judged_alone, coalesce(k.kernel_count, 0) AS kernel_count,
        coalesce(k.kernel_time_ns, 0) AS kernel_time_ns, k.mean_kernel_ns, coalesce(k.gap_count, 0) AS gap_count,
        k.mean_gap_ns, k.median_gap_ns,
        CASE WHEN k.kernel_time_ns + k.gap_ns > 0 THEN k.gap_ns / (k.kernel_time_ns + k.gap_ns) END AS overhead_ratio,
        CASE WHEN r.range_ns > 0 THEN least(k.kernel_time_ns / r.range_ns, 1.0) END AS busy_fraction,
        coalesce(k.kernel_time_ns, 0) / nullif((SELECT sum(kernel_time_ns) FROM kstats), 0) AS kernel_time_share
 FROM kstats k FULL OUTER JOIN rstats r ON r.phase = k.phase LEFT JOIN tstats t ON t.phase = r.phase
+     LEFT JOIN sstats s ON s.phase = r.phase
 ORDER BY CASE coalesce(k.phase, r.phase) WHEN 'prefill' THEN 0 WHEN 'decode' THEN 1 WHEN 'other' THEN 9 ELSE 5 END,
          coalesce(k.phase, r.phase)

@@ -109,6 +109,30 @@ class RuleOutcome(Model):
     """Why the rule was skipped (null for passed rules)."""
 
 
+class PhaseVerdict(Model):
+    """How one inference phase fares, judged against the service goal its steps bound."""
+
+    phase: str
+    """prefill, decode, other or a configured phase."""
+    goal: Literal["TTFT", "TPOT"] | None = None
+    """The goal the phase's step time bounds: prefill (or context) steps the time to first token, decode (or
+    generation) steps the time per output token; null for other phases."""
+    primary: str | None = None
+    """Category of the phase's costliest finding at warning or above; null when none."""
+    rule: str | None = None
+    """Rule behind that finding."""
+    impact: float | None = Field(None, ge=0, le=1)
+    """Its cost as a share of the phase's GPU time."""
+    run_impact: float | None = Field(None, ge=0, le=1)
+    """Its cost as a share of the run's GPU time."""
+    step_count: int = Field(0, ge=0)
+    """Steps of the phase (phases.step_count)."""
+    judged_alone: bool = False
+    """The phase has facts.phase_min_steps steps or more, so its findings are rated by their cost to the phase."""
+    line: str
+    """One line for people, e.g. 'decode (bounds TPOT): launch-bound, ...'."""
+
+
 class Verdict(Model):
     """The primary bottleneck."""
 
@@ -125,6 +149,9 @@ class Verdict(Model):
     """The cost of the finding behind the verdict as a share of the run's GPU time."""
     headline: str
     """One sentence for people."""
+    phases: list[PhaseVerdict] = []
+    """When the rules judged the inference phases one by one: one verdict per phase, in the order of the `phases`
+    fact; empty otherwise."""
 
 
 class ParamOverride(Model):
