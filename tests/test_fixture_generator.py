@@ -36,7 +36,8 @@ NAMES = [
     "sync_storm", "multi_gpu_straggler", "memory_bound_metrics", "metrics_unknown_names", "old_schema_2022", "new_schema_2025",
     "healthy_prefill", "uvm_migration_storm", "empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture",
     "clock_glitch", "graph_host_gaps", "alloc_churn", "tiny_kernels_queued", "healthy_graph_decode", "hidden_copies",
-    "small_grid_decode", "prefill_heavy_eager_decode", "idle_server_bursts", "tensor_idle_fp32_prefill",
+    "small_grid_decode", "prefill_heavy_eager_decode", "idle_server_bursts", "short_decode_after_prefills",
+    "tensor_idle_fp32_prefill",
     "latency_bound_decode", "nvlink_saturated_tp2", "metrics_coarse_decode", "metrics_2022_tu10x", "metrics_2022_ga100",
     "metrics_2022_gh100", "model_load_decode", "model_load_no_nvtx", "model_load_pcie_loop", "model_load_only",
 ]
@@ -179,6 +180,7 @@ def test_registry() -> None:
                 "graph_host_gaps": "host-bound", "alloc_churn": "api-latency", "tiny_kernels_queued": "small-kernels",
                 "healthy_graph_decode": None, "hidden_copies": None, "small_grid_decode": "occupancy",
                 "prefill_heavy_eager_decode": "launch-bound", "idle_server_bursts": "launch-bound",
+                "short_decode_after_prefills": "launch-bound",
                 "tensor_idle_fp32_prefill": "compute-bound", "latency_bound_decode": "compute-bound",
                 "nvlink_saturated_tp2": "communication-bound", "metrics_coarse_decode": "launch-bound",
                 "metrics_2022_tu10x": "compute-bound", "metrics_2022_ga100": "memory-bound",
@@ -1229,8 +1231,36 @@ def check_idle_server_bursts(path: Path, truth: dict[str, Any]) -> None:
     assert in_range(1 - union_stats(kernels)[0], truth["overhead_ratio"])
 
 
+def check_short_decode_after_prefills(path: Path, truth: dict[str, Any]) -> None:
+    ranges = nvtx_ranges(path)
+    labels = Counter(r[2] for r in ranges)
+    assert labels == {"prefill": truth["nvtx_prefill_ranges"], "decode": truth["nvtx_decode_ranges"],
+                      truth["nvtx_forward_label"]: truth["nvtx_forward_ranges"]}
+    assert rows(path, "SELECT text FROM NVTX_EVENTS WHERE eventType = 75") == [(truth["nvtx_domain"],)]
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["kernel_count"]
+    assert len(runtime_by_name(path, "cudaLaunchKernel%")) == truth["launch_calls"]
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY") == truth["memcpy_count"]
+    assert len(runtime_by_name(path, "cudaStreamSynchronize%")) == truth["stream_syncs"]
+    assert one(path, "SELECT count(DISTINCT deviceId) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["device_count"]
+    assert one(path, "SELECT count(*) FROM PROCESSES") == truth["process_count"]
+    # every prefill comes first, then every decode step
+    order = [lab for _, _, lab, *_ in ranges if lab in ("prefill", "decode")]
+    assert order == ["prefill"] * truth["prefills"] + ["decode"] * truth["decode_steps"]
+    phase = _overhead_by_range(path, ranges, ("prefill", "decode"))
+    assert phase["prefill"][0] == truth["prefill_kernels"] and phase["decode"][0] == truth["decode_kernels"]
+    assert in_range(phase["prefill"][1], truth["prefill_overhead_ratio"])
+    assert in_range(phase["decode"][1], truth["decode_overhead_ratio"])
+    assert all(in_range(e - s, truth["decode_step_ns"]) for s, e, lab, *_ in ranges if lab == "decode")
+    # over the whole run the GPU is nearly always busy: the decode's launch gaps are a sliver of the window
+    busy, _, span = union_stats(kernel_intervals(path))
+    assert in_range(1 - busy, truth["overhead_ratio"]) and in_range(busy, truth["gpu_busy"])
+    decode_ns = sum(e - s for s, e, lab, *_ in ranges if lab == "decode")
+    assert in_range(decode_ns / span, truth["decode_window_share"])
+
+
 PHASE_CHECKS = {"prefill_heavy_eager_decode": check_prefill_heavy_eager_decode,
-                "idle_server_bursts": check_idle_server_bursts}
+                "idle_server_bursts": check_idle_server_bursts,
+                "short_decode_after_prefills": check_short_decode_after_prefills}
 
 
 @pytest.mark.parametrize("name", list(PHASE_CHECKS))

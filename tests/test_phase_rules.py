@@ -39,7 +39,7 @@ def test_an_eager_decode_hidden_by_long_prefills_is_found_in_decode() -> None:
     assert verdict.impact == pytest.approx(finding.run_impact)
     assert verdict.headline.startswith("In decode (bounds time per output token): GPU starved by kernel-launch "
                                        "overhead (costs ≈62 % of decode's")
-    assert "Prefill: no bottleneck (kernels run 99 % of its window" in verdict.headline
+    assert "Prefill" not in verdict.headline  # how prefill fares is its own line (Verdict.phases)
     # the advice is the decode's: the profile is vLLM's, and its decode runs eager
     assert "--enforce-eager" in finding.remediation[0]
 
@@ -66,6 +66,8 @@ def test_runs_without_phase_ranges_are_judged_whole() -> None:
     assert facts.phases == {}
     assert all(f.phase is None and f.run_impact == f.impact for f in report.findings)
     assert report.verdict.phase is None and not report.verdict.headline.startswith("In ")
+    assert report.verdict.phases == [] and json.loads(render(report, "json"))["verdict"]["phases"] == []
+    assert "PHASES" not in render(report, "terminal") and "bounds TPOT" not in render(report, "md")
 
 
 def test_every_format_names_the_phase_and_both_costs() -> None:
@@ -79,3 +81,104 @@ def test_every_format_names_the_phase_and_both_costs() -> None:
     assert "costs ≈62 % of decode's GPU time, ≈12 % of the run's" in md
     assert "launch-bound · decode · GPU 0 · costs 62 % of decode, 12 % of the run" in render(report, "terminal")
     assert "of decode&#39;s GPU time" in render(report, "html") or "of decode's GPU time" in render(report, "html")
+
+
+def test_a_short_launch_bound_decode_after_long_prefills_is_the_headline() -> None:
+    """40 eager decode steps that lose ~60 % of their time to launch gaps, after three prefills that take ~96 % of
+    the window: decode bounds the time per output token however little of the run it takes."""
+    facts, report = scenario_analysis("short_decode_after_prefills")
+    share = _window(facts.phases["decode"]) / _window(facts)
+    assert 0.03 < share < 0.05
+    phases = {r["phase"]: r for r in facts.rows("phases")}
+    assert (phases["decode"]["step_count"], phases["decode"]["judged_alone"]) == (40, True)
+    assert (phases["prefill"]["step_count"], phases["prefill"]["judged_alone"]) == (3, False)
+
+    finding = next(f for f in report.findings if f.rule == "launch-bound")
+    assert (finding.phase, finding.subject) == ("decode", "decode · GPU 0")
+    assert finding.impact == pytest.approx(0.62, abs=0.05)
+    assert finding.run_impact == pytest.approx(finding.impact * share)
+    assert finding.run_impact < 0.05  # by its share of the run it would be information only
+    assert finding.severity == "warning"
+    cost = next(e for e in finding.evidence if e.label == "Cost in decode and in the run")
+    assert cost.display == "63 % of decode's GPU time, 2 % of the run's"
+
+    verdict = report.verdict
+    assert (verdict.primary, verdict.rule, verdict.phase) == ("launch-bound", "launch-bound", "decode")
+    assert verdict.headline.startswith("In decode (bounds time per output token): GPU starved by kernel-launch "
+                                       "overhead (costs ≈63 % of decode's GPU time, ≈2 % of the run's)")
+    lines = {p.phase: p for p in verdict.phases}
+    assert list(lines) == ["prefill", "decode"]
+    decode, prefill = lines["decode"], lines["prefill"]
+    assert (decode.goal, decode.primary, decode.rule, decode.judged_alone) == ("TPOT", "launch-bound",
+                                                                               "launch-bound", True)
+    assert decode.line == ("decode (bounds TPOT; 40 steps; 4 % of the run): launch-bound, ≈63 % of decode's GPU "
+                           "time (≈2 % of the run's): GPU starved by kernel-launch overhead.")
+    assert (prefill.goal, prefill.primary, prefill.step_count, prefill.judged_alone) == ("TTFT", None, 3, False)
+    assert prefill.line.startswith("prefill (bounds TTFT; 3 steps; 96 % of the run): no bottleneck; GPU busy 99.9 "
+                                   "%, time goes to kernels led by sm90_xmma_gemm_")
+    assert prefill.line.endswith("; too few steps to judge alone.")
+
+
+def test_a_phase_with_fewer_steps_than_phase_min_steps_keeps_its_run_share(tmp_path) -> None:
+    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.diagnosis.config import Config, apply_set
+    from nsys_diagnose.fixtures.generator import generate
+
+    path = tmp_path / "short.sqlite"
+    generate("short_decode_after_prefills", path)
+    config = Config()
+    apply_set(config, "facts.phase_min_steps=41")  # decode has 40 steps
+    report = diagnose(path, config, cache=False)
+    finding = next(f for f in report.findings if f.rule == "launch-bound")
+    assert finding.phase == "decode" and finding.run_impact < 0.05
+    assert finding.severity == "info"  # rated by its ~2 % of the run, as before phases were judged alone
+    assert report.verdict.primary is None and report.verdict.headline.startswith("No bottleneck found")
+    decode = next(p for p in report.verdict.phases if p.phase == "decode")
+    assert (decode.primary, decode.judged_alone, decode.step_count) == (None, False, 40)
+    assert decode.line.endswith("; too few steps to judge alone.")
+    assert [(o.target, o.value) for o in report.overrides] == [("facts.phase_min_steps", 41)]
+
+
+def test_prefill_heavy_eager_decode_names_decode_and_both_goals() -> None:
+    _, report = scenario_analysis("prefill_heavy_eager_decode")
+    lines = {p.phase: p for p in report.verdict.phases}
+    assert (lines["decode"].goal, lines["decode"].primary, lines["decode"].step_count) == ("TPOT", "launch-bound", 24)
+    assert (lines["prefill"].goal, lines["prefill"].primary, lines["prefill"].step_count) == ("TTFT", None, 6)
+    assert lines["prefill"].judged_alone and lines["decode"].judged_alone
+    assert lines["prefill"].line.startswith("prefill (bounds TTFT; 6 steps; 81 % of the run): no bottleneck; GPU busy")
+
+
+def test_a_range_nested_in_a_range_of_its_phase_is_one_step(tmp_path) -> None:
+    """An inner 'decode_step' range inside each 'decode' range on the same thread: still 40 decode steps."""
+    import sqlite3
+
+    from conftest import analysis
+    from nsys_diagnose.fixtures.generator import generate
+
+    path = tmp_path / "nested.sqlite"
+    generate("short_decode_after_prefills", path)
+    con = sqlite3.connect(path)
+    with con:
+        columns = [r[1] for r in con.execute("PRAGMA table_info(NVTX_EVENTS)")]
+        decode = con.execute("SELECT * FROM NVTX_EVENTS WHERE text = 'decode'").fetchall()
+        assert len(decode) == 40
+        for row in decode:
+            inner = dict(zip(columns, row))
+            inner.update(start=inner["start"] + 1_000, end=inner["end"] - 1_000, text="decode_step")
+            con.execute(f"INSERT INTO NVTX_EVENTS ({', '.join(inner)}) VALUES ({', '.join('?' * len(inner))})",
+                        list(inner.values()))
+    con.close()
+    facts, _ = analysis(path)
+    decode = next(r for r in facts.rows("phases") if r["phase"] == "decode")
+    assert (decode["range_count"], decode["step_count"]) == (80, 40)
+
+
+def test_every_format_lists_the_phase_lines() -> None:
+    _, report = scenario_analysis("short_decode_after_prefills")
+    line = "decode (bounds TPOT; 40 steps; 4 % of the run): launch-bound"
+    assert json.loads(render(report, "json"))["verdict"]["phases"][1]["line"].startswith(line)
+    assert f"> - {line}" in render(report, "md")
+    assert "<li class=\"bad\">" + line in render(report, "html")
+    terminal = render(report, "terminal")
+    assert "  · " + line in terminal
+    assert terminal.index("· decode (bounds TPOT") < terminal.index("FINDINGS")
