@@ -111,12 +111,12 @@ def test_a_short_launch_bound_decode_after_long_prefills_is_the_headline() -> No
     decode, prefill = lines["decode"], lines["prefill"]
     assert (decode.goal, decode.primary, decode.rule, decode.judged_alone) == ("TPOT", "launch-bound",
                                                                                "launch-bound", True)
-    assert decode.line == ("decode (bounds TPOT; 40 steps; 4 % of the run): launch-bound, ≈63 % of decode's GPU "
-                           "time (≈2 % of the run's): GPU starved by kernel-launch overhead.")
+    assert decode.line == ("decode (bounds TPOT): launch-bound, ≈63 % of decode's GPU time (≈2 % of the run's): GPU "
+                           "starved by kernel-launch overhead; 40 steps, 4 % of the run.")
     assert (prefill.goal, prefill.primary, prefill.step_count, prefill.judged_alone) == ("TTFT", None, 3, False)
-    assert prefill.line.startswith("prefill (bounds TTFT; 3 steps; 96 % of the run): no bottleneck; GPU busy 99.9 "
-                                   "%, time goes to kernels led by sm90_xmma_gemm_")
-    assert prefill.line.endswith("; too few steps to judge alone.")
+    assert prefill.line.startswith("prefill (bounds TTFT): no bottleneck; GPU busy 99.9 %, time goes to kernels led "
+                                   "by sm90_xmma_gemm_")
+    assert prefill.line.endswith("; 3 steps, 96 % of the run, too few steps to judge alone.")
 
 
 def test_a_phase_with_fewer_steps_than_phase_min_steps_keeps_its_run_share(tmp_path) -> None:
@@ -135,7 +135,7 @@ def test_a_phase_with_fewer_steps_than_phase_min_steps_keeps_its_run_share(tmp_p
     assert report.verdict.primary is None and report.verdict.headline.startswith("No bottleneck found")
     decode = next(p for p in report.verdict.phases if p.phase == "decode")
     assert (decode.primary, decode.judged_alone, decode.step_count) == (None, False, 40)
-    assert decode.line.endswith("; too few steps to judge alone.")
+    assert decode.line.endswith("; 40 steps, 4 % of the run, too few steps to judge alone.")
     assert [(o.target, o.value) for o in report.overrides] == [("facts.phase_min_steps", 41)]
 
 
@@ -145,7 +145,8 @@ def test_prefill_heavy_eager_decode_names_decode_and_both_goals() -> None:
     assert (lines["decode"].goal, lines["decode"].primary, lines["decode"].step_count) == ("TPOT", "launch-bound", 24)
     assert (lines["prefill"].goal, lines["prefill"].primary, lines["prefill"].step_count) == ("TTFT", None, 6)
     assert lines["prefill"].judged_alone and lines["decode"].judged_alone
-    assert lines["prefill"].line.startswith("prefill (bounds TTFT; 6 steps; 81 % of the run): no bottleneck; GPU busy")
+    assert lines["prefill"].line.startswith("prefill (bounds TTFT): no bottleneck; GPU busy 99 %")
+    assert lines["prefill"].line.endswith("; 6 steps, 81 % of the run.")
 
 
 def test_a_range_nested_in_a_range_of_its_phase_is_one_step(tmp_path) -> None:
@@ -175,10 +176,10 @@ def test_a_range_nested_in_a_range_of_its_phase_is_one_step(tmp_path) -> None:
 
 def test_every_format_lists_the_phase_lines() -> None:
     _, report = scenario_analysis("short_decode_after_prefills")
-    line = "decode (bounds TPOT; 40 steps; 4 % of the run): launch-bound"
+    line = "decode (bounds TPOT): launch-bound, ≈63 % of decode"
     assert json.loads(render(report, "json"))["verdict"]["phases"][1]["line"].startswith(line)
     assert f"> - {line}" in render(report, "md")
-    assert "<li class=\"bad\">" + line in render(report, "html")
+    assert "<li><strong>" + line in render(report, "html")
     terminal = render(report, "terminal")
     assert "  · " + line in terminal
     assert terminal.index("· decode (bounds TPOT") < terminal.index("FINDINGS")

@@ -64,17 +64,15 @@ def phase_verdicts(findings: list[Finding], facts: FactSet) -> list[PhaseVerdict
         own = [f for f in findings if f.phase == phase and f.severity.at_least(Severity.WARNING)]
         top = (max((f for f in own if f.kind == Kind.CAUSE), key=_cost, default=None)
                or max((f for f in own if f.kind == Kind.SYMPTOM), key=_cost, default=None))
-        about = ([f"bounds {goal}"] if goal else []) + ([plural(steps, "step")] if steps else [])
-        about.append(f"{fmt_ratio(phase_share(facts, phase), 0)} of the run")
-        head = f"{phase} ({'; '.join(about)})"
+        head = f"{phase} (bounds {goal})" if goal else phase
         if top is not None:
             cost = (f", ≈{fmt_ratio(top.impact, 0)} of {phase}'s GPU time (≈{fmt_ratio(top.run_impact, 0)} of the "
                     f"run's)" if top.impact is not None and top.run_impact is not None else "")
             line = f"{head}: {top.category}{cost}: {_lower_first(top.title)}"
         else:
             line = f"{head}: no bottleneck; {_where_time_goes(scoped)}"
-        if steps and not alone:
-            line += "; too few steps to judge alone"
+        about = ([plural(steps, "step")] if steps else []) + [f"{fmt_ratio(phase_share(facts, phase), 0)} of the run"]
+        line += f"; {', '.join(about)}" + (", too few steps to judge alone" if steps and not alone else "")
         out.append(PhaseVerdict(phase=phase, goal=goal, primary=top.category if top else None,
                                 rule=top.rule if top else None, impact=top.impact if top else None,
                                 run_impact=top.run_impact if top else None, step_count=steps, judged_alone=alone,

@@ -77,10 +77,11 @@ _KINDS: dict[type, _Kind] = {
         "report", _report_context,
         # `phases`: which NVTX texts each phase matched, kept longer than the window breakdown: it says whether the
         # per-phase numbers (decode steps, step time, per-phase findings) count the right ranges at all.
+        # `phase_lines`: lines for each phase's verdict line (Verdict.phases).
         terminal_plans=(dict(full=3, listed=6, msg_lines=4, step_lines=3, skipped=3, metrics=True, window=True,
-                             phases=True),
+                             phases=True, phase_lines=2),
                         dict(full=2, listed=5, msg_lines=3, step_lines=2, skipped=2, metrics=True, window=True,
-                             phases=True),
+                             phases=True, phase_lines=2),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=True,
                              phases=True),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=False,
