@@ -183,3 +183,17 @@ def test_every_format_lists_the_phase_lines() -> None:
     terminal = render(report, "terminal")
     assert "  · " + line in terminal
     assert terminal.index("· decode (bounds TPOT") < terminal.index("FINDINGS")
+
+
+def test_configured_phases_named_context_and_generation_bound_ttft_and_tpot(tmp_path) -> None:
+    """TensorRT-LLM's names for the phases: configured as phase names they take prefill's and decode's goals."""
+    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.diagnosis.config import Config
+    from nsys_diagnose.fixtures.generator import generate
+
+    path = tmp_path / "named.sqlite"
+    generate("short_decode_after_prefills", path)
+    report = diagnose(path, Config(phase_patterns={"context": "^prefill$", "generation": "^decode$"}), cache=False)
+    assert [(p.phase, p.goal) for p in report.verdict.phases] == [("context", "TTFT"), ("generation", "TPOT")]
+    assert report.verdict.phase == "generation"
+    assert report.verdict.headline.startswith("In generation (bounds time per output token): ")
