@@ -179,7 +179,9 @@ def test_every_format_lists_the_phase_lines() -> None:
     line = "decode (bounds TPOT): launch-bound, ≈63 % of decode"
     assert json.loads(render(report, "json"))["verdict"]["phases"][1]["line"].startswith(line)
     assert f"> - {line}" in render(report, "md")
-    assert "<li><strong>" + line in render(report, "html")
+    html = render(report, "html")
+    assert "<li><strong>" + line in html
+    assert "launch-bound <span class=\"small\">· costs ≈63 % of decode&#39;s GPU time</span>" in html
     terminal = render(report, "terminal")
     assert "  · " + line in terminal
     assert terminal.index("· decode (bounds TPOT") < terminal.index("FINDINGS")

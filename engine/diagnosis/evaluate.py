@@ -12,7 +12,7 @@ from . import templating
 from ..facts.compute import FactSet
 from ..reports.model import Evidence, Finding, RuleOutcome, Verdict
 from .rules import Condition, Operand, Rule, RuleError, key_position, step_text, template_fields
-from .phase_verdict import GOAL_WORDS, goal_of, judged_alone_phases, phase_verdicts, ranking_cost
+from .phase_verdict import GOAL_WORDS, goal_of, judged_alone_phases, lower_first, phase_verdicts, ranking_cost
 from .startup import startup_note
 from ..vocabulary import IDLE_CAUSES, Kind, Severity, WindowPart
 from ..text import column_label
@@ -342,7 +342,7 @@ def _verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
             return Verdict(primary=category, rule=symptom.rule, subject=symptom.subject, phase=symptom.phase,
                            impact=symptom.run_impact,
                            headline=f"{symptom.title}, {fmt_ratio(share, 0)} of the idle time being "
-                                    f"{_lower_first(part.label.removeprefix('Idle: '))}{cost}: {symptom.message}"
+                                    f"{lower_first(part.label.removeprefix('Idle: '))}{cost}: {symptom.message}"
                                     f"{_also_on(symptom)}{_window_notes(facts)}")
     top = cause or symptom or strongest(Kind.CAPTURE, 0.0)
     # The verdict never contradicts the overhead ratio the key metrics print: when no cause explains gaps that
@@ -400,11 +400,6 @@ def _also_on(finding: Finding) -> str:
     return f" The same on {listed}."
 
 
-def _lower_first(text: str) -> str:
-    """'Launch cost' -> 'launch cost'; 'GPU-side gaps' stays."""
-    return text if text[:2].isupper() else text[:1].lower() + text[1:]
-
-
 def _unexplained_gaps(facts: FactSet) -> str:
     """' The GPUs wait between kernels (overhead ratio 0.43): ...', naming the idle causes, largest first; empty
     when the overhead ratio is at most OVERHEAD_RATIO_NOTABLE."""
@@ -417,7 +412,7 @@ def _unexplained_gaps(facts: FactSet) -> str:
     total = sum(idle.values())
     if total <= 0:
         return ""
-    parts = [f"{fmt_ratio(ns / total, 0)} {_lower_first(c.label.removeprefix('Idle: '))}"
+    parts = [f"{fmt_ratio(ns / total, 0)} {lower_first(c.label.removeprefix('Idle: '))}"
              for c, ns in sorted(idle.items(), key=lambda kv: -kv[1]) if ns / total >= 0.005]
     return (f" The GPUs still wait between kernels (overhead ratio {ratio:.2f}), but no cause rule passes its "
             f"threshold; that idle time is {', '.join(parts)}.")

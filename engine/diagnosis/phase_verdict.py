@@ -68,7 +68,7 @@ def phase_verdicts(findings: list[Finding], facts: FactSet) -> list[PhaseVerdict
         if top is not None:
             cost = (f", ≈{fmt_ratio(top.impact, 0)} of {phase}'s GPU time (≈{fmt_ratio(top.run_impact, 0)} of the "
                     f"run's)" if top.impact is not None and top.run_impact is not None else "")
-            line = f"{head}: {top.category}{cost}: {_lower_first(top.title)}"
+            line = f"{head}: {top.category}{cost}: {lower_first(top.title)}"
         else:
             line = f"{head}: no bottleneck; {_where_time_goes(scoped)}"
         about = ([plural(steps, "step")] if steps else []) + [f"{fmt_ratio(phase_share(facts, phase), 0)} of the run"]
@@ -101,6 +101,6 @@ def _where_time_goes(scoped: FactSet) -> str:
     return text
 
 
-def _lower_first(text: str) -> str:
-    """'GPU starved by ...' stays; 'Launch cost' -> 'launch cost'."""
+def lower_first(text: str) -> str:
+    """'Launch cost' -> 'launch cost'; 'GPU-side gaps' stays."""
     return text if text[:2].isupper() else text[:1].lower() + text[1:]
