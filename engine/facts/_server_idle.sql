@@ -152,8 +152,14 @@ waited AS (
 traced_threads AS (
     SELECT DISTINCT global_tid FROM osrt_calls WHERE global_tid IN (SELECT global_tid FROM candidates)
 ),
+-- A thread's sampling period: the median time between two of its samples (nsys samples a running thread at
+-- --sampling-frequency, 1 kHz by default), so samples x period is about the time it ran.
 sampled_threads AS (
-    SELECT DISTINCT global_tid FROM cpu_samples WHERE global_tid IN (SELECT global_tid FROM candidates)
+    SELECT global_tid, median(gap)::BIGINT AS period_ns
+    FROM (SELECT global_tid, ts_ns - lag(ts_ns) OVER (PARTITION BY global_tid ORDER BY ts_ns) AS gap
+          FROM cpu_samples WHERE global_tid IN (SELECT global_tid FROM candidates))
+    WHERE gap > 0
+    GROUP BY global_tid
 ),
 in_stretch AS (
     SELECT c.id, count(*) AS n
@@ -166,18 +172,23 @@ judged AS (
     SELECT c.start_ns, c.end_ns, c.idle_ns, c.global_tid, l.long_ns, l.step_ns,
            CASE WHEN c.global_tid IN (SELECT global_tid FROM traced_threads) THEN coalesce(w.wait_ns, 0) END AS wait_ns,
            w.wait_call,
-           CASE WHEN c.global_tid IN (SELECT global_tid FROM sampled_threads) THEN coalesce(i.n, 0) END AS samples,
+           CASE WHEN t.global_tid IS NOT NULL THEN coalesce(i.n, 0) END AS samples,
+           CASE WHEN t.global_tid IS NOT NULL THEN least(coalesce(i.n, 0) * t.period_ns, c.idle_ns) END AS on_cpu_ns,
            l.wait_ns AS wait_min_ns
     FROM candidates c CROSS JOIN limits l
     LEFT JOIN waited w ON w.id = c.id
     LEFT JOIN in_stretch i ON i.id = c.id
+    LEFT JOIN sampled_threads t ON t.global_tid = c.global_tid
 ),
+-- A stretch shorter than server_idle_min_ns in which CPU samples show the thread running for most of it is host
+-- work (a loop in Python or Rust between two phases of work), not a wait, however long it is in steps.
 recognised AS (
     SELECT *,
-           CASE WHEN idle_ns >= long_ns THEN 'long'
-                WHEN wait_min_ns IS NULL OR idle_ns < wait_min_ns THEN NULL
-                WHEN wait_ns >= ${server_idle_wait_share} * idle_ns THEN 'os-wait'
-                WHEN samples = 0 THEN 'off-cpu' END AS recognised
+           CASE WHEN idle_ns >= ${server_idle_min_ns} THEN 'long'
+                WHEN idle_ns >= wait_min_ns AND wait_ns >= ${server_idle_wait_share} * idle_ns THEN 'os-wait'
+                WHEN idle_ns >= wait_min_ns AND on_cpu_ns <= (1 - ${server_idle_wait_share}) * idle_ns THEN 'off-cpu'
+                WHEN idle_ns >= long_ns AND coalesce(on_cpu_ns <= (1 - ${server_idle_wait_share}) * idle_ns, true)
+                    THEN 'long' END AS recognised
     FROM judged
 )
 SELECT start_ns, end_ns, idle_ns, recognised, long_ns AS long_min_ns, step_ns, global_tid, wait_ns, wait_call,
