@@ -8,14 +8,17 @@
 -- @doc (1) it is long: at least server_idle_step_ratio times the typical step, never less than
 -- @doc server_idle_floor_ns (sub-millisecond steps must not make a 5 ms pause a wait) and never more than
 -- @doc server_idle_min_ns (a stretch of that length always counts, and it is the only rule when the run has
--- @doc no steps); or (2) the thread whose CUDA call or step ended it (else the thread that makes the most
--- @doc CUDA calls) was blocked in an OS wait (nsys --trace=osrt: epoll_wait, poll, select, recv, accept,
--- @doc pthread_cond_wait, futex, sem_wait, nanosleep and their variants; read is left out, since a read of a
--- @doc file is work) for server_idle_wait_share of it, or, with CPU sampling, was never sampled in it (it was
--- @doc off the CPU); such a stretch must last server_idle_wait_steps typical steps and server_idle_wait_min_ns,
--- @doc so a short poll() for new requests inside the scheduler between two steps stays host work. A sleep
--- @doc counts as a wait: in a quiet stretch nothing is queued on the GPU (a queued kernel would run), so the
--- @doc thread sleeps for want of work.
+-- @doc no steps), unless CPU samples show the thread checked (below) running for more than
+-- @doc 1 - server_idle_wait_share of it: that is host work (a loop between two phases of work), and only
+-- @doc server_idle_min_ns makes it a wait; or (2) the thread whose CUDA call or step ended it (else the thread
+-- @doc that makes the most CUDA calls) was blocked in an OS wait (nsys --trace=osrt: epoll_wait, poll, select,
+-- @doc recv, accept, pthread_cond_wait, futex, sem_wait, nanosleep and their variants; read is left out, since
+-- @doc a read of a file is work) for server_idle_wait_share of it, or, with CPU sampling, was off the CPU for
+-- @doc that share (its samples in the stretch times its median sampling period are the time it ran); such a
+-- @doc stretch must last server_idle_wait_steps typical steps and server_idle_wait_min_ns, so a short poll()
+-- @doc for new requests inside the scheduler between two steps stays host work. A sleep counts as a wait: in a
+-- @doc quiet stretch nothing is queued on the GPU (a queued kernel would run), so the thread sleeps for want of
+-- @doc work.
 -- @doc The typical step is the median time from the start of one step to the start of the next on its thread,
 -- @doc so the host work that follows every step is part of it: a loop that spends 20 ms in Python after each
 -- @doc 1 ms step is busy between its steps, not waiting.
@@ -39,13 +42,13 @@
 -- @column start_ns When the last activity before the stretch ended (ns).
 -- @column end_ns When the first activity after it started (ns).
 -- @column idle_ns Its length (ns).
--- @column recognised How it was recognised: long (at least long_min_ns), os-wait (the thread blocked in OS waits for server_idle_wait_share of it) or off-cpu (the thread never sampled in it).
+-- @column recognised How it was recognised: long (at least long_min_ns), os-wait (the thread blocked in OS waits for server_idle_wait_share of it) or off-cpu (CPU samples show the thread off the CPU for that share).
 -- @column long_min_ns The length from which a quiet stretch counts as it is: server_idle_step_ratio typical steps within [server_idle_floor_ns, server_idle_min_ns] (ns).
 -- @column step_ns The typical step: median start-to-start time of consecutive steps on a thread (ns); NULL when the run has no steps.
 -- @column global_tid The thread checked for an OS wait.
 -- @column wait_ns Time of the stretch that thread spent in OS waits (ns); NULL when its OS calls were not traced.
 -- @column wait_call The OS wait it spent most of that time in (epoll_wait, poll ...), NULL when none.
--- @column samples CPU samples of that thread in the stretch; NULL when the capture never sampled it.
+-- @column samples CPU samples of that thread in the stretch; NULL when the capture sampled it less than twice.
 WITH quiet_names AS (
     SELECT name_id FROM _api_names WHERE regexp_matches(name, 'Query|Get[A-Z]|PeekAtLastError')
 ),
