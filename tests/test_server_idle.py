@@ -124,16 +124,19 @@ def test_bursts_between_stretches_spent_in_epoll_wait_get_the_verdict_of_the_bur
     assert "6 with the thread that issues the GPU work blocked in epoll_wait" in finding.message
 
 
-def _without_osrt(tmp_path: Path, samples_every_ns: int | None = None, only_in_steps: bool = True) -> Path:
-    """server_bursts_epoll without its OS-runtime trace; with samples_every_ns, CPU samples of the engine thread
-    at that period, inside its step ranges only (off the CPU in the waits) or over the whole capture."""
-    path = tmp_path / f"no_osrt_{samples_every_ns}_{only_in_steps}.sqlite"
-    generate("server_bursts_epoll", path)
+def _without_osrt(tmp_path: Path, samples_every_ns: int | None = None, only_in_steps: bool = True,
+                  scenario: str = "server_bursts_epoll") -> Path:
+    """`scenario` without an OS-runtime trace; with samples_every_ns, CPU samples of the engine thread at that
+    period, inside its step ranges only (off the CPU in the waits) or over the whole capture."""
+    path = tmp_path / f"{scenario}_{samples_every_ns}_{only_in_steps}.sqlite"
+    generate(scenario, path)
     with sqlite3.connect(path) as con:
-        con.execute("DELETE FROM OSRT_API")
+        if con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'OSRT_API'").fetchone()[0]:
+            con.execute("DELETE FROM OSRT_API")
         if samples_every_ns is not None:
             gtid = con.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME LIMIT 1").fetchone()[0]
-            steps = con.execute('SELECT start, "end" FROM NVTX_EVENTS WHERE "end" IS NOT NULL ORDER BY start').fetchall()
+            steps = con.execute('SELECT start, "end" FROM NVTX_EVENTS WHERE "end" IS NOT NULL '
+                                'ORDER BY start').fetchall()
             spans = steps if only_in_steps else [(steps[0][0], steps[-1][1])]
             times = [t for s, e in spans for t in range(s, e, samples_every_ns)]
             con.execute("CREATE TABLE COMPOSITE_EVENTS (id INTEGER NOT NULL PRIMARY KEY, start INTEGER NOT NULL, "
@@ -154,6 +157,19 @@ def test_a_short_stretch_needs_evidence_of_waiting(tmp_path: Path) -> None:
     # sampled through the stretches as well, the thread was running: host work, not a wait
     on_cpu = _server_idle(_without_osrt(tmp_path, 1_000_000, only_in_steps=False))
     assert on_cpu["stretch_count"] == 0
+
+
+def test_a_long_stretch_with_the_thread_running_is_host_work(tmp_path: Path) -> None:
+    # 0.1-0.3 s is 20-70 typical steps: a wait by length, and CPU samples only in the steps agree
+    idle = _server_idle(_without_osrt(tmp_path, 1_000_000, scenario="server_bursts_short_waits"))
+    assert (idle["stretch_count"], idle["long_count"] + idle["off_cpu_count"]) == (5, 5)
+    # sampled every 1 ms through the stretches too, the engine thread was running: host work, however long
+    busy = _server_idle(_without_osrt(tmp_path, 1_000_000, only_in_steps=False, scenario="server_bursts_short_waits"))
+    assert busy["stretch_count"] == 0
+    # from server_idle_min_ns on, a stretch always counts: the 1 s cap lowered to 0.2 s takes the longer ones back
+    capped = _server_idle(_without_osrt(tmp_path, 1_000_000, only_in_steps=False, scenario="server_bursts_short_waits"),
+                          server_idle_min_ns=200_000_000)
+    assert 0 < capped["stretch_count"] == capped["long_count"] < 5 and capped["longest_ns"] >= 200_000_000
 
 
 def test_host_work_between_steps_stays_host_bound() -> None:
