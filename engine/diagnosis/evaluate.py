@@ -438,7 +438,7 @@ def _server_idle_note(facts: FactSet) -> str:
     if idle.get("os_wait_count"):
         how.append(f"{idle['os_wait_count']:,} with the issuing thread in {idle.get('wait_calls')}")
     if idle.get("off_cpu_count"):
-        how.append(f"{idle['off_cpu_count']:,} with it off the CPU")
+        how.append(f"{idle['off_cpu_count']:,} with the issuing thread off the CPU")
     recognised = "".join(f"; {h}" for h in how)
     return (f" Waiting for requests {fmt_ratio(idle.get('idle_fraction'), 0)} of the capture ({stretches} with no GPU "
             f"work, no CUDA calls and no engine step{recognised}); this verdict judges the "
