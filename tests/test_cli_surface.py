@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.version import tool_version
@@ -70,7 +71,8 @@ def test_rules_test_quiet_prints_only_failures_and_the_count(tmp_path: Path, cap
     assert cli.main(["rules", "test", "-q", str(test_file)]) == 0
     quiet = capsys.readouterr().out.splitlines()
     assert len(loud) > 1 and all(line.startswith("ok") for line in loud[:-1])
-    assert quiet == [loud[-1]] == ["4 passed, 0 failed"]
+    cases = len(yaml.safe_load(test_file.read_text(encoding="utf-8"))["cases"])
+    assert quiet == [loud[-1]] == [f"{cases} passed, 0 failed"] and len(loud) == cases + 1
 
 
 @pytest.mark.parametrize("words", [["rules", "list"], ["facts", "list"]])

@@ -37,7 +37,7 @@ NAMES = [
     "healthy_prefill", "uvm_migration_storm", "empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture",
     "clock_glitch", "graph_host_gaps", "alloc_churn", "tiny_kernels_queued", "healthy_graph_decode", "hidden_copies",
     "small_grid_decode", "prefill_heavy_eager_decode", "idle_server_bursts", "short_decode_after_prefills",
-    "tensor_idle_fp32_prefill",
+    "server_bursts_short_waits", "server_bursts_epoll", "tensor_idle_fp32_prefill",
     "latency_bound_decode", "nvlink_saturated_tp2", "metrics_coarse_decode", "metrics_2022_tu10x", "metrics_2022_ga100",
     "metrics_2022_gh100", "model_load_decode", "model_load_no_nvtx", "model_load_pcie_loop", "model_load_only",
 ]
@@ -181,6 +181,7 @@ def test_registry() -> None:
                 "healthy_graph_decode": None, "hidden_copies": None, "small_grid_decode": "occupancy",
                 "prefill_heavy_eager_decode": "launch-bound", "idle_server_bursts": "launch-bound",
                 "short_decode_after_prefills": "launch-bound",
+                "server_bursts_short_waits": "launch-bound", "server_bursts_epoll": "launch-bound",
                 "tensor_idle_fp32_prefill": "compute-bound", "latency_bound_decode": "compute-bound",
                 "nvlink_saturated_tp2": "communication-bound", "metrics_coarse_decode": "launch-bound",
                 "metrics_2022_tu10x": "compute-bound", "metrics_2022_ga100": "memory-bound",
@@ -1258,8 +1259,52 @@ def check_short_decode_after_prefills(path: Path, truth: dict[str, Any]) -> None
     assert in_range(decode_ns / span, truth["decode_window_share"])
 
 
+def check_server_bursts(path: Path, truth: dict[str, Any]) -> None:
+    """server_bursts_short_waits / server_bursts_epoll: bursts of launch-bound steps, quiet stretches between them
+    (no CUDA call, no GPU record, no step range), and in the epoll scenario the thread in epoll_wait through them."""
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["kernel_count"]
+    assert len(runtime_by_name(path, "cudaLaunchKernel%")) == truth["launch_calls"]
+    assert len(runtime_by_name(path, "cudaStreamSynchronize%")) == truth["stream_syncs"]
+    ranges = sorted(nvtx_ranges(path))
+    assert len(ranges) == truth["nvtx_ranges"] and {r[2] for r in ranges} == {truth["nvtx_step_label"]}
+    iv = sorted(_activity(path) + [(s, e) for s, e, *_ in ranges])
+    merged = [list(iv[0])]
+    for s, e in iv[1:]:
+        if s > merged[-1][1]:
+            merged.append([s, e])
+        else:
+            merged[-1][1] = max(merged[-1][1], e)
+    gaps = [b[0] - a[1] for a, b in zip(merged, merged[1:])]
+    quiet = [g for g in gaps if g >= 1_000_000]
+    assert len(quiet) == truth["quiet_stretches"] == truth["bursts"] - 1
+    assert all(truth["quiet_ns"][0] <= g <= truth["quiet_ns"][1] + 200_000 for g in quiet)
+    assert max(g for g in gaps if g < 1_000_000) < 100_000  # inside a burst: the pauses between steps
+    periods = [b[0] - a[0] for a, b in zip(ranges, ranges[1:])]
+    assert in_range(statistics.median(periods), truth["step_ns"])
+    span = merged[-1][1] - merged[0][0]
+    assert in_range(sum(quiet) / span, truth["wait_share"])
+    kernels = sorted(kernel_intervals(path))
+    assert in_range(1 - union_stats(kernels[:truth["steps_per_burst"] * gen.PER_STEP_32])[0],
+                    truth["burst_overhead_ratio"])
+    with connect(path) as con:
+        traced = "OSRT_API" in tables(con)
+    osrt = rows(path, "SELECT o.start, o.end, s.value, o.globalTid FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId "
+                      "WHERE o.eventClass = 27") if traced else []
+    if "osrt_call" not in truth:
+        assert not osrt  # no OS-runtime trace: nothing says what the thread did in the stretches
+        return
+    assert {r[2] for r in osrt} == {truth["osrt_call"]}
+    assert {r[3] for r in osrt} == {r[3] for r in ranges}  # the engine thread that opens the steps
+    assert one(path, "SELECT count(*) FROM OSRT_API WHERE eventClass IN (31, 32)") == truth["osrt_markers"]
+    ends = [(a[1], b[0]) for a, b in zip(merged, merged[1:]) if b[0] - a[1] >= 1_000_000]
+    for lo, hi in ends:
+        covered = sum(min(e, hi) - max(s, lo) for s, e, *_ in osrt if s < hi and e > lo)
+        assert in_range(covered / (hi - lo), truth["epoll_share"])
+
+
 PHASE_CHECKS = {"prefill_heavy_eager_decode": check_prefill_heavy_eager_decode,
-                "idle_server_bursts": check_idle_server_bursts,
+                "idle_server_bursts": check_idle_server_bursts, "server_bursts_short_waits": check_server_bursts,
+                "server_bursts_epoll": check_server_bursts,
                 "short_decode_after_prefills": check_short_decode_after_prefills}
 
 

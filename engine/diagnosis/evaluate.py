@@ -419,15 +419,22 @@ def _unexplained_gaps(facts: FactSet) -> str:
 
 
 def _server_idle_note(facts: FactSet) -> str:
-    """' Nothing was in flight for 88 % of the capture (5 stretches of no GPU work and no CUDA calls); this verdict
-    judges the 1.20 s of active work.' when there were such stretches; empty otherwise."""
+    """' Waiting for requests 45 % of the capture (9 quiet stretches with no GPU work, no CUDA calls and no engine
+    step; 9 with the issuing thread in epoll_wait); this verdict judges the 501.5 ms of active work.' when the run
+    waited (fact server_idle); empty otherwise."""
     idle = facts.first("server_idle") if "server_idle" in facts.results else {}
     count = idle.get("stretch_count") or 0
     if not count:
         return ""
-    stretches = "one stretch" if count == 1 else f"{count:,} stretches"
-    return (f" Nothing was in flight for {fmt_ratio(idle.get('idle_fraction'), 0)} of the capture ({stretches} of no "
-            f"GPU work and no CUDA calls, as when a server waits for requests); this verdict judges the "
+    stretches = "one quiet stretch" if count == 1 else f"{count:,} quiet stretches"
+    how = []
+    if idle.get("os_wait_count"):
+        how.append(f"{idle['os_wait_count']:,} with the issuing thread in {idle.get('wait_calls')}")
+    if idle.get("off_cpu_count"):
+        how.append(f"{idle['off_cpu_count']:,} with the issuing thread off the CPU")
+    recognised = "".join(f"; {h}" for h in how)
+    return (f" Waiting for requests {fmt_ratio(idle.get('idle_fraction'), 0)} of the capture ({stretches} with no GPU "
+            f"work, no CUDA calls and no engine step{recognised}); this verdict judges the "
             f"{fmt_value(idle.get('active_ns'), 'ns')} of active work.")
 
 
