@@ -30,7 +30,7 @@ from .units import describe_range, fmt_limit
 REPORTED_FACTS = (
     "summary", "gpu_utilization", "launch_overhead", "kernel_gaps", "launch_api", "api_summary",
     "sync_overview", "sync_summary", "copy_summary", "transfer_overview", "kernel_summary", "cuda_graphs",
-    "communication", "device_balance", "gpu_metrics_summary", "phases", "gpu_starvation", "capture_health",
+    "communication", "device_balance", "gpu_metrics_summary", "phases", "steps", "gpu_starvation", "capture_health",
     "nvtx_summary", "osrt_summary", "worst_offenders", "startup",
     "utilization_timeline", "gap_histogram", "timeline_excerpt",
 )

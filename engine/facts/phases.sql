@@ -3,7 +3,7 @@
 -- @doc it ran inside an NVTX range of that phase on the same thread (how nsys projects NVTX onto the
 -- @doc GPU); the innermost phase range wins. Phase names come from patterns on the range text (defaults
 -- @doc recognise vLLM and SGLang names, configurable); kernels outside any phase range are 'other'.
--- @needs _phase_kernels _phase_ranges
+-- @needs _phase_kernels _phase_ranges _steps
 -- @requires kernels
 -- @param phase_texts 3 range 1 inf
 -- @column phase prefill, decode or other (or a configured phase name).
@@ -20,6 +20,8 @@
 -- @column overhead_ratio gap time / (kernel time + gap time) within the phase.
 -- @column busy_fraction kernel_time_ns / range_ns: how busy the GPU was during the phase's ranges (0-1).
 -- @column kernel_time_share kernel_time_ns / all kernel time (0-1).
+-- @column inferred True when the phase was inferred from the steps' shape (_steps), not named by NVTX text.
+-- @column inference_evidence For an inferred phase, what set its steps apart: their median duration against the median step's, and their mean kernel against the other steps' (e.g. `17.2x the median step, mean kernel 236 µs vs 5.1 µs`); NULL otherwise.
 -- @check phase not_null
 -- @check phase unique
 -- @check range_count non_negative
@@ -44,6 +46,26 @@ texts AS (
     SELECT phase, regexp_replace(text, '[0-9]+', '#', 'g') AS text, sum(n) AS n
     FROM (SELECT phase, text, count(*) AS n FROM _phase_ranges GROUP BY ALL) GROUP BY ALL
 ),
+-- The evidence of an inferred phase, durations written as the reports do (ms from 1 ms, whole µs from 10 µs).
+shape AS (
+    SELECT phase, quantile_cont(dur_ns, 0.5) AS median_dur_ns, sum(kernel_ns) AS kernel_ns,
+           sum(kernel_count) AS kernel_count
+    FROM _steps WHERE phase_source = 'inferred' GROUP BY phase
+),
+evidence AS (
+    SELECT phase, printf('%.1fx the median step, mean kernel %s vs %s', ratio,
+                         CASE WHEN mine >= 1e6 THEN printf('%.1f ms', mine / 1e6)
+                              WHEN mine >= 1e4 THEN printf('%.0f µs', mine / 1e3)
+                              ELSE printf('%.1f µs', mine / 1e3) END,
+                         CASE WHEN theirs >= 1e6 THEN printf('%.1f ms', theirs / 1e6)
+                              WHEN theirs >= 1e4 THEN printf('%.0f µs', theirs / 1e3)
+                              ELSE printf('%.1f µs', theirs / 1e3) END) AS text
+    FROM (SELECT s.phase, s.median_dur_ns / nullif((SELECT quantile_cont(dur_ns, 0.5) FROM _steps), 0) AS ratio,
+                 s.kernel_ns / nullif(s.kernel_count, 0) AS mine,
+                 (t.kernel_ns - s.kernel_ns) / nullif(t.kernel_count - s.kernel_count, 0) AS theirs
+          FROM shape s, (SELECT sum(kernel_ns) AS kernel_ns, sum(kernel_count) AS kernel_count FROM shape) t)
+),
+inferred AS (SELECT DISTINCT phase FROM _phase_ranges WHERE inferred),
 tstats AS (
     SELECT phase, count(*) AS text_count,
            list({'text': text, 'range_count': n} ORDER BY n DESC, text)[1:${phase_texts}] AS matched_texts
@@ -56,7 +78,9 @@ SELECT coalesce(k.phase, r.phase) AS phase, coalesce(r.range_count, 0) AS range_
        k.mean_gap_ns, k.median_gap_ns,
        CASE WHEN k.kernel_time_ns + k.gap_ns > 0 THEN k.gap_ns / (k.kernel_time_ns + k.gap_ns) END AS overhead_ratio,
        CASE WHEN r.range_ns > 0 THEN least(k.kernel_time_ns / r.range_ns, 1.0) END AS busy_fraction,
-       coalesce(k.kernel_time_ns, 0) / nullif((SELECT sum(kernel_time_ns) FROM kstats), 0) AS kernel_time_share
+       coalesce(k.kernel_time_ns, 0) / nullif((SELECT sum(kernel_time_ns) FROM kstats), 0) AS kernel_time_share,
+       coalesce(k.phase, r.phase) IN (SELECT phase FROM inferred) AS inferred, e.text AS inference_evidence
 FROM kstats k FULL OUTER JOIN rstats r ON r.phase = k.phase LEFT JOIN tstats t ON t.phase = r.phase
+     LEFT JOIN evidence e ON e.phase = coalesce(k.phase, r.phase)
 ORDER BY CASE coalesce(k.phase, r.phase) WHEN 'prefill' THEN 0 WHEN 'decode' THEN 1 WHEN 'other' THEN 9 ELSE 5 END,
          coalesce(k.phase, r.phase)
