@@ -144,7 +144,7 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
         overrides=overrides(config, rules, fact_defs), facts=reported,
         phase_facts={phase: {name: scoped.rows(name) for name in PHASE_REPORTED_FACTS if name in scoped.results}
                      for phase, scoped in facts.phases.items()},
-        throughput=throughput(_judged_ns(export, startup), facts.rows("phases") if "phases" in facts.results else [],
+        throughput=throughput(_judged_ns(export, startup), facts.rows("steps") if "steps" in facts.results else [],
                               tokens),
         startup=startup)
     # The key metrics are judged against the same rule params the evaluation used (diagnose.yaml, --set).

@@ -2,8 +2,8 @@
 -- @materialize
 -- @doc The ranges that put work in an inference phase: the NVTX ranges whose text names a phase (_nvtx_phases),
 -- @doc and, when no NVTX text names one, the steps whose phase was inferred from their shape (_steps). An inferred
--- @doc step counts over its period, from its start to the next step's, so the ranges that follow a step's forward
--- @doc pass on its thread (vLLM V1's `gpu_model_runner: sample`, `postprocess`) go with it.
+-- @doc step counts from its start to the end of its iteration of the loop (_steps.span_end_ns), so the ranges that
+-- @doc follow a step's forward pass on its thread (vLLM V1's `gpu_model_runner: sample`) go with it.
 -- @needs _nvtx_phases _steps
 -- @column global_tid Thread that opened the range (or made the step's calls).
 -- @column pid Process.
@@ -14,5 +14,5 @@
 -- @column inferred True for a step whose phase was inferred from its shape.
 SELECT global_tid, pid, start_ns, end_ns, phase, text, false AS inferred FROM _nvtx_phases
 UNION ALL
-SELECT global_tid, pid, start_ns, start_ns + period_ns, phase, coalesce(text, source || ' step'), true
+SELECT global_tid, pid, start_ns, span_end_ns, phase, coalesce(text, source || ' step'), true
 FROM _steps WHERE phase_source = 'inferred'

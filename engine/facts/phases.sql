@@ -21,7 +21,7 @@
 -- @column busy_fraction kernel_time_ns / range_ns: how busy the GPU was during the phase's ranges (0-1).
 -- @column kernel_time_share kernel_time_ns / all kernel time (0-1).
 -- @column inferred True when the phase was inferred from the steps' shape (_steps), not named by NVTX text.
--- @column inference_evidence For an inferred phase, what set its steps apart: their median duration against the median step's, and their mean kernel against the other steps' (e.g. `17.2x the median step, mean kernel 236 µs vs 5.1 µs`); NULL otherwise.
+-- @column inference_evidence For an inferred phase, what set its steps apart: their median period against the median step's, and their mean kernel against the other steps' (e.g. `17.2x the median step, mean kernel 236 µs vs 5.1 µs`); NULL otherwise.
 -- @check phase not_null
 -- @check phase unique
 -- @check range_count non_negative
@@ -48,7 +48,7 @@ texts AS (
 ),
 -- The evidence of an inferred phase, durations written as the reports do (ms from 1 ms, whole µs from 10 µs).
 shape AS (
-    SELECT phase, quantile_cont(dur_ns, 0.5) AS median_dur_ns, sum(kernel_ns) AS kernel_ns,
+    SELECT phase, quantile_cont(period_ns, 0.5) AS median_period_ns, sum(kernel_ns) AS kernel_ns,
            sum(kernel_count) AS kernel_count
     FROM _steps WHERE phase_source = 'inferred' GROUP BY phase
 ),
@@ -60,7 +60,7 @@ evidence AS (
                          CASE WHEN theirs >= 1e6 THEN printf('%.1f ms', theirs / 1e6)
                               WHEN theirs >= 1e4 THEN printf('%.0f µs', theirs / 1e3)
                               ELSE printf('%.1f µs', theirs / 1e3) END) AS text
-    FROM (SELECT s.phase, s.median_dur_ns / nullif((SELECT quantile_cont(dur_ns, 0.5) FROM _steps), 0) AS ratio,
+    FROM (SELECT s.phase, s.median_period_ns / nullif((SELECT quantile_cont(period_ns, 0.5) FROM _steps), 0) AS ratio,
                  s.kernel_ns / nullif(s.kernel_count, 0) AS mine,
                  (t.kernel_ns - s.kernel_ns) / nullif(t.kernel_count - s.kernel_count, 0) AS theirs
           FROM shape s, (SELECT sum(kernel_ns) AS kernel_ns, sum(kernel_count) AS kernel_count FROM shape) t)

@@ -11,7 +11,7 @@
 -- @column median_dur_ns Median step duration, start to end of the step's range (ns).
 -- @column median_busy_share Median over the steps of kernel time / step period (0-1).
 -- @column median_kernels Median kernels and graph replays per step.
--- @column tpot_proxy_ns Lower bound on the time per output token: the median decode step period (ns). On the 'decode' row, and on 'all' (there the median of every step when no step has a phase); NULL elsewhere.
+-- @column tpot_proxy_ns Lower bound on the time per output token: the median decode step period (ns), on the 'decode' and 'all' rows; NULL elsewhere and when no step is known to be decode (a step without a phase may be a prefill).
 -- @column prefill_step_ns Median prefill step period (ns), a component of the time to first token; on the 'prefill' and 'all' rows.
 -- @column mean_batch Mean requests per step (TensorRT-LLM ctx + gen requests) over the steps whose text says; NULL when none does.
 -- @column source How the steps were found: nvtx, sync or graph-launch (the most common among them).
@@ -49,9 +49,7 @@ scoped AS (
 decode AS (SELECT median_step_ns FROM scoped WHERE scope = 'decode'),
 prefill AS (SELECT median_step_ns FROM scoped WHERE scope = 'prefill')
 SELECT scope AS phase, step_count, median_step_ns, p90_step_ns, median_dur_ns, median_busy_share, median_kernels,
-       CASE WHEN scope = 'decode' THEN median_step_ns
-            WHEN scope = 'all' THEN CASE WHEN (SELECT yes FROM any_phase) THEN (SELECT median_step_ns FROM decode)
-                                         ELSE median_step_ns END END AS tpot_proxy_ns,
+       CASE WHEN scope IN ('decode', 'all') THEN (SELECT median_step_ns FROM decode) END AS tpot_proxy_ns,
        CASE WHEN scope IN ('prefill', 'all') THEN (SELECT median_step_ns FROM prefill) END AS prefill_step_ns,
        mean_batch, source, phase_source
 FROM scoped
