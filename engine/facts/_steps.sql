@@ -71,10 +71,11 @@ timed AS (
     SELECT *, lead(start_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns) AS next_start_ns
     FROM _step_ranges
 ),
--- The first quiet stretch that begins after the step started: when it ends before the next step starts, the
--- server waited between the two steps, and the wait is no part of the step's period.
+-- The first quiet stretch that begins after the step started: when it begins before the next step starts, the
+-- server waited between the two steps, and the wait is no part of the step's period. (The stretch may end a few
+-- µs after the next step's range opened: it ends at the next CUDA call.)
 waited AS (
-    SELECT t.step_id, i.end_ns <= t.next_start_ns AS quiet_between, i.start_ns AS quiet_start_ns
+    SELECT t.step_id, i.start_ns < t.next_start_ns AS quiet_between, i.start_ns AS quiet_start_ns
     FROM timed t ASOF LEFT JOIN _server_idle i ON t.start_ns <= i.start_ns
 ),
 thread_end AS (
