@@ -78,7 +78,7 @@ _KINDS: dict[type, _Kind] = {
         "report", _report_context,
         # `phases`: which NVTX texts each phase matched, kept longer than the window breakdown: it says whether the
         # per-phase numbers (decode steps, step time, per-phase findings) count the right ranges at all. `steps`:
-        # the step statistics per phase, kept as long as the phases.
+        # the step statistics per phase (under each phase), kept nearly as long.
         terminal_plans=(dict(full=3, listed=6, msg_lines=4, step_lines=3, skipped=3, metrics=True, window=True,
                              phases=True, steps=True),
                         dict(full=2, listed=5, msg_lines=3, step_lines=2, skipped=2, metrics=True, window=True,
@@ -87,6 +87,8 @@ _KINDS: dict[type, _Kind] = {
                              phases=True, steps=True),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=False,
                              phases=True, steps=True),
+                        dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=False,
+                             phases=True, steps=False),
                         dict(full=1, listed=3, msg_lines=2, step_lines=1, skipped=0, metrics=False, window=False,
                              phases=False, steps=False)),
         markdown_plans=(dict(top_kernels=15, details=True), dict(top_kernels=8, details=True),

@@ -42,6 +42,11 @@ class StepRow:
     @property
     def line(self) -> str:
         """'decode: 40 steps · median 2.4 ms (p90 2.6 ms) · GPU busy 38 % · TPOT ≥ 2.4 ms'."""
+        return self.stats if self.phase == ALL else f"{self.label}: {self.stats}"
+
+    @property
+    def stats(self) -> str:
+        """The line without the phase: '40 steps · median 2.4 ms (p90 2.6 ms) · GPU busy 38 % · TPOT ≥ 2.4 ms'."""
         parts = [f"{self.steps:,} step{'' if self.steps == 1 else 's'}",
                  f"median {fmt_duration(self.median_ns)} (p90 {fmt_duration(self.p90_ns)})",
                  f"GPU busy {fmt_ratio(self.busy_share, 0)}"]
@@ -51,7 +56,7 @@ class StepRow:
             parts.append(f"TPOT ≥ {fmt_duration(self.tpot_ns)}")
         if self.phase == _PREFILL and self.prefill_ns is not None:
             parts.append("part of TTFT")
-        return " · ".join(parts) if self.phase == ALL else f"{self.label}: " + " · ".join(parts)
+        return " · ".join(parts)
 
 
 def step_rows(report: Report) -> list[StepRow]:
