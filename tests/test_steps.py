@@ -191,3 +191,13 @@ def test_steps_appear_in_every_format() -> None:
     _, plain = scenario_analysis("eager_decode")  # no phases: one line for every step, no TPOT claim
     lines = [line.strip() for line in render(plain, "terminal").splitlines()]
     assert any(line.startswith("25 steps · median 4.2 ms") and "TPOT" not in line for line in lines)
+
+
+@pytest.mark.parametrize("name", ["eager_decode", "graph_host_gaps", "sync_storm", "healthy_graph_decode"])
+def test_alike_steps_keep_the_run_whole_and_its_verdict(name: str) -> None:
+    # eager or graph-replayed decode steps, host gaps between graph replays, 1,999 steps between synchronisations:
+    # no step stands out, so no phase is inferred and the verdict is the whole run's, as before steps existed
+    facts, report = scenario_analysis(name)
+    assert [r["phase"] for r in facts.rows("steps")] == ["all"]
+    assert not any(p.get("inferred") for p in facts.rows("phases")) and not facts.phases
+    assert report.verdict.primary == SCENARIOS[name].expected_primary
