@@ -30,7 +30,7 @@ from .units import describe_range, fmt_limit
 REPORTED_FACTS = (
     "summary", "gpu_utilization", "launch_overhead", "kernel_gaps", "launch_api", "api_summary",
     "sync_overview", "sync_summary", "copy_summary", "transfer_overview", "kernel_summary", "cuda_graphs",
-    "communication", "device_balance", "gpu_metrics_summary", "phases", "gpu_starvation", "capture_health",
+    "communication", "device_balance", "gpu_metrics_summary", "phases", "steps", "gpu_starvation", "capture_health",
     "nvtx_summary", "osrt_summary", "worst_offenders", "startup",
     "utilization_timeline", "gap_histogram", "timeline_excerpt",
 )
@@ -144,7 +144,7 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
         overrides=overrides(config, rules, fact_defs), facts=reported,
         phase_facts={phase: {name: scoped.rows(name) for name in PHASE_REPORTED_FACTS if name in scoped.results}
                      for phase, scoped in facts.phases.items()},
-        throughput=throughput(_judged_ns(export, startup), facts.rows("phases") if "phases" in facts.results else [],
+        throughput=throughput(_judged_ns(export, startup), facts.rows("steps") if "steps" in facts.results else [],
                               tokens),
         startup=startup)
     # The key metrics are judged against the same rule params the evaluation used (diagnose.yaml, --set).

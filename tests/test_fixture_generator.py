@@ -40,6 +40,7 @@ NAMES = [
     "server_bursts_short_waits", "server_bursts_epoll", "tensor_idle_fp32_prefill",
     "latency_bound_decode", "nvlink_saturated_tp2", "metrics_coarse_decode", "metrics_2022_tu10x", "metrics_2022_ga100",
     "metrics_2022_gh100", "model_load_decode", "model_load_no_nvtx", "model_load_pcie_loop", "model_load_only",
+    "trtllm_forward_steps", "vllm_v1_forward_ranges",
 ]
 CAPTURE = ["empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture"]
 PRIMARIES = {"launch-bound", "pcie-bound", "unified-memory", "api-latency", "multi-gpu-imbalance", "memory-bound",
@@ -188,7 +189,9 @@ def test_registry() -> None:
                 "metrics_2022_gh100": None, "metrics_unknown_names": None,
                 # the steady loop's verdict, judged after the model load (tests/test_startup.py)
                 "model_load_decode": None, "model_load_no_nvtx": None, "model_load_pcie_loop": "pcie-bound",
-                "model_load_only": "pcie-bound"}
+                "model_load_only": "pcie-bound",
+                # decode judged on its own: by TensorRT-LLM's step labels, by the vLLM V1 steps' shape
+                "trtllm_forward_steps": "launch-bound", "vllm_v1_forward_ranges": "launch-bound"}
     assert {n: s.expected_primary for n, s in SCENARIOS.items()} == expected
     with pytest.raises(KeyError):
         generate("no_such_scenario", "/tmp/never.sqlite")
@@ -1302,10 +1305,68 @@ def check_server_bursts(path: Path, truth: dict[str, Any]) -> None:
         assert in_range(covered / (hi - lo), truth["epoll_share"])
 
 
+def _step_periods(ranges: list[tuple[int, int, str, int, int]]) -> list[int]:
+    """From each step range's start to the next one's; the last step's is its own duration."""
+    return [b[0] - a[0] for a, b in zip(ranges, ranges[1:])] + [ranges[-1][1] - ranges[-1][0]]
+
+
+def _check_prefill_then_decode(path: Path, steps: list[tuple[int, int, str, int, int]], is_prefill: list[bool],
+                               truth: dict[str, Any]) -> None:
+    """Periods, decode overhead ratio and decode share of the GPU window of steps split into prefill and decode."""
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["kernel_count"]
+    assert len(runtime_by_name(path, "cudaLaunchKernel%")) == truth["launch_calls"]
+    assert len(runtime_by_name(path, "cudaStreamSynchronize%")) == truth["stream_syncs"]
+    assert one(path, "SELECT count(DISTINCT deviceId) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["device_count"]
+    assert one(path, "SELECT count(*) FROM PROCESSES") == truth["process_count"]
+    periods = _step_periods(steps)
+    assert all(in_range(p, truth["prefill_period_ns" if pre else "decode_period_ns"])
+               for p, pre in zip(periods, is_prefill))
+    # each step's loop iteration, up to the next step's start (the last one: to the end)
+    ends = [b[0] - 1 for b in steps[1:]] + [2 ** 62]
+    labelled = [(st, en, "prefill" if pre else "decode", tid, dom)
+                for (st, _, _, tid, dom), en, pre in zip(steps, ends, is_prefill)]
+    by_phase = _overhead_by_range(path, labelled, ("prefill", "decode"))
+    assert in_range(by_phase["decode"][1], truth["decode_overhead_ratio"])
+    _, _, span = union_stats(kernel_intervals(path))
+    decode_ns = sum(p for p, pre in zip(periods, is_prefill) if not pre)
+    assert in_range(decode_ns / span, truth["decode_window_share"])
+
+
+def check_trtllm_forward_steps(path: Path, truth: dict[str, Any]) -> None:
+    steps = [r for r in nvtx_ranges(path) if r[2].startswith("[Executor] _forward_step ")]
+    assert len(steps) == truth["steps"]
+    expected = [gen.trt_step_text(i, c, g) for i, (c, g) in enumerate(zip(truth["ctx_reqs"], truth["gen_reqs"]))]
+    assert [r[2] for r in steps] == expected
+    assert sum(c > 0 for c in truth["ctx_reqs"]) == truth["context_steps"]
+    _check_prefill_then_decode(path, steps, [c > 0 for c in truth["ctx_reqs"]], truth)
+
+
+def check_vllm_v1_forward_ranges(path: Path, truth: dict[str, Any]) -> None:
+    ranges = nvtx_ranges(path)
+    assert Counter(r[2] for r in ranges) == truth["nvtx_ranges"]
+    steps = [r for r in ranges if r[2] == "gpu_model_runner: forward"]
+    # no range names a phase: the prefill steps are the first ones, told apart only by their kernels
+    assert len(steps) == truth["steps"]
+    pre = [phase == "prefill" for phase in truth["step_phases"]]
+    _check_prefill_then_decode(path, steps, pre, truth)
+    forward = defaultdict(list)
+    for ks, ke, api, tid, _ in launch_of_kernels(path):
+        forward[next((i for i, (s, e, _, g, _) in enumerate(steps) if g == tid and s <= api <= e), None)].append(
+            ke - ks)
+    assert len(forward[None]) == truth["steps"] * (truth["kernels_per_step"] - truth["forward_kernels_per_step"])
+    for i, durations in forward.items():
+        if i is not None:
+            assert len(durations) == truth["forward_kernels_per_step"]
+            mean = sum(durations) / len(durations)
+            assert in_range(mean, truth["prefill_mean_kernel_ns" if pre[i] else "decode_mean_kernel_ns"])
+
+
 PHASE_CHECKS = {"prefill_heavy_eager_decode": check_prefill_heavy_eager_decode,
                 "idle_server_bursts": check_idle_server_bursts, "server_bursts_short_waits": check_server_bursts,
                 "server_bursts_epoll": check_server_bursts,
-                "short_decode_after_prefills": check_short_decode_after_prefills}
+                "short_decode_after_prefills": check_short_decode_after_prefills,
+                "trtllm_forward_steps": check_trtllm_forward_steps,
+                "vllm_v1_forward_ranges": check_vllm_v1_forward_ranges}
 
 
 @pytest.mark.parametrize("name", list(PHASE_CHECKS))

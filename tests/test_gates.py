@@ -178,7 +178,7 @@ def nvtx_then_eager():
 @pytest.mark.parametrize("spec, why", [
     ("phase_decode_ns:+5%", "phase_decode_ns is missing in the after profile (eager_decode.sqlite; no NVTX phase "
                             "'decode', only other); mark the gate optional as 'phase_decode_ns?:+5%'"),
-    ("step_time_ns:+5us", "step_time_ns is missing in the after profile (eager_decode.sqlite; no NVTX decode ranges)"),
+    ("step_time_ns:+5us", "step_time_ns is missing in the after profile (eager_decode.sqlite; no decode steps)"),
     ("tokens_per_s:-5%", "tokens_per_s is missing in both profiles (prefill_decode_nvtx.sqlite, eager_decode.sqlite; "
                          "no --tokens N given)"),
 ])

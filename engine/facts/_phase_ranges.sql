@@ -1,18 +1,18 @@
 -- @fact _phase_ranges
 -- @materialize
--- @doc NVTX ranges whose text matches a phase pattern, with that phase (phase_of(): the first configured
--- @doc pattern that matches, see engine/facts/compute.py). Each distinct text is classified once.
--- @column global_tid Thread that opened the range.
+-- @doc The ranges that put work in an inference phase: the NVTX ranges whose text names a phase (_nvtx_phases),
+-- @doc and, when no NVTX text names one, the steps whose phase was inferred from their shape (_steps). An inferred
+-- @doc step counts from its start to the end of its iteration of the loop (_steps.span_end_ns), so the ranges that
+-- @doc follow a step's forward pass on its thread (vLLM V1's `gpu_model_runner: sample`) go with it.
+-- @needs _nvtx_phases _steps
+-- @column global_tid Thread that opened the range (or made the step's calls).
 -- @column pid Process.
 -- @column start_ns Range start (ns).
 -- @column end_ns Range end (ns).
 -- @column phase Phase name (prefill, decode, or a configured one).
--- @column text The range's text.
--- MATERIALIZED: otherwise DuckDB pushes `phase IS NOT NULL` below the DISTINCT and runs the patterns on
--- every range instead of every distinct text.
-WITH classified AS MATERIALIZED (
-    SELECT text, phase_of(text) AS phase FROM (SELECT DISTINCT text FROM nvtx_ranges WHERE text IS NOT NULL)
-)
-SELECT r.global_tid, r.pid, r.start_ns, r.end_ns, c.phase, r.text
-FROM nvtx_ranges r JOIN classified c ON c.text = r.text
-WHERE c.phase IS NOT NULL
+-- @column text The range's text; for an inferred step found from calls, '<source> step' (sync step, graph-launch step).
+-- @column inferred True for a step whose phase was inferred from its shape.
+SELECT global_tid, pid, start_ns, end_ns, phase, text, false AS inferred FROM _nvtx_phases
+UNION ALL
+SELECT global_tid, pid, start_ns, span_end_ns, phase, coalesce(text, source || ' step'), true
+FROM _steps WHERE phase_source = 'inferred'

@@ -3,7 +3,7 @@
 -- @doc it ran inside an NVTX range of that phase on the same thread (how nsys projects NVTX onto the
 -- @doc GPU); the innermost phase range wins. Phase names come from patterns on the range text (defaults
 -- @doc recognise vLLM and SGLang names, configurable); kernels outside any phase range are 'other'.
--- @needs _phase_kernels _phase_ranges
+-- @needs _phase_kernels _phase_ranges _steps
 -- @requires kernels
 -- @param phase_texts 3 range 1 inf
 -- @param phase_min_steps 5 range 1 inf
@@ -12,7 +12,7 @@
 -- @column range_ns Summed duration of those ranges (ns).
 -- @column text_count Distinct texts among those ranges, each run of digits written # (so `step 1`, `step 2` are one).
 -- @column matched_texts The texts that matched most often, up to phase_texts of them, most first, digits written #: a list of {text, range_count}; empty for 'other'. Shows what a pattern caught.
--- @column step_count Steps of the phase: its ranges, leaving out a range nested in another range of the same phase on the same thread (an inner `decode_step` inside `decode` is the same step); 0 for 'other'.
+-- @column step_count Steps of the phase (_steps: one per iteration of the loop, however the ranges nest: an inner `decode_step` inside `decode` is one step, and so is each `execute_model` inside a 'decode' range); 0 for 'other'.
 -- @column judged_alone The phase has at least phase_min_steps steps, enough to judge on its own: its findings take their severity and their rank for the verdict from their share of the phase's GPU time, not of the run's.
 -- @column kernel_count Kernels attributed to the phase.
 -- @column kernel_time_ns Sum of their durations (ns).
@@ -23,6 +23,8 @@
 -- @column overhead_ratio gap time / (kernel time + gap time) within the phase.
 -- @column busy_fraction kernel_time_ns / range_ns: how busy the GPU was during the phase's ranges (0-1).
 -- @column kernel_time_share kernel_time_ns / all kernel time (0-1).
+-- @column inferred True when the phase was inferred from the steps' shape (_steps), not named by NVTX text.
+-- @column inference_evidence For an inferred phase, what set its steps apart: their median period against the median step's, and their mean kernel against the other steps' (e.g. `17.2x the median step, mean kernel 236 µs vs 5.1 µs`); NULL otherwise.
 -- @check phase not_null
 -- @check phase unique
 -- @check range_count non_negative
@@ -43,24 +45,35 @@ kstats AS (
     FROM gaps GROUP BY phase
 ),
 rstats AS (SELECT phase, count(*) AS range_count, sum(end_ns - start_ns) AS range_ns FROM _phase_ranges GROUP BY phase),
--- A range is nested when an earlier-starting range of its phase on its thread ends at or after its end: the running
--- maximum of the ends before it, ordered by start (longest first on equal starts), says so in one pass.
-outer_ends AS (
-    SELECT phase, end_ns,
-           max(end_ns) OVER (PARTITION BY global_tid, phase ORDER BY start_ns, end_ns DESC
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS enclosing_end_ns
-    FROM _phase_ranges
-),
-sstats AS (
-    SELECT phase, count(*) AS step_count FROM outer_ends
-    WHERE enclosing_end_ns IS NULL OR enclosing_end_ns < end_ns GROUP BY phase
-),
+-- The steps of each phase (_steps): a phase range around step ranges (a 'decode' range around `execute_model`)
+-- and an inner step range in a phase range (`decode_step` in `decode`) count one step each.
+sstats AS (SELECT phase, count(*) AS step_count FROM _steps WHERE phase IS NOT NULL GROUP BY phase),
 -- Step-numbered labels (`_forward_step 12: 2 ctx reqs`) differ only in their numbers: counted as one text.
 -- Counted per text first: the digits are replaced once per distinct text, not once per range.
 texts AS (
     SELECT phase, regexp_replace(text, '[0-9]+', '#', 'g') AS text, sum(n) AS n
     FROM (SELECT phase, text, count(*) AS n FROM _phase_ranges GROUP BY ALL) GROUP BY ALL
 ),
+-- The evidence of an inferred phase, durations written as the reports do (ms from 1 ms, whole µs from 10 µs).
+shape AS (
+    SELECT phase, quantile_cont(period_ns, 0.5) AS median_period_ns, sum(kernel_ns) AS kernel_ns,
+           sum(kernel_count) AS kernel_count
+    FROM _steps WHERE phase_source = 'inferred' GROUP BY phase
+),
+evidence AS (
+    SELECT phase, printf('%.1fx the median step, mean kernel %s vs %s', ratio,
+                         CASE WHEN mine >= 1e6 THEN printf('%.1f ms', mine / 1e6)
+                              WHEN mine >= 1e4 THEN printf('%.0f µs', mine / 1e3)
+                              ELSE printf('%.1f µs', mine / 1e3) END,
+                         CASE WHEN theirs >= 1e6 THEN printf('%.1f ms', theirs / 1e6)
+                              WHEN theirs >= 1e4 THEN printf('%.0f µs', theirs / 1e3)
+                              ELSE printf('%.1f µs', theirs / 1e3) END) AS text
+    FROM (SELECT s.phase, s.median_period_ns / nullif((SELECT quantile_cont(period_ns, 0.5) FROM _steps), 0) AS ratio,
+                 s.kernel_ns / nullif(s.kernel_count, 0) AS mine,
+                 (t.kernel_ns - s.kernel_ns) / nullif(t.kernel_count - s.kernel_count, 0) AS theirs
+          FROM shape s, (SELECT sum(kernel_ns) AS kernel_ns, sum(kernel_count) AS kernel_count FROM shape) t)
+),
+inferred AS (SELECT DISTINCT phase FROM _phase_ranges WHERE inferred),
 tstats AS (
     SELECT phase, count(*) AS text_count,
            list({'text': text, 'range_count': n} ORDER BY n DESC, text)[1:${phase_texts}] AS matched_texts
@@ -74,8 +87,9 @@ SELECT coalesce(k.phase, r.phase) AS phase, coalesce(r.range_count, 0) AS range_
        k.mean_gap_ns, k.median_gap_ns,
        CASE WHEN k.kernel_time_ns + k.gap_ns > 0 THEN k.gap_ns / (k.kernel_time_ns + k.gap_ns) END AS overhead_ratio,
        CASE WHEN r.range_ns > 0 THEN least(k.kernel_time_ns / r.range_ns, 1.0) END AS busy_fraction,
-       coalesce(k.kernel_time_ns, 0) / nullif((SELECT sum(kernel_time_ns) FROM kstats), 0) AS kernel_time_share
+       coalesce(k.kernel_time_ns, 0) / nullif((SELECT sum(kernel_time_ns) FROM kstats), 0) AS kernel_time_share,
+       coalesce(k.phase, r.phase) IN (SELECT phase FROM inferred) AS inferred, e.text AS inference_evidence
 FROM kstats k FULL OUTER JOIN rstats r ON r.phase = k.phase LEFT JOIN tstats t ON t.phase = r.phase
-     LEFT JOIN sstats s ON s.phase = r.phase
+     LEFT JOIN sstats s ON s.phase = r.phase LEFT JOIN evidence e ON e.phase = coalesce(k.phase, r.phase)
 ORDER BY CASE coalesce(k.phase, r.phase) WHEN 'prefill' THEN 0 WHEN 'decode' THEN 1 WHEN 'other' THEN 9 ELSE 5 END,
          coalesce(k.phase, r.phase)

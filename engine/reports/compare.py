@@ -38,7 +38,7 @@ def extract(report: Report, tokens: int | None = None) -> dict[str, float | None
     metrics = compared()
     out = {m.key: number(raw_value(m, report)) for m in metrics if not m.is_throughput}
     out.update(phase_values(report))
-    rates = throughput(out.get("duration_ns"), report.facts.get("phases") or [], tokens)
+    rates = throughput(out.get("duration_ns"), report.facts.get("steps") or [], tokens)
     out.update({m.key: number(raw_value(m, report, rates)) if rates else None for m in metrics if m.is_throughput})
     return out
 
@@ -227,7 +227,7 @@ def _unknown_absence(_side: SideName, _key: str) -> tuple[str, str]:
 
 
 def _missing_in(lacking: list[SideName], key: str, about: Absence) -> str:
-    """'the after profile (b.sqlite; no NVTX decode ranges)', 'both profiles (a.sqlite, b.sqlite; …)'."""
+    """'the after profile (b.sqlite; no decode steps)', 'both profiles (a.sqlite, b.sqlite; …)'."""
     known = {side: about(side, key) for side in lacking}
 
     def detail(names: list[str], why: str) -> str:
@@ -280,10 +280,10 @@ def _absence(report: Report, key: str, tokens: int | None) -> tuple[str, str]:
     metric = definition(key)
     if not metric.is_throughput:
         return name, ""
-    with_tokens = throughput(report.profile.duration_ns, report.facts.get("phases") or [], 1)
+    with_tokens = throughput(report.profile.duration_ns, report.facts.get("steps") or [], 1)
     if tokens is None and number(raw_value(metric, report, with_tokens)) is not None:
         return name, "no --tokens N given"
-    return name, "no NVTX decode ranges"
+    return name, "no decode steps"
 
 
 def _timeline(report: Report) -> list[dict[str, float]]:

@@ -49,12 +49,12 @@ class Metric:
 
     @property
     def is_throughput(self) -> bool:
-        """Computed from the profile's duration, --tokens and NVTX decode ranges (report.throughput)."""
+        """Computed from the profile's duration, --tokens and the decode steps (report.throughput)."""
         return any(s.startswith("throughput.") for s in self.sources)
 
 
 _NO_TOKENS = "n/a (--tokens N)"
-_NO_STEPS = "n/a (no NVTX)"
+_NO_STEPS = "n/a (no decode steps)"
 
 METRICS: tuple[Metric, ...] = (
     Metric("gpu_utilization", "GPU utilisation", "share", "higher", "summary.gpu_utilization",
@@ -118,9 +118,9 @@ METRICS: tuple[Metric, ...] = (
            short_label="Output tokens/s", missing=_NO_TOKENS, headline=True),
     Metric("time_per_token_ns", "Time per output token", "ns", "lower", "throughput.time_per_token_ns",
            headline=True),
-    Metric("decode_steps", "Decode steps (NVTX)", "count", None, "throughput.decode_steps",
+    Metric("decode_steps", "Decode steps", "count", None, "throughput.decode_steps",
            missing=_NO_STEPS),
-    Metric("step_time_ns", "Decode step time (mean)", "ns", "lower", "throughput.step_time_ns",
+    Metric("step_time_ns", "Decode step time (median)", "ns", "lower", "throughput.step_time_ns",
            short_label="Decode step time", missing=_NO_STEPS, headline=True),
     Metric("steps_per_s", "Decode steps per second", "rate", "higher", "throughput.steps_per_s", report=False,
            headline=True),
@@ -259,7 +259,7 @@ def rule_thresholds(rules: Mapping[str, Rule], rule_params: Mapping[str, Mapping
 
 def key_metric_rows(report: Report, thresholds: Mapping[str, Threshold]) -> list[MetricRow]:
     """The report's key metrics (none when the profile ran no kernels). Throughput rows appear when the report
-    has a throughput (--tokens or NVTX decode ranges)."""
+    has a throughput (--tokens or decode steps)."""
     if not report.metrics.get("kernel_count"):
         return []
     shown = [m for m in METRICS if m.report and (report.throughput is not None or not m.is_throughput)]

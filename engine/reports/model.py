@@ -260,15 +260,19 @@ class ProfileSummary(Model):
 
 
 class Throughput(Model):
-    """Tokens/s and time per output token (with --tokens N) and NVTX decode steps."""
+    """Tokens/s and time per output token (with --tokens N), and the decode steps (fact `steps`)."""
 
     tokens: int | None = Field(None, description="Output tokens generated in the profiled run (--tokens).")
     duration_ns: float | None = Field(None, description="Profiled duration the rates are computed over (ns).")
     tokens_per_s: float | None = Field(None, description="tokens / duration.")
     time_per_token_ns: float | None = Field(None, description="duration / tokens (ns).")
-    decode_steps: int | None = Field(None, description="NVTX decode-step ranges, when the profile has them.")
-    step_time_ns: float | None = Field(None, description="Mean decode-step duration (ns).")
-    steps_per_s: float | None = Field(None, description="Decode steps per second at the mean step duration.")
+    decode_steps: int | None = Field(None, description="Decode steps, when steps were found to be decode by their "
+                                                       "NVTX text or their shape.")
+    step_time_ns: float | None = Field(None, description="Median decode-step period, start to the next step's start "
+                                                         "(ns): a lower bound on the time per output token.")
+    steps_per_s: float | None = Field(None, description="Decode steps per second at the median step period.")
+    inferred: bool | None = Field(None, description="True when the decode steps were inferred from their shape, "
+                                                    "not named by NVTX text.")
 
 
 class WindowShare(Model):
@@ -337,7 +341,7 @@ class Report(Document):
     """When the rules judged each inference phase on its own: per phase, the rows of its per-phase facts
     (gpu_utilization, launch_overhead, gpu_metrics_summary) computed over that phase's work alone."""
     throughput: Throughput | None = None
-    """Null when neither --tokens nor NVTX decode ranges give one."""
+    """Null when neither --tokens nor decode steps give one."""
     window: list[GpuWindow] = []
     """Per GPU that did work, its window split into kernels running, only copies running and idle time by cause
     (engine/reports/breakdown.py)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
-from . import charts, timeline
+from . import charts, steps, timeline
 from .comparemodel import Comparison
 from .environment import TERMINAL_WIDTH, environment, painter
 from .model import Document, Report
@@ -51,13 +51,14 @@ def _skipped_groups(report: Report) -> list[tuple[str, list[str]]]:
 
 
 def _report_context(report: Report, fmt: str) -> dict[str, Any]:
+    context = steps.as_context(report)
     if fmt == "terminal":
-        return {"skipped_groups": _skipped_groups(report)}
+        return {**context, "skipped_groups": _skipped_groups(report)}
     if fmt == "html":
-        return {"ch": charts.charts(report), "excerpt": timeline.excerpt(report)}
+        return {**context, "ch": charts.charts(report), "excerpt": timeline.excerpt(report)}
     if fmt == "md":
-        return {"strip": timeline.text_strip(report)}
-    return {}
+        return {**context, "strip": timeline.text_strip(report)}
+    return context
 
 
 def _run_context(run: RunReport, fmt: str) -> dict[str, Any]:
@@ -76,18 +77,21 @@ _KINDS: dict[type, _Kind] = {
     Report: _Kind(
         "report", _report_context,
         # `phases`: which NVTX texts each phase matched, kept longer than the window breakdown: it says whether the
-        # per-phase numbers (decode steps, step time, per-phase findings) count the right ranges at all.
-        # `phase_lines`: lines for each phase's verdict line (Verdict.phases).
+        # per-phase numbers (decode steps, step time, per-phase findings) count the right ranges at all. `steps`:
+        # the step statistics per phase (under each phase), kept nearly as long. `phase_lines`: lines for each
+        # phase's verdict line (Verdict.phases).
         terminal_plans=(dict(full=3, listed=6, msg_lines=4, step_lines=3, skipped=3, metrics=True, window=True,
-                             phases=True, phase_lines=2),
+                             phases=True, steps=True, phase_lines=2),
                         dict(full=2, listed=5, msg_lines=3, step_lines=2, skipped=2, metrics=True, window=True,
-                             phases=True, phase_lines=2),
+                             phases=True, steps=True, phase_lines=2),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=True,
-                             phases=True),
+                             phases=True, steps=True),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=False,
-                             phases=True),
+                             phases=True, steps=True),
+                        dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=False,
+                             phases=True, steps=False),
                         dict(full=1, listed=3, msg_lines=2, step_lines=1, skipped=0, metrics=False, window=False,
-                             phases=False)),
+                             phases=False, steps=False)),
         markdown_plans=(dict(top_kernels=15, details=True), dict(top_kernels=8, details=True),
                         dict(top_kernels=5, details=False), dict(top_kernels=3, details=False)),
         screen=True),

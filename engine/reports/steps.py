@@ -1,0 +1,90 @@
+"""The per-phase step statistics as every format shows them (fact `steps`, README "Steps and phases"): one row per
+phase, with whether the phase was inferred from the steps' shape and the evidence for it (fact `phases`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..units import fmt_duration, fmt_number, fmt_ratio
+from .model import Report
+
+# How the steps were found, for people (fact _step_ranges, column source).
+_FOUND_BY = {"nvtx": "NVTX step ranges", "sync": "synchronisations of the launching thread",
+             "graph-launch": "CUDA-graph launches of the launching thread"}
+ALL = "all"  # the row of every step (fact `steps`)
+_DECODE, _PREFILL = "decode", "prefill"
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One phase's steps, as the reports show them."""
+
+    phase: str
+    inferred: bool
+    evidence: str | None
+    steps: int
+    median_ns: float | None
+    p90_ns: float | None
+    busy_share: float | None
+    kernels: float | None
+    tpot_ns: float | None
+    prefill_ns: float | None
+    mean_batch: float | None
+    found_by: str
+
+    @property
+    def label(self) -> str:
+        """'decode', 'decode (inferred)', or 'all steps' for every step of a run without phases."""
+        name = "all steps" if self.phase == ALL else self.phase
+        return f"{name} (inferred)" if self.inferred else name
+
+    @property
+    def line(self) -> str:
+        """'decode: 40 steps · median 2.4 ms (p90 2.6 ms) · GPU busy 38 % · TPOT ≥ 2.4 ms'."""
+        return self.stats if self.phase == ALL else f"{self.label}: {self.stats}"
+
+    @property
+    def stats(self) -> str:
+        """The line without the phase: '40 steps · median 2.4 ms (p90 2.6 ms) · GPU busy 38 % · TPOT ≥ 2.4 ms'."""
+        parts = [f"{self.steps:,} step{'' if self.steps == 1 else 's'}",
+                 f"median {fmt_duration(self.median_ns)} (p90 {fmt_duration(self.p90_ns)})",
+                 f"GPU busy {fmt_ratio(self.busy_share, 0)}"]
+        if self.mean_batch is not None:
+            parts.append(f"batch {fmt_number(self.mean_batch)}")
+        if self.tpot_ns is not None:
+            parts.append(f"TPOT ≥ {fmt_duration(self.tpot_ns)}")
+        if self.phase == _PREFILL and self.prefill_ns is not None:
+            parts.append("part of TTFT")
+        return " · ".join(parts)
+
+
+def step_rows(report: Report) -> list[StepRow]:
+    """The rows to show: one per phase, or the single row of every step when no step has a phase."""
+    rows = report.facts.get("steps") or []
+    evidence = {p.get("phase"): p.get("inference_evidence") for p in report.facts.get("phases") or []
+                if p.get("inferred")}
+    phased = [r for r in rows if r.get("phase") != ALL]
+    out = []
+    for r in phased or rows:
+        phase = str(r.get("phase"))
+        # A run without phases: the median step bounds the time per token only if its steps are decode steps.
+        tpot = r.get("tpot_proxy_ns") if phase == _DECODE else None
+        out.append(StepRow(phase=phase, inferred=r.get("phase_source") == "inferred", evidence=evidence.get(phase),
+                           steps=int(r.get("step_count") or 0), median_ns=r.get("median_step_ns"),
+                           p90_ns=r.get("p90_step_ns"), busy_share=r.get("median_busy_share"),
+                           kernels=r.get("median_kernels"), tpot_ns=tpot, prefill_ns=r.get("prefill_step_ns"),
+                           mean_batch=r.get("mean_batch"),
+                           found_by=_FOUND_BY.get(str(r.get("source")), str(r.get("source")))))
+    return out
+
+
+def found_by(rows: list[StepRow]) -> str:
+    """How the steps were found: 'NVTX step ranges' (the first row's; one run's steps share one source)."""
+    return rows[0].found_by if rows else ""
+
+
+def as_context(report: Report) -> dict[str, Any]:
+    """The template values: `step_rows` and `steps_found_by`."""
+    rows = step_rows(report)
+    return {"step_rows": rows, "steps_found_by": found_by(rows)}
