@@ -37,10 +37,10 @@ NAMES = [
     "healthy_prefill", "uvm_migration_storm", "empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture",
     "clock_glitch", "graph_host_gaps", "alloc_churn", "tiny_kernels_queued", "healthy_graph_decode", "hidden_copies",
     "small_grid_decode", "prefill_heavy_eager_decode", "idle_server_bursts", "short_decode_after_prefills",
-    "server_bursts_short_waits", "server_bursts_epoll", "tensor_idle_fp32_prefill",
+    "server_bursts_short_waits", "server_bursts_epoll", "trtllm_forward_steps", "vllm_v1_forward_ranges",
+    "tensor_idle_fp32_prefill",
     "latency_bound_decode", "nvlink_saturated_tp2", "metrics_coarse_decode", "metrics_2022_tu10x", "metrics_2022_ga100",
     "metrics_2022_gh100", "model_load_decode", "model_load_no_nvtx", "model_load_pcie_loop", "model_load_only",
-    "trtllm_forward_steps", "vllm_v1_forward_ranges",
 ]
 CAPTURE = ["empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture"]
 PRIMARIES = {"launch-bound", "pcie-bound", "unified-memory", "api-latency", "multi-gpu-imbalance", "memory-bound",

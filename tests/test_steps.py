@@ -105,7 +105,7 @@ def test_tensorrt_llm_labels_judge_decode_on_its_own() -> None:
     launch = [f for f in report.findings if f.rule == "launch-bound"]
     assert [(f.phase, f.severity) for f in launch] == [("decode", "warning")]
     assert (report.verdict.primary, report.verdict.phase) == ("launch-bound", "decode")
-    assert report.verdict.headline.startswith("In decode: GPU starved by kernel-launch overhead")
+    assert report.verdict.headline.startswith("In decode (bounds time per output token): GPU starved by kernel-launch overhead")
 
 
 def test_vllm_v1_steps_without_phase_words_get_inferred_phases(exports: Path) -> None:
