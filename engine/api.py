@@ -187,7 +187,7 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
             try:
                 facts = facts_of(export, params={k: s.value for k, s in config.fact_params.items()},
                                  phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress,
-                                 startup_patterns=config.startup_patterns)
+                                 startup_patterns=config.startup_patterns, step_patterns=config.step_patterns)
             except FactOverflowError as exc:
                 raise InputError(f"{path} holds values too large to compute with ({exc}); the export looks "
                                  f"damaged or hand-edited, so export the profile again with "

@@ -135,6 +135,7 @@ def _profile_fact(args: argparse.Namespace, config: Config, facts: dict[str, Fac
             fact_set = compute_facts(export, params={k: s.value for k, s in config.fact_params.items()},
                                      phase_patterns=config.phase_patterns, facts=needed(facts, name),
                                      startup_patterns=config.startup_patterns,
+                                     step_patterns=config.step_patterns,
                                      progress=progress, helpers={name})
     except RuntimeError as exc:  # Ctrl-C inside a DuckDB query surfaces as RuntimeError('Query interrupted')
         reraise_interrupt(exc)

@@ -40,6 +40,8 @@ class Config:
     phase_patterns: dict[str, str] | None = None
     startup_patterns: dict[str, str] | None = None
     """NVTX start-up patterns by kind (load, warmup); None: the defaults (engine/facts/compute.py)."""
+    step_patterns: dict[str, str] | None = None
+    """NVTX step patterns by name (any names); None: the defaults (engine/facts/compute.py)."""
 
     def params_for(self, rule_id: str) -> dict[str, float]:
         return {k: s.value for k, s in self.rule_params.get(rule_id, {}).items()}
@@ -51,6 +53,7 @@ _EXAMPLES = {
     "facts": "facts: {gap_threshold_ns: 5000}",
     "phases": 'phases: {decode: "(?i)(^|[^a-z])decode([^a-z]|$)"}',
     "startup": 'startup: {load: "(?i)^init_model$", warmup: "(?i)^warmup$"}',
+    "steps": 'steps: {engine: "(?i)^engine_step$"}',
     "rule_dirs": "rule_dirs: [ci/nsys-rules]",
 }
 
@@ -128,7 +131,7 @@ def _parse_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: the config must be a mapping of rules, facts, phases and rule_dirs, not "
                           f"{_kind(data)}; write e.g. `{_EXAMPLES['rules']}`")
-    allowed = {"rules", "facts", "rule_dirs", "phases", "startup"}
+    allowed = {"rules", "facts", "rule_dirs", "phases", "startup", "steps"}
     unknown = sorted((str(k) for k in set(data) - allowed))
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed keys: {', '.join(sorted(allowed))}")
@@ -189,13 +192,14 @@ def _load_rule_dirs(config: Config, dirs: Any, path: Path) -> None:
 
 
 def _load_phases(phases: Any, where: str, key: str = "phases") -> dict[str, str] | None:
-    """NVTX phase patterns (or, with key `startup`, start-up patterns), each checked by DuckDB, whose RE2 dialect
-    differs from Python's `re`."""
+    """NVTX phase patterns (or, with key `startup`, start-up patterns; with key `steps`, step patterns), each
+    checked by DuckDB, whose RE2 dialect differs from Python's `re`."""
     if phases is None:
         return None  # `phases:` left empty keeps the default patterns, as the key left out does
     example = _EXAMPLES[key]
     if isinstance(phases, dict) and not phases:
-        what = "phase detection" if key == "phases" else "start-up detection by NVTX name"
+        what = {"phases": "phase detection", "startup": "start-up detection by NVTX name",
+                "steps": "step detection by NVTX name"}[key]
         raise ConfigError(f"{where}: {key} is empty, and {what} cannot be turned off; list at least one "
                           f"pattern, e.g. `{example}`, or remove the key to use the default patterns")
     patterns = _mapping(phases, where, key, example)
@@ -235,6 +239,7 @@ def load_config_file(path: Path) -> Config:
     _load_rule_dirs(config, data.get("rule_dirs"), path)
     config.phase_patterns = _load_phases(data.get("phases"), where)
     config.startup_patterns = _load_phases(data.get("startup"), where, "startup")
+    config.step_patterns = _load_phases(data.get("steps"), where, "steps")
     return config
 
 

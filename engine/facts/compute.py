@@ -68,6 +68,25 @@ DEFAULT_STARTUP_PATTERNS: dict[str, str] = {
 }
 
 
+# Default NVTX step patterns (case-insensitive RE2 on the range text): ranges that mark one iteration of a serving
+# engine's loop. A range whose text matches a phase pattern is a step as well (a 'decode' range per decode step).
+#   vllm-v1: vLLM V1's model runner, run with VLLM_NVTX_SCOPES_FOR_PROFILING=1, wraps each step's model call in
+#            `gpu_model_runner: forward` (vllm/v1/worker/gpu_model_runner.py, record_function_or_nullcontext);
+#            its preprocess, postprocess and sample ranges belong to the same step, which the step period covers.
+#   execute_model: the worker method that runs one step in vLLM (V0 and V1), and a common label of wrappers.
+#   tensorrt-llm: TensorRT-LLM's PyTorch executor labels each step `[Executor] _forward_step N: C ctx reqs, G gen
+#            reqs` (tensorrt_llm/_torch/pyexecutor/).
+#   generic: a range named only step or iteration, optionally numbered and prefixed with engine/model/inference/
+#            serving (`step 12`, `engine_step`, `iteration #3`): PyTorch loops labelled with torch.cuda.nvtx.
+# SGLang's batch ranges (`forward_extend`, `forward_decode`) name their phase, so the phase patterns find them.
+DEFAULT_STEP_PATTERNS: dict[str, str] = {
+    "vllm-v1": r"(?i)^\s*gpu_model_runner\s*:\s*forward\s*$",
+    "execute_model": r"(?i)(^|[^a-z_])execute_model([^a-z_]|$)",
+    "tensorrt-llm": r"(?i)(^|[^a-z])_?forward_step([^a-z]|$)",
+    "generic": r"(?i)^\s*((engine|model|inference|serving)[ _-]?)?(step|iteration)[ _:#-]*[0-9]*\s*$",
+}
+
+
 @dataclass(frozen=True)
 class TeamLimits:
     """Bounds on what one team fact may cost: team rule packs are semi-trusted (README "Security model")."""
@@ -190,7 +209,8 @@ def _clean(value: Any) -> Any:
 
 
 def _define_phases(con: Any, phase_patterns: dict[str, str] | None,
-                   startup_patterns: dict[str, str] | None = None) -> None:
+                   startup_patterns: dict[str, str] | None = None,
+                   step_patterns: dict[str, str] | None = None) -> None:
     patterns = phase_patterns if phase_patterns is not None else DEFAULT_PHASE_PATTERNS
     con.execute("CREATE OR REPLACE TABLE _phase_patterns (phase VARCHAR, pattern VARCHAR, priority INTEGER)")
     con.executemany("INSERT INTO _phase_patterns VALUES (?, ?, ?)",
@@ -201,6 +221,8 @@ def _define_phases(con: Any, phase_patterns: dict[str, str] | None,
     # startup_of(text): load, warmup (or NULL), the same way.
     _define_classifier(con, "startup_of", startup_patterns if startup_patterns is not None
                        else DEFAULT_STARTUP_PATTERNS)
+    # step_of(text): the name of the first step pattern that matches (or NULL), the same way.
+    _define_classifier(con, "step_of", step_patterns if step_patterns is not None else DEFAULT_STEP_PATTERNS)
 
 
 def _define_classifier(con: Any, macro: str, patterns: dict[str, str]) -> None:
@@ -246,14 +268,15 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
                   phase_patterns: dict[str, str] | None = None, extra_fact_dirs: list | None = None,
                   facts: dict[str, Fact] | None = None,
                   progress: Callable[[str], None] | None = None, helpers: Collection[str] = (),
-                  startup_patterns: dict[str, str] | None = None) -> FactSet:
+                  startup_patterns: dict[str, str] | None = None,
+                  step_patterns: dict[str, str] | None = None) -> FactSet:
     """Compute `facts` (default: the bundled ones and those of `extra_fact_dirs`) over the export. The result
     holds the rows of every fact that is not a helper, and of the helpers named in `helpers`. The facts marked
     `-- @whole-capture` (the start-up) run first over the whole capture; when a start-up is followed by steady
     work, every other fact runs over the steady window after it (engine/facts/window.py)."""
     facts = facts if facts is not None else load_facts(extra_fact_dirs)
     con = export.con
-    _define_phases(con, phase_patterns, startup_patterns)
+    _define_phases(con, phase_patterns, startup_patterns, step_patterns)
     _define_metric_names(con)
     out = FactSet()
     ops = sum(export.count(v) for v in ("kernels", "graph_launches", "memcpys", "memsets") if v in export.views)

@@ -26,8 +26,8 @@ from typing import Any, Callable
 from ..reading import cache as store
 from ..reading.export import Export
 from . import Fact, render_sql
-from .compute import (DEFAULT_PHASE_PATTERNS, DEFAULT_STARTUP_PATTERNS, METRIC_NAMES_FILE, FactResult, FactSet,
-                      compute_facts)
+from .compute import (DEFAULT_PHASE_PATTERNS, DEFAULT_STARTUP_PATTERNS, DEFAULT_STEP_PATTERNS, METRIC_NAMES_FILE,
+                      FactResult, FactSet, compute_facts)
 
 SUFFIX = store.FACTS_SUFFIX
 MAX_BYTES = 256 << 20  # a bigger file is not ours (the facts of 5 M kernels take well under a megabyte)
@@ -45,7 +45,8 @@ def _code_digest() -> str:
 
 
 def results_key(canonical_key: str, facts: dict[str, Fact], params: dict[str, float] | None,
-                phase_patterns: dict[str, str] | None, startup_patterns: dict[str, str] | None = None) -> str:
+                phase_patterns: dict[str, str] | None, startup_patterns: dict[str, str] | None = None,
+                step_patterns: dict[str, str] | None = None) -> str:
     """What the rows depend on: the canonical tables (their cache key: the profile's content, the tool and the
     table format), every fact's SQL as it runs (parameters filled in) and header, and the phase patterns."""
     described = {name: {"sql": render_sql(f, params), "team": f.team, "needs": f.needs, "requires": f.requires,
@@ -53,7 +54,8 @@ def results_key(canonical_key: str, facts: dict[str, Fact], params: dict[str, fl
                  for name, f in sorted(facts.items())}
     text = json.dumps({"code": _code_digest(), "canonical": canonical_key, "facts": described,
                        "phases": phase_patterns if phase_patterns is not None else DEFAULT_PHASE_PATTERNS,
-                       "startup": startup_patterns if startup_patterns is not None else DEFAULT_STARTUP_PATTERNS},
+                       "startup": startup_patterns if startup_patterns is not None else DEFAULT_STARTUP_PATTERNS,
+                       "steps": step_patterns if step_patterns is not None else DEFAULT_STEP_PATTERNS},
                       sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -129,20 +131,21 @@ def save(path: Path, key: str, facts: FactSet, mode: int) -> None:
 def facts_of(export: Export, *, facts: dict[str, Fact], params: dict[str, float] | None = None,
              phase_patterns: dict[str, str] | None = None,
              progress: Callable[[str], None] | None = None,
-             startup_patterns: dict[str, str] | None = None) -> FactSet:
+             startup_patterns: dict[str, str] | None = None,
+             step_patterns: dict[str, str] | None = None) -> FactSet:
     """compute_facts, or the rows an earlier run computed from the same cached tables with the same facts."""
     if export.cache_file is None or not export.cache_key:
         return compute_facts(export, params=params, phase_patterns=phase_patterns, facts=facts, progress=progress,
-                             startup_patterns=startup_patterns)
+                             startup_patterns=startup_patterns, step_patterns=step_patterns)
     path = entry_path(export.cache_file)
-    key = results_key(export.cache_key, facts, params, phase_patterns, startup_patterns)
+    key = results_key(export.cache_key, facts, params, phase_patterns, startup_patterns, step_patterns)
     kept = load(path, key, facts) if export.cache_hit else None
     if kept is not None:
         if progress:
             progress(f"reusing the facts computed from {export.cache_file.name}")
         return kept
     computed = compute_facts(export, params=params, phase_patterns=phase_patterns, facts=facts, progress=progress,
-                             startup_patterns=startup_patterns)
+                             startup_patterns=startup_patterns, step_patterns=step_patterns)
     save(path, key, computed, stat_mode(export.cache_file))
     return computed
 
