@@ -67,7 +67,9 @@ attention AS (
                                                    'unified_attention|xformers'))
 ),
 steps AS (
-    SELECT step_id, global_tid, start_ns, end_ns, source, label_phase, ctx_reqs + gen_reqs AS batch,
+    SELECT step_id, global_tid, start_ns, end_ns, source, label_phase,
+           CASE WHEN ctx_reqs IS NOT NULL OR gen_reqs IS NOT NULL THEN coalesce(ctx_reqs, 0) + coalesce(gen_reqs, 0) END
+               AS batch,
            coalesce(lead(start_ns) OVER (PARTITION BY global_tid ORDER BY start_ns), end_ns) AS next_start_ns
     FROM _step_ranges
 ),
