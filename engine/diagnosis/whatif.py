@@ -187,8 +187,8 @@ def _project(row: dict[str, Any], batch: int, current: float | None) -> BatchWha
     if factor <= 1:
         return None
     where = f"{row['phase']} step" if row.get("phase") else "step"
-    known = (f"the steps carry their batch (median {current:g} requests)" if current
-             else f"the profile does not record the batch size: projected as {batch} × the current batch")
+    known = (f"the steps carry their batch (median {current:g} requests)." if current
+             else f"the profile does not record the batch size: projected as {batch} × the current batch.")
     fit = (row.get("fit_slope_ns") is not None and (row.get("batch_sizes") or 0) >= 2
            and (row.get("steps") or 0) >= FIT_MIN_STEPS and current)
     if fit:
@@ -214,7 +214,7 @@ def _project(row: dict[str, Any], batch: int, current: float | None) -> BatchWha
             f"batch.",
             f"attention kernels ({_ms(attention)}, by name: flash_fwd, paged_attention, fmha, FlashAttn, "
             f"BatchDecodeWith..., unified_attention, xformers) grow with the total KV length, × {factor:g}.",
-            f"the other kernels ({_ms(other)}, decode GEMMs) stay flat (low) to +{GEMM_GROWTH_HIGH:.0%} per extra "
+            f"the other kernels ({_ms(other)}, decode GEMMs) stay flat (low) to +{GEMM_GROWTH_HIGH * 100:.0f} % per extra "
             f"current batch (high), until they turn compute-bound.",
             "KV-cache capacity may cap the batch; graphs pad it to a captured size.",
         ]
