@@ -69,7 +69,7 @@ GEMM_GROWTH_HIGH = 0.05
 FIT_MIN_STEPS = 5
 
 
-def _ms(ns: float | None) -> str:
+def fmt_step(ns: float | None) -> str:
     """A step time to three significant digits ('1.02 ms', '543 µs'): projections compare close values."""
     if ns is None:
         return fmt_value(ns, "ns")
@@ -123,7 +123,7 @@ def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None =
     where = _where(row, basis)
     gain = (f"~{_factor(speedup)} {'steps/s' if basis == 'steps' else 'faster'}"
             if speedup is not None and speedup >= 1.01 else "no measurable gain")
-    line = f"{spec.label}: {where} {_ms(measured)} → ~{_ms(projected)} ({gain})"
+    line = f"{spec.label}: {where} {fmt_step(measured)} → ~{fmt_step(projected)} ({gain})"
     return WhatIf(transform=transform, label=spec.label, device_id=row.get("device_id"), phase=row.get("phase"),
                   basis=basis, step_source=None if basis == "window" else row.get("source"),
                   steps=int(row.get("steps") or 0), measured_step_ns=int(measured), projected_step_ns=projected,
@@ -135,7 +135,7 @@ def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None =
 
 
 def _node_gap_note(row: dict[str, Any]) -> str:
-    gap = _ms(row.get("node_gap_ns"))
+    gap = fmt_step(row.get("node_gap_ns"))
     if row.get("node_gap_measured"):
         return f"per-node replay gap {gap}: the median gap between kernels of one graph replay in this profile."
     return (f"per-node replay gap {gap}: the default (facts.whatif_node_gap_ns), as the profile has no "
@@ -197,7 +197,7 @@ def _project(row: dict[str, Any], batch: int, current: float | None) -> BatchWha
         low = high = max(intercept + slope * batch, 1.0)
         method = "fit"
         assumptions = [known, f"step time fitted against batch size by least squares over {row['steps']} steps "
-                              f"({_ms(intercept)} + {_ms(slope)} per request, R² {row.get('fit_r2') or 0:.2f}); "
+                              f"({fmt_step(intercept)} + {fmt_step(slope)} per request, R² {row.get('fit_r2') or 0:.2f}); "
                               f"extrapolated beyond the sizes measured."]
     else:
         now = measured
@@ -210,21 +210,21 @@ def _project(row: dict[str, Any], batch: int, current: float | None) -> BatchWha
         method = "model"
         assumptions = [
             known,
-            f"the fixed per-step cost ({_ms(fixed)}: gaps, launches, host work) stays per step, spread over the "
+            f"the fixed per-step cost ({fmt_step(fixed)}: gaps, launches, host work) stays per step, spread over the "
             f"batch.",
-            f"attention kernels ({_ms(attention)}, by name: flash_fwd, paged_attention, fmha, FlashAttn, "
+            f"attention kernels ({fmt_step(attention)}, by name: flash_fwd, paged_attention, fmha, FlashAttn, "
             f"BatchDecodeWith..., unified_attention, xformers) grow with the total KV length, × {factor:g}.",
-            f"the other kernels ({_ms(other)}, decode GEMMs) stay flat (low) to +{GEMM_GROWTH_HIGH * 100:.0f} % per extra "
+            f"the other kernels ({fmt_step(other)}, decode GEMMs) stay flat (low) to +{GEMM_GROWTH_HIGH * 100:.0f} % per extra "
             f"current batch (high), until they turn compute-bound.",
             "KV-cache capacity may cap the batch; graphs pad it to a captured size.",
         ]
     gain_low, gain_high = factor * now / high, factor * now / low
     rise_low, rise_high = low / now - 1, high / now - 1
     label = f"batch {batch}" if current else f"batch {batch} × current"
-    span = _ms(low) if method == "fit" else f"{_ms(low)}..{_ms(high)}"
+    span = fmt_step(low) if method == "fit" else f"{fmt_step(low)}..{fmt_step(high)}"
     gains = f"~{gain_low:.1f}×" if method == "fit" else f"~{gain_low:.1f}×..{gain_high:.1f}×"
     rises = (f"{rise_low:.0%}" if method == "fit" else f"{rise_low:.0%}..{rise_high:.0%}").replace("%", " %")
-    line = (f"{label}: {gains} tokens/s; {where} {_ms(now)} → {span}, so TPOT rises {rises}"
+    line = (f"{label}: {gains} tokens/s; {where} {fmt_step(now)} → {span}, so TPOT rises {rises}"
             f"{' (least-squares fit)' if method == 'fit' else ''}")
     return BatchWhatIf(batch=batch, current_batch=current, factor=factor, method=method,
                        device_id=row.get("device_id"), phase=row.get("phase"), measured_step_ns=int(now),
