@@ -36,7 +36,8 @@ NAMES = [
     "sync_storm", "multi_gpu_straggler", "memory_bound_metrics", "metrics_unknown_names", "old_schema_2022", "new_schema_2025",
     "healthy_prefill", "uvm_migration_storm", "empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture",
     "clock_glitch", "graph_host_gaps", "alloc_churn", "tiny_kernels_queued", "healthy_graph_decode", "hidden_copies",
-    "small_grid_decode", "prefill_heavy_eager_decode", "idle_server_bursts", "tensor_idle_fp32_prefill",
+    "small_grid_decode", "prefill_heavy_eager_decode", "idle_server_bursts", "reference_batch1_decode",
+    "tensor_idle_fp32_prefill",
     "latency_bound_decode", "nvlink_saturated_tp2", "metrics_coarse_decode", "metrics_2022_tu10x", "metrics_2022_ga100",
     "metrics_2022_gh100", "model_load_decode", "model_load_no_nvtx", "model_load_pcie_loop", "model_load_only",
 ]
@@ -179,6 +180,7 @@ def test_registry() -> None:
                 "graph_host_gaps": "host-bound", "alloc_churn": "api-latency", "tiny_kernels_queued": "small-kernels",
                 "healthy_graph_decode": None, "hidden_copies": None, "small_grid_decode": "occupancy",
                 "prefill_heavy_eager_decode": "launch-bound", "idle_server_bursts": "launch-bound",
+                "reference_batch1_decode": "launch-bound",
                 "tensor_idle_fp32_prefill": "compute-bound", "latency_bound_decode": "compute-bound",
                 "nvlink_saturated_tp2": "communication-bound", "metrics_coarse_decode": "launch-bound",
                 "metrics_2022_tu10x": "compute-bound", "metrics_2022_ga100": "memory-bound",

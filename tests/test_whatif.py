@@ -49,14 +49,14 @@ def test_reference_launch_gaps_projection_matches_hand_arithmetic():
     facts, report = scenario_analysis("reference_batch1_decode")
     from conftest import _SCENARIO_DIR
     by_hand = _steps_by_hand(_SCENARIO_DIR[0] / "reference_batch1_decode.sqlite")
-    assert len(by_hand) == 48
+    assert len(by_hand) == 96
     measured = statistics.median(m for m, _ in by_hand)
     projected = statistics.median(p for _, p in by_hand)
     # ~100 kernels x 4 us busy + 100 gaps of ~1 us + the retained gap before each step: about half the ~1.08 ms
     assert 1_000_000 <= measured <= 1_150_000 and 480_000 <= projected <= 600_000
     launch = next(f for f in report.findings if f.rule == "launch-bound")
     w = launch.what_if
-    assert w is not None and w.transform == "launch-gaps" and w.basis == "steps" and w.steps == 48
+    assert w is not None and w.transform == "launch-gaps" and w.basis == "steps" and w.steps == 96
     assert w.measured_step_ns == pytest.approx(measured, rel=0.01)
     assert w.projected_step_ns == pytest.approx(projected, rel=0.01)
     assert w.speedup == pytest.approx(measured / projected, rel=0.02)
