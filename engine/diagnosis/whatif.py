@@ -39,20 +39,20 @@ TRANSFORMS: dict[str, Transform] = {
         "detokenising stay on the CPU."),
     "host-gaps": Transform(
         "host_gaps_step_ns", "with host work overlapped",
-        "async scheduling: host gaps overlap the previous step's GPU work and become the per-node gap, but a step "
+        "Async scheduling: host gaps overlap the previous step's GPU work and become the per-node gap, but a step "
         "cannot be shorter than the host's own work per step (the step's thread outside synchronisations), so the "
         "projected step is max(GPU chain, host work)."),
     "sync": Transform(
         "sync_step_ns", "without the syncs",
-        "only the GPU idle time the syncs caused (drain, wake-up, relaunch) goes: sync-caused gaps become the "
+        "Only the GPU idle time the syncs caused (drain, wake-up, relaunch) goes: sync-caused gaps become the "
         "per-node gap, not the time the CPU spent blocked. A sync that carries a data dependency (the sampled "
         "token's .item()) moves rather than vanishes, unless the scheduler runs ahead asynchronously."),
     "allocation": Transform(
         "allocation_step_ns", "without allocation in the loop",
-        "a caching allocator or pool: allocation-caused gaps become the per-node gap; the rest stays as measured."),
+        "A caching allocator or pool: allocation-caused gaps become the per-node gap; the rest stays as measured."),
     "copies-pinned": Transform(
         "copies_pinned_step_ns", "with pinned host memory",
-        "pageable host-device copies run at the pinned bandwidth; their gaps and every other edge stay as "
+        "Pageable host-device copies run at the pinned bandwidth; their gaps and every other edge stay as "
         "measured."),
 }
 
@@ -78,6 +78,14 @@ def fmt_step(ns: float | None) -> str:
             v = ns / scale
             return f"{v:.{2 if v < 10 else 1 if v < 100 else 0}f} {unit}"
     return f"{ns:.0f} ns"
+
+
+def fmt_range(low: float, high: float) -> str:
+    """'1.38..1.51 ms': both ends in the unit of the higher one."""
+    unit = fmt_step(high).split()[-1]
+    scale = {"s": 1e9, "ms": 1e6, "µs": 1e3, "ns": 1.0}[unit]
+    digits = lambda v: f"{v:.{2 if v < 10 else 1 if v < 100 else 0}f}"  # noqa: E731
+    return f"{digits(low / scale)}..{digits(high / scale)} {unit}"
 
 
 def _factor(x: float) -> str:
@@ -119,7 +127,7 @@ def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None =
     if transform == "copies-pinned":
         assumptions.append(_pinned_note(row))
     if tokens is not None:
-        assumptions.append("tokens/s scales with the speed-up: the whole run is taken to be made of such steps.")
+        assumptions.append("Tokens/s scales with the speed-up: the whole run is taken to be made of such steps.")
     where = _where(row, basis)
     gain = (f"~{_factor(speedup)} {'steps/s' if basis == 'steps' else 'faster'}"
             if speedup is not None and speedup >= 1.01 else "no measurable gain")
@@ -137,16 +145,16 @@ def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None =
 def _node_gap_note(row: dict[str, Any]) -> str:
     gap = fmt_step(row.get("node_gap_ns"))
     if row.get("node_gap_measured"):
-        return f"per-node replay gap {gap}: the median gap between kernels of one graph replay in this profile."
-    return (f"per-node replay gap {gap}: the default (facts.whatif_node_gap_ns), as the profile has no "
+        return f"Per-node replay gap {gap}: the median gap between kernels of one graph replay in this profile."
+    return (f"Per-node replay gap {gap}: the default (facts.whatif_node_gap_ns), as the profile has no "
             f"node-traced graph replay to measure it.")
 
 
 def _pinned_note(row: dict[str, Any]) -> str:
     bw = f"{row.get('pinned_gbps') or 0:.1f} GB/s"
     if row.get("pinned_measured"):
-        return f"pinned bandwidth {bw}, measured on this profile's pinned copies of 1 MiB or more."
-    return (f"pinned bandwidth {bw}: the default (facts.whatif_pinned_gbps, about PCIe 4.0 x16 in practice), as the "
+        return f"Pinned bandwidth {bw}, measured on this profile's pinned copies of 1 MiB or more."
+    return (f"Pinned bandwidth {bw}: the default (facts.whatif_pinned_gbps, about PCIe 4.0 x16 in practice), as the "
             f"profile has no large pinned copy to measure it.")
 
 
@@ -187,8 +195,8 @@ def _project(row: dict[str, Any], batch: int, current: float | None) -> BatchWha
     if factor <= 1:
         return None
     where = f"{row['phase']} step" if row.get("phase") else "step"
-    known = (f"the steps carry their batch (median {current:g} requests)." if current
-             else f"the profile does not record the batch size: projected as {batch} × the current batch.")
+    known = (f"The steps carry their batch (median {current:g} requests)." if current
+             else f"The profile does not record the batch size: projected as {batch} × the current batch.")
     fit = (row.get("fit_slope_ns") is not None and (row.get("batch_sizes") or 0) >= 2
            and (row.get("steps") or 0) >= FIT_MIN_STEPS and current)
     if fit:
@@ -196,7 +204,7 @@ def _project(row: dict[str, Any], batch: int, current: float | None) -> BatchWha
         now = max(intercept + slope * current, 1.0)
         low = high = max(intercept + slope * batch, 1.0)
         method = "fit"
-        assumptions = [known, f"step time fitted against batch size by least squares over {row['steps']} steps "
+        assumptions = [known, f"Step time fitted against batch size by least squares over {row['steps']} steps "
                               f"({fmt_step(intercept)} + {fmt_step(slope)} per request, R² {row.get('fit_r2') or 0:.2f}); "
                               f"extrapolated beyond the sizes measured."]
     else:
@@ -210,20 +218,20 @@ def _project(row: dict[str, Any], batch: int, current: float | None) -> BatchWha
         method = "model"
         assumptions = [
             known,
-            f"the fixed per-step cost ({fmt_step(fixed)}: gaps, launches, host work) stays per step, spread over the "
+            f"The fixed per-step cost ({fmt_step(fixed)}: gaps, launches, host work) stays per step, spread over the "
             f"batch.",
-            f"attention kernels ({fmt_step(attention)}, by name: flash_fwd, paged_attention, fmha, FlashAttn, "
+            f"Attention kernels ({fmt_step(attention)}, by name: flash_fwd, paged_attention, fmha, FlashAttn, "
             f"BatchDecodeWith..., unified_attention, xformers) grow with the total KV length, × {factor:g}.",
-            f"the other kernels ({fmt_step(other)}, decode GEMMs) stay flat (low) to +{GEMM_GROWTH_HIGH * 100:.0f} % per extra "
+            f"The other kernels ({fmt_step(other)}, decode GEMMs) stay flat (low) to +{GEMM_GROWTH_HIGH * 100:.0f} % per extra "
             f"current batch (high), until they turn compute-bound.",
             "KV-cache capacity may cap the batch; graphs pad it to a captured size.",
         ]
     gain_low, gain_high = factor * now / high, factor * now / low
     rise_low, rise_high = low / now - 1, high / now - 1
-    label = f"batch {batch}" if current else f"batch {batch} × current"
-    span = fmt_step(low) if method == "fit" else f"{fmt_step(low)}..{fmt_step(high)}"
+    label = f"batch {batch}" if current else f"batch {batch}× current"
+    span = fmt_step(low) if method == "fit" else fmt_range(low, high)
     gains = f"~{gain_low:.1f}×" if method == "fit" else f"~{gain_low:.1f}×..{gain_high:.1f}×"
-    rises = (f"{rise_low:.0%}" if method == "fit" else f"{rise_low:.0%}..{rise_high:.0%}").replace("%", " %")
+    rises = f"{rise_low * 100:.0f} %" if method == "fit" else f"{rise_low * 100:.0f}..{rise_high * 100:.0f} %"
     line = (f"{label}: {gains} tokens/s; {where} {fmt_step(now)} → {span}, so TPOT rises {rises}"
             f"{' (least-squares fit)' if method == 'fit' else ''}")
     return BatchWhatIf(batch=batch, current_batch=current, factor=factor, method=method,
