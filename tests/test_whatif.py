@@ -16,14 +16,14 @@ from conftest import scenario_analysis
 NODE_GAP_NS = 1000  # facts.whatif_node_gap_ns: no node-traced graph replay in these scenarios
 
 
-def _steps_by_hand(path: Path) -> list[tuple[int, int]]:
+def _steps_by_hand(path: Path, like: str = "execute_model") -> list[tuple[int, int]]:
     """(measured, projected without launch gaps) of each 'execute_model' step, from the export's own CUPTI rows:
     the GPU operations (kernels and copies) whose launching call lies in the step's range, in start order; each
     adds its duration (they never overlap here) and the idle time before it. Without launch gaps each gap after
     the step's first operation becomes the per-node gap; the gap before the first (the DtoH, sync and host work
     between steps) stays."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    ranges = con.execute("SELECT start, end FROM NVTX_EVENTS WHERE text = 'execute_model' ORDER BY start").fetchall()
+    ranges = con.execute("SELECT start, end FROM NVTX_EVENTS WHERE text LIKE ? ORDER BY start", (like,)).fetchall()
     ops = con.execute(
         "SELECT r.start, g.start, g.end FROM (SELECT correlationId, start, end FROM CUPTI_ACTIVITY_KIND_KERNEL "
         "UNION ALL SELECT correlationId, start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY) g "
@@ -38,7 +38,7 @@ def _steps_by_hand(path: Path) -> list[tuple[int, int]]:
         for i, (rs, re_) in enumerate(ranges):
             if rs <= call < re_:
                 steps.setdefault(i, []).append((gap, start, end))
-    for ops_of_step in steps.values():
+    for _, ops_of_step in sorted(steps.items()):
         busy = sum(e - s for _, s, e in ops_of_step)
         gaps = [g for g, _, _ in ops_of_step]
         out.append((busy + sum(gaps), busy + gaps[0] + sum(min(g, NODE_GAP_NS) for g in gaps[1:])))
@@ -161,3 +161,40 @@ def test_what_if_batch_on_the_command_line(tmp_path):
     b = report.batch_what_if
     assert b is not None and b.batch == 16 and b.factor == 16
     assert b.throughput_gain_high < 16 and b.tpot_rise_low > 0.4
+
+
+def test_batch_fit_where_steps_carry_their_batch(tmp_path):
+    """TensorRT-LLM labels each step with its batch composition: with 1-4 generation requests per step, the batch
+    projection fits step time against batch size by least squares instead of the kernel model."""
+    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.fixtures.generator import generate
+
+    path = tmp_path / "trtllm.sqlite"
+    generate("reference_batch1_decode", path)
+    con = sqlite3.connect(path)
+    ids = [r[0] for r in con.execute("SELECT rowid FROM NVTX_EVENTS WHERE text = 'execute_model' ORDER BY start")]
+    batches = [1 + i % 4 for i in range(len(ids))]
+    for i, (rowid, b) in enumerate(zip(ids, batches)):
+        con.execute("UPDATE NVTX_EVENTS SET text = ? WHERE rowid = ?",
+                    (f"[Executor] _forward_step {i}: 0 ctx reqs, {b} gen reqs", rowid))
+    con.commit()
+    con.close()
+    measured = [m for m, _ in _steps_by_hand(path, "[Executor] _forward_step %")]
+    assert len(measured) == len(batches)
+    n = len(batches)
+    mb, mm = sum(batches) / n, sum(measured) / n
+    slope = (sum((b - mb) * (m - mm) for b, m in zip(batches, measured))
+             / sum((b - mb) ** 2 for b in batches))
+    intercept = mm - slope * mb
+    report = diagnose(path, cache=False)
+    row = next(r for r in report.facts["whatif_replay"] if r["phase"] == "decode")
+    assert row["batch_sizes"] == 4 and row["batch_median"] == 2.5
+    assert row["fit_slope_ns"] == pytest.approx(slope, rel=1e-6, abs=1e-3)
+    assert row["fit_intercept_ns"] == pytest.approx(intercept, rel=1e-6)
+    b = report.batch_what_if
+    # small batch and launch-bound: projected by default, to 8 requests per step, by the fit
+    assert b is not None and b.method == "fit" and b.batch == 8 and b.current_batch == 2.5
+    assert b.factor == pytest.approx(8 / 2.5)
+    assert b.projected_step_low_ns == b.projected_step_high_ns == pytest.approx(intercept + 8 * slope, abs=1)
+    assert b.measured_step_ns == pytest.approx(intercept + 2.5 * slope, abs=1)
+    assert "least-squares fit" in b.line and "batch 8:" in b.line

@@ -131,6 +131,10 @@ def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None =
     where = _where(row, basis)
     gain = (f"~{_factor(speedup)} {'steps/s' if basis == 'steps' else 'faster'}"
             if speedup is not None and speedup >= 1.01 else "no measurable gain")
+    host = row.get("host_work_ns") or 0
+    if transform == "host-gaps" and host >= projected * 0.99:
+        # the constraint binds: overlapping cannot make a step shorter than the host's own work
+        gain += f"; the host's own work, {fmt_step(host)} per step, sets the pace"
     line = f"{spec.label}: {where} {fmt_step(measured)} → ~{fmt_step(projected)} ({gain})"
     return WhatIf(transform=transform, label=spec.label, device_id=row.get("device_id"), phase=row.get("phase"),
                   basis=basis, step_source=None if basis == "window" else row.get("source"),
@@ -219,13 +223,18 @@ def _project(row: dict[str, Any], batch: int, current: float | None) -> BatchWha
         assumptions = [
             known,
             f"The fixed per-step cost ({fmt_step(fixed)}: gaps, launches, host work) stays per step, spread over the "
-            f"batch.",
+            f"batch; the host work in it is taken not to grow with the batch.",
             f"Attention kernels ({fmt_step(attention)}, by name: flash_fwd, paged_attention, fmha, FlashAttn, "
             f"BatchDecodeWith..., unified_attention, xformers) grow with the total KV length, × {factor:g}.",
             f"The other kernels ({fmt_step(other)}, decode GEMMs) stay flat (low) to +{GEMM_GROWTH_HIGH * 100:.0f} % per extra "
             f"current batch (high), until they turn compute-bound.",
             "KV-cache capacity may cap the batch; graphs pad it to a captured size.",
         ]
+        graphs = float(row.get("graph_step_ns") or 0)
+        if graphs > 0:
+            assumptions.append(f"{fmt_step(graphs)} per step is CUDA-graph replays traced whole (graph trace mode), "
+                               f"whose kernels and their attention share are not visible: counted as the other "
+                               f"kernels; capture with --cuda-graph-trace=node to split them.")
     gain_low, gain_high = factor * now / high, factor * now / low
     rise_low, rise_high = low / now - 1, high / now - 1
     label = f"batch {batch}" if current else f"batch {batch}× current"

@@ -25,6 +25,7 @@
 -- @column measured_ns busy_ns + gap_ns: the step's measured chain time (ns).
 -- @column attention_ns Busy time of attention kernels (demangled name matches flash_fwd, paged_attention, fmha, FlashAttn, BatchDecodeWith..., unified_attention, xformers) (ns).
 -- @column kernel_ns Busy time of all kernels and graph replays (ns).
+-- @column graph_ns Busy time of CUDA-graph replays traced whole (graph trace mode hides their kernels and names) (ns).
 -- @column host_work_ns Time the step's thread was not blocked in a synchronising call, from the step's start to the next step's start (ns): what the host itself spends per step.
 -- @column launch_gaps_ns Chain time with CUDA graphs: launch and gpu-side gaps after the step's first operation become node_gap_ns (ns).
 -- @column host_gaps_ns Chain time with host gaps overlapped (async scheduling): host gaps become node_gap_ns, but the step takes at least host_work_ns (ns).
@@ -74,7 +75,7 @@ steps AS (
     FROM _step_ranges
 ),
 ops AS (
-    SELECT t.device_id, t.start_ns, t.end_ns, t.is_compute, t.phase, t.global_tid, t.pid, t.correlation_id,
+    SELECT t.device_id, t.start_ns, t.end_ns, t.is_compute, t.is_graph, t.phase, t.global_tid, t.pid, t.correlation_id,
            greatest(t.end_ns - greatest(t.start_ns, coalesce(t.prev_end_ns, t.start_ns)), 0) AS busy_ns,
            greatest(t.start_ns - coalesce(t.prev_end_ns, t.start_ns), 0) AS gap_ns,
            CASE WHEN t.api_start_ns < s.end_ns THEN s.step_id END AS step_id
@@ -101,6 +102,7 @@ per_step AS (
            max(r.end_ns) AS last_ns, arg_max(r.global_tid, r.busy_ns) AS main_tid,
            coalesce(sum(r.busy_ns) FILTER (WHERE r.is_attention), 0) AS attention_ns,
            coalesce(sum(r.busy_ns) FILTER (WHERE r.is_compute), 0) AS kernel_ns,
+           coalesce(sum(r.busy_ns) FILTER (WHERE r.is_graph), 0) AS graph_ns,
            sum(CASE WHEN r.cause IN ('launch', 'gpu-side') AND NOT r.first_op THEN least(r.gap_ns, n.node_gap_ns)
                     ELSE r.gap_ns END) AS launch_gaps_gap_ns,
            sum(CASE WHEN r.cause = 'host' THEN least(r.gap_ns, n.node_gap_ns) ELSE r.gap_ns END) AS host_gaps_gap_ns,
@@ -137,7 +139,7 @@ blocked AS (
 )
 SELECT p.device_id, p.step_id, coalesce(s.source, 'window') AS source,
        coalesce(s.label_phase, p.op_phase) AS phase, s.batch, p.op_count, p.busy_ns, p.gap_ns,
-       p.busy_ns + p.gap_ns AS measured_ns, p.attention_ns, p.kernel_ns,
+       p.busy_ns + p.gap_ns AS measured_ns, p.attention_ns, p.kernel_ns, p.graph_ns,
        greatest(sp.span_end_ns - sp.span_start_ns - coalesce(b.blocked_ns, 0), 0) AS host_work_ns,
        p.busy_ns + p.launch_gaps_gap_ns AS launch_gaps_ns,
        greatest(p.busy_ns + p.host_gaps_gap_ns,

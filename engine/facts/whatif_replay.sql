@@ -20,6 +20,7 @@
 -- @column busy_step_ns Median busy time per step (ns).
 -- @column kernel_step_ns Median kernel time per step (ns).
 -- @column attention_step_ns Median attention-kernel time per step (ns).
+-- @column graph_step_ns Median time per step in CUDA-graph replays traced whole, whose kernels are not named (ns).
 -- @column node_gap_ns Per-node replay gap used (ns).
 -- @column node_gap_measured True when node_gap_ns was measured in node-traced graph replays of this profile.
 -- @column pinned_gbps Pinned host-device bandwidth used (GB/s).
@@ -44,6 +45,7 @@ SELECT device_id, phase, any_value(source) AS source, count(*) AS steps,
        CAST(median(busy_ns) AS BIGINT) AS busy_step_ns,
        CAST(median(kernel_ns) AS BIGINT) AS kernel_step_ns,
        CAST(median(attention_ns) AS BIGINT) AS attention_step_ns,
+       CAST(median(graph_ns) AS BIGINT) AS graph_step_ns,
        any_value(node_gap_ns) AS node_gap_ns, any_value(node_gap_measured) AS node_gap_measured,
        any_value(pinned_gbps) AS pinned_gbps, any_value(pinned_measured) AS pinned_measured,
        median(batch) AS batch_median, count(DISTINCT batch) AS batch_sizes,
