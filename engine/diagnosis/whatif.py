@@ -62,7 +62,7 @@ BATCH_TRANSFORMS = ("launch-gaps", "host-gaps")
 SMALL_BATCH = 4
 DEFAULT_BATCH = 8
 # Decode GEMMs read the same weights whatever the batch, so they stay nearly flat until they turn compute-bound
-# (Pope et al., "Efficiently Scaling Transformer Inference", MLSys 2023; LLM-INFERENCE.md section 4): the low end
+# (Pope et al., "Efficiently Scaling Transformer Inference", MLSys 2023): the low end
 # keeps them flat, the high end lets them grow 5 % per extra current batch.
 GEMM_GROWTH_HIGH = 0.05
 # Fits of step time against batch size need this many steps and two sizes.
