@@ -198,3 +198,16 @@ def test_batch_fit_where_steps_carry_their_batch(tmp_path):
     assert b.projected_step_low_ns == b.projected_step_high_ns == pytest.approx(intercept + 8 * slope, abs=1)
     assert b.measured_step_ns == pytest.approx(intercept + 2.5 * slope, abs=1)
     assert "least-squares fit" in b.line and "batch 8:" in b.line
+
+
+def test_rule_what_if_key_is_validated(tmp_path):
+    """`what_if:` is data like every rule key: a transform the replay does not know is a file:line error."""
+    from pathlib import Path as P
+
+    text = (P(__file__).parent.parent / "rules/launch-bound/launch-bound.yaml").read_text()
+    text = text.replace("id: launch-bound", "id: acme/launch-twice").replace("what_if: launch-gaps", "what_if: graphs")
+    (tmp_path / "launch-twice.yaml").write_text(text)
+    run = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", "rules", "check", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert run.returncode == 2
+    assert "launch-twice.yaml:16:1" in run.stdout + run.stderr and "'launch-gaps'" in run.stdout + run.stderr

@@ -86,7 +86,9 @@ placed AS (
     SELECT o.*, CASE WHEN d.has_steps THEN o.step_id ELSE -1 - o.device_id END AS step_key,
            g.cause, a.pid IS NOT NULL AS is_attention, c.bytes AS pageable_bytes, c.dur_ns AS copy_dur_ns
     FROM ops o JOIN devices d USING (device_id)
-    LEFT JOIN _idle_gaps g ON g.device_id = o.device_id AND g.gap_end_ns = o.start_ns AND o.gap_ns > 0
+    -- (device_id, gap_end_ns) names a gap; an operation starting with another at the same nanosecond may meet its
+    -- gap too, harmlessly: its own gap is 0. An equi-join only: a predicate on one side makes DuckDB loop.
+    LEFT JOIN _idle_gaps g ON g.device_id = o.device_id AND g.gap_end_ns = o.start_ns
     LEFT JOIN attention a ON a.pid = o.pid AND a.correlation_id = o.correlation_id AND a.start_ns = o.start_ns
                          AND a.device_id = o.device_id
     LEFT JOIN (SELECT * FROM host_device WHERE pageable) c
