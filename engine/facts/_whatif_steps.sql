@@ -94,10 +94,6 @@ placed AS (
     LEFT JOIN (SELECT * FROM host_device WHERE pageable) c
            ON c.pid = o.pid AND c.correlation_id = o.correlation_id AND c.start_ns = o.start_ns AND NOT o.is_compute
 ),
-ranked AS (
-    SELECT *, row_number() OVER (PARTITION BY device_id, step_key ORDER BY start_ns, end_ns) = 1 AS first_op
-    FROM placed WHERE step_key IS NOT NULL
-),
 per_step AS (
     SELECT r.device_id, r.step_key AS step_id, count(*) AS op_count, sum(r.busy_ns) AS busy_ns,
            sum(r.gap_ns) AS gap_ns, mode(r.phase) AS op_phase, min(r.start_ns) AS first_ns,
@@ -105,8 +101,11 @@ per_step AS (
            coalesce(sum(r.busy_ns) FILTER (WHERE r.is_attention), 0) AS attention_ns,
            coalesce(sum(r.busy_ns) FILTER (WHERE r.is_compute), 0) AS kernel_ns,
            coalesce(sum(r.busy_ns) FILTER (WHERE r.is_graph), 0) AS graph_ns,
-           sum(CASE WHEN r.cause IN ('launch', 'gpu-side') AND NOT r.first_op THEN least(r.gap_ns, n.node_gap_ns)
-                    ELSE r.gap_ns END) AS launch_gaps_gap_ns,
+           -- every launch and gpu-side gap at the node gap, then the step's first gap given back as measured (an
+           -- aggregate, not a window: no sort of the operations)
+           sum(CASE WHEN r.cause IN ('launch', 'gpu-side') THEN least(r.gap_ns, n.node_gap_ns) ELSE r.gap_ns END)
+               + arg_min(CASE WHEN r.cause IN ('launch', 'gpu-side') THEN r.gap_ns - least(r.gap_ns, n.node_gap_ns)
+                              ELSE 0 END, r.start_ns) AS launch_gaps_gap_ns,
            sum(CASE WHEN r.cause = 'host' THEN least(r.gap_ns, n.node_gap_ns) ELSE r.gap_ns END) AS host_gaps_gap_ns,
            sum(CASE WHEN r.cause = 'sync' THEN least(r.gap_ns, n.node_gap_ns) ELSE r.gap_ns END) AS sync_gap_ns,
            sum(CASE WHEN r.cause = 'allocation' THEN least(r.gap_ns, n.node_gap_ns) ELSE r.gap_ns END)
@@ -117,9 +116,10 @@ per_step AS (
                     ELSE r.busy_ns END) AS pinned_busy_ns,
            any_value(n.node_gap_ns) AS node_gap_ns, any_value(n.node_gap_measured) AS node_gap_measured,
            any_value(p.pinned_gbps) AS pinned_gbps, any_value(p.pinned_measured) AS pinned_measured
-    FROM ranked r CROSS JOIN node_gap n
+    FROM placed r CROSS JOIN node_gap n
     CROSS JOIN (SELECT coalesce(pinned_gbps, ${whatif_pinned_gbps}) AS pinned_gbps,
                        coalesce(pinned_measured, false) AS pinned_measured FROM pinned) p
+    WHERE r.step_key IS NOT NULL
     GROUP BY r.device_id, r.step_key
 ),
 -- Each step's span on its thread: from its start to the next step's start (the host's scheduling between steps
