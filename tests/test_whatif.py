@@ -171,10 +171,16 @@ def test_what_if_batch_on_the_command_line(tmp_path):
     from conftest import _SCENARIO_DIR
 
     scenario_analysis("reference_batch1_decode")
-    report = diagnose(_SCENARIO_DIR[0] / "reference_batch1_decode.sqlite", what_if_batch=16, cache=False)
+    report = diagnose(_SCENARIO_DIR[0] / "reference_batch1_decode.sqlite", what_if_batch=16, cache=False,
+                      tokens=96)
     b = report.batch_what_if
     assert b is not None and b.batch == 16 and b.factor == 16
     assert b.throughput_gain_high < 16 and b.tpot_rise_low > 0.4
+    # with --tokens (one token per batch-1 step), tokens/s follows the steps/s speed-up
+    w = next(f for f in report.findings if f.rule == "launch-bound").what_if
+    assert w.measured_tokens_per_s == report.throughput.tokens_per_s
+    assert w.projected_tokens_per_s == pytest.approx(w.measured_tokens_per_s * w.speedup)
+    assert w.projected_steps_per_s == pytest.approx(1e9 / w.projected_step_ns)
 
 
 def test_batch_fit_where_steps_carry_their_batch(tmp_path):
