@@ -24,6 +24,7 @@ from .diagnosis.rules import Rule, load_rules
 from .reading.export import Export, open_export
 from .diagnosis.startup import startup_summary
 from .diagnosis.throughput import throughput
+from .diagnosis import whatif
 from .units import describe_range, fmt_limit
 
 # Facts shown in reports and JSON (helpers and very long tables are left out or cut).
@@ -32,7 +33,7 @@ REPORTED_FACTS = (
     "sync_overview", "sync_summary", "copy_summary", "transfer_overview", "kernel_summary", "cuda_graphs",
     "communication", "device_balance", "gpu_metrics_summary", "phases", "steps", "gpu_starvation", "capture_health",
     "nvtx_summary", "osrt_summary", "worst_offenders", "startup",
-    "utilization_timeline", "gap_histogram", "timeline_excerpt",
+    "utilization_timeline", "gap_histogram", "timeline_excerpt", "whatif_replay",
 )
 _ROW_LIMITS = {"kernel_summary": 50, "api_summary": 50, "kernel_gaps": 200, "nvtx_summary": 50, "osrt_summary": 50}
 # Per-phase facts shown in reports and JSON (Report.phase_facts).
@@ -120,7 +121,8 @@ def profile_summary(export: Export, stack: StackInfo | None = None) -> ProfileSu
 
 
 def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config: Config,
-                 fact_defs: dict[str, Fact], tokens: int | None = None) -> Report:
+                 fact_defs: dict[str, Fact], tokens: int | None = None, what_if_batch: int | None = None) -> Report:
+    """`what_if_batch`: project that many requests per step (`--what-if batch=N`)."""
     rule_params = {r: config.params_for(r) for r in config.rule_params}
     stack = detect_stack(facts)
     judging = dict(rule_params=rule_params, severities={r: s.value for r, s in config.severities.items()},
@@ -147,10 +149,21 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
         throughput=throughput(_judged_ns(export, startup), facts.rows("steps") if "steps" in facts.results else [],
                               tokens),
         startup=startup)
+    _what_ifs(report, facts, rules, what_if_batch)
     # The key metrics are judged against the same rule params the evaluation used (diagnose.yaml, --set).
     report.key_metrics = key_metric_rows(report, rule_thresholds(rules, rule_params, config.disabled))
     report.window = window_breakdown(facts.rows("gpu_utilization") if "gpu_utilization" in facts.results else [])
     return report
+
+
+def _what_ifs(report: Report, facts: FactSet, rules: dict[str, Rule], batch: int | None) -> None:
+    """What removing each cause would buy (Finding.what_if), and a larger batch (Report.batch_what_if)."""
+    transforms = {r.id: r.spec.what_if for r in rules.values() if r.spec.what_if is not None}
+    whatif.attach(report.findings, transforms, facts, report.throughput)
+    primary = next((f for f in report.findings if f.rule == report.verdict.rule
+                    and f.subject == report.verdict.subject), None)
+    report.batch_what_if = whatif.batch_projection(facts, batch, primary,
+                                                   transforms.get(report.verdict.rule or ""))
 
 
 def _judged_ns(export: Export, startup: StartUp | None) -> int | None:
@@ -170,7 +183,7 @@ def load_rule_set(config: Config) -> tuple[dict[str, Fact], dict[str, Rule]]:
 
 def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | None = None,
              progress: Callable[[str], None] | None = None, cache: bool = True, threads: int | None = None,
-             share: int = 1, cache_dir: str | Path | None = None) -> Report:
+             share: int = 1, cache_dir: str | Path | None = None, what_if_batch: int | None = None) -> Report:
     """Diagnose one export. `tokens`: output tokens the profiled run generated (adds tokens/s).
     `cache`: reuse (or save) the canonical tables in the user's cache directory, or `cache_dir` (see
     engine/reading/cache.py); False reads the export afresh.
@@ -198,7 +211,7 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
                     raise FactError(f"{exc} (needed by rule{'s' if len(users) > 1 else ''} {', '.join(users)})",
                                     exc.fact) from None
                 raise
-            return build_report(export, facts, rules, config, fact_defs, tokens)
+            return build_report(export, facts, rules, config, fact_defs, tokens, what_if_batch)
     except RuntimeError as exc:  # Ctrl-C inside a DuckDB query surfaces as RuntimeError('Query interrupted')
         reraise_interrupt(exc)
         raise

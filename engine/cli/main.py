@@ -64,6 +64,19 @@ def _positive_int_of(what: str) -> Callable[[str], int]:
     return parse
 
 
+def _what_if(text: str) -> int:
+    """`--what-if batch=N`: N requests per step, a whole number of at least 2."""
+    key, _, value = text.partition("=")
+    if key.strip() != "batch":
+        raise argparse.ArgumentTypeError(f"{text!r} is not a what-if this tool projects; write batch=N, e.g. "
+                                         f"batch=8")
+    value = value.strip()
+    if not value.isdigit() or int(value) < 2:
+        raise argparse.ArgumentTypeError(f"batch={value} is not a batch to project; give a whole number of at least "
+                                         f"2 requests per step, e.g. batch=8")
+    return int(value)
+
+
 # Options shared by several commands. Those of `rules` and `facts` may come before or after the subcommand
 # word (`diagnose rules --rule-dir D check`, `diagnose rules check --rule-dir D`): after it, they use their
 # own destination or no default, so they never reset what was given before it (see _merge_after).
@@ -153,6 +166,9 @@ def profile_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", type=_positive_int_of("tokens"), metavar="N",
                    help="output tokens the profiled run generated: adds tokens/s and time per output token "
                         "(one profile only)")
+    p.add_argument("--what-if", dest="what_if_batch", type=_what_if, metavar="batch=N",
+                   help="project the step time and tokens/s at N requests per step (N x the current batch when "
+                        "the profile does not record it); one profile only")
     _add_config(p)
     _add_set(p, "override a rule param, e.g. launch-bound.max_overhead_ratio=0.2 "
                 "(also RULE.severity=, RULE.enabled=false, facts.PARAM=); repeatable")
@@ -423,6 +439,8 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -
         if args.tokens:
             raise InputError("--tokens applies to one profile; the ranks of a run need not generate the same "
                              "tokens, so diagnose a rank alone to get its tokens/s.")
+        if args.what_if_batch:
+            raise InputError("--what-if applies to one profile; diagnose a rank alone to project its batch.")
         from ..diagnosis.multirank import diagnose_run  # only multi-rank runs need it
 
         document = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs,
@@ -430,7 +448,7 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -
         findings = [f for _, f in document.all_findings()]
     else:
         document = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
-                            cache=args.cache, cache_dir=args.cache_dir)
+                            cache=args.cache, cache_dir=args.cache_dir, what_if_batch=args.what_if_batch)
         findings = document.findings
     texts = [(output, render(document, fmt, colour=fmt == "terminal" and wants_colour(args.color, output)))
              for output, fmt in outputs]

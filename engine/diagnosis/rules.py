@@ -21,6 +21,7 @@ from .templating import compile_problem
 from ..units import PARAM_RANGES, PARAM_UNITS, column_unit, describe_range, fmt_limit
 from ..vocabulary import IDLE_CAUSES, STACK_KEYS, Kind, Severity
 from .yamlfile import SAFE_LOADER, error_position, error_problem
+from .whatif import TRANSFORMS as _TRANSFORMS
 from .categories import CATEGORY_FILE, Category, CategoryError, load_categories, team_category_file
 
 
@@ -113,6 +114,7 @@ def step_text(step: str | StepSpec) -> str:
     return step if isinstance(step, str) else step.text
 
 
+WHATIF_TRANSFORMS = tuple(_TRANSFORMS)
 StackKey = Literal[STACK_KEYS]  # type: ignore[valid-type]
 
 
@@ -137,6 +139,9 @@ class RuleSpec(BaseModel):
     # rule (its finding, or its category) instead of the idle symptom.
     idle_cause: str | None = None
     info_below_impact: str | float | None = None
+    # What removing this rule's cause would buy: the transform the what-if replay applies to its findings
+    # (engine/diagnosis/whatif.py TRANSFORMS).
+    what_if: Literal[WHATIF_TRANSFORMS] | None = None  # type: ignore[valid-type]
     label: str | None = None  # Jinja template naming the row, e.g. "GPU {{ row.device_id }}"
     message: str
     why: str

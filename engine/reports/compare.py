@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePath
 from typing import Any, Literal
 
-from .comparemodel import Comparison, FindingChange, Gate, GateUnit, MetricDelta, Side
+from .comparemodel import Comparison, FindingChange, Gate, GateUnit, MetricDelta, ProjectionCheck, Side
 from ..diagnosis.throughput import throughput
+from ..diagnosis.whatif import fmt_step
 from ..errors import DiagnoseError
 from .metrics import (PHASE_KEY, Metric, compared, definition, fmt_change, fmt_metric, number, phase_values,
                       raw_value)
@@ -304,6 +305,36 @@ def _timeline(report: Report) -> list[dict[str, float]]:
     return out
 
 
+def _after_step(after: Report, device_id: int | None, phase: str | None, basis: str) -> int | None:
+    """The after run's median step (whatif_replay) of the device and phase a projection was made for."""
+    rows = [r for r in after.facts.get("whatif_replay", []) if r.get("device_id") == device_id]
+    row = (next((r for r in rows if phase is not None and r.get("phase") == phase), None)
+           or next((r for r in rows if r.get("phase") is None), None))
+    if row is None or (basis == "window") != (row.get("source") == "window"):
+        return None  # a window is not comparable with a step
+    return row.get("measured_step_ns")
+
+
+def _projections(before: Report, after: Report) -> list[ProjectionCheck]:
+    out = []
+    for f in before.findings:
+        w = f.what_if
+        if w is None:
+            continue
+        measured = _after_step(after, w.device_id, w.phase, w.basis)
+        error = measured / w.projected_step_ns - 1 if measured and w.projected_step_ns else None
+        where = f"{w.phase} step" if w.phase else ("step" if w.basis == "steps" else "window")
+        seen = (f"measured {fmt_step(measured)} ({error:+.0%})".replace("%", " %") if error is not None
+                else "not measured in the after run")
+        out.append(ProjectionCheck(
+            rule=f.rule, subject=f.subject, transform=w.transform, label=w.label, phase=w.phase,
+            device_id=w.device_id, before_step_ns=w.measured_step_ns, projected_step_ns=w.projected_step_ns,
+            measured_step_ns=measured, error=error,
+            line=f"{w.label}: {where} {fmt_step(w.measured_step_ns)} before, projected "
+                 f"{fmt_step(w.projected_step_ns)}, {seen}"))
+    return out
+
+
 def _side(report: Report) -> Side:
     return Side(path=report.profile.path, verdict=report.verdict.primary, headline=report.verdict.headline,
                 duration_ns=report.profile.duration_ns, findings=len(report.findings))
@@ -321,7 +352,8 @@ def compare(before: Report, after: Report, *, tokens: int | None = None, gates: 
     findings = _finding_changes(before, after)
     verdict, reason = _verdict(deltas, findings)
     return Comparison(tool_version=after.tool_version, before=_side(before), after=_side(after), tokens=tokens,
-                      verdict=verdict, reason=reason, metrics=deltas, findings=findings, gates=checked,
+                      verdict=verdict, reason=reason, metrics=deltas, findings=findings,
+                      projections=_projections(before, after), gates=checked,
                       gate_crossed=any(g.crossed for g in checked),
                       timeline={"before": _timeline(before), "after": _timeline(after)})
 

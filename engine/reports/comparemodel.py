@@ -41,6 +41,27 @@ class FindingChange(Model):
     after_severity: Severity | None
 
 
+class ProjectionCheck(Model):
+    """The before run's what-if projection for a finding, beside the after run's measurement of the same step
+    (same device and phase), so teams learn how far to trust the estimates."""
+
+    rule: str
+    subject: str | None
+    transform: str
+    label: str
+    phase: str | None
+    device_id: int | None
+    before_step_ns: int
+    """The step the before run measured."""
+    projected_step_ns: int
+    """What the before run projected without the cause."""
+    measured_step_ns: int | None
+    """The same step measured in the after run (median over its steps); null when it has none to compare."""
+    error: float | None
+    """measured / projected - 1: above 0 the projection was optimistic."""
+    line: str
+
+
 class Side(Model):
     """One of the two diagnosed profiles."""
 
@@ -99,6 +120,8 @@ class Comparison(Document):
     """The main change behind the verdict, in words."""
     metrics: list[MetricDelta]
     findings: list[FindingChange]
+    projections: list[ProjectionCheck] = []
+    """Each what-if projection of the before run beside the after run's measurement."""
     gates: list[Gate]
     gate_crossed: bool
     timeline: dict[Literal["before", "after"], list[TimeBin]]

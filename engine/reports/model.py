@@ -66,6 +66,67 @@ class AlsoOn(Model):
     row: dict[str, Any]
 
 
+class WhatIf(Model):
+    """What removing a finding's cause would buy: the measured schedule replayed with the cause's time taken out
+    (engine/diagnosis/whatif.py, facts _whatif_steps and whatif_replay; README "What a fix would buy")."""
+
+    transform: str
+    """The transform replayed: launch-gaps, host-gaps, sync, allocation or copies-pinned (the rule's `what_if`)."""
+    label: str
+    """The transform in words, e.g. 'without launch gaps'."""
+    device_id: int | None = None
+    phase: str | None = None
+    """The phase whose steps were replayed; null: every step of the device."""
+    basis: Literal["steps", "window"]
+    """steps: the median step, measured and replayed; window: the device's judged window as one step (no steps)."""
+    step_source: str | None = None
+    """How the steps were found: nvtx, sync or graph-launch (null for the window)."""
+    steps: int = Field(ge=0)
+    measured_step_ns: int = Field(ge=0)
+    """Median measured step (or the window): busy time plus the idle gaps before its operations."""
+    projected_step_ns: int = Field(ge=0)
+    """Median step replayed with the cause removed."""
+    speedup: float | None = None
+    """measured / projected: the factor on steps per second."""
+    measured_steps_per_s: float | None = None
+    projected_steps_per_s: float | None = None
+    measured_tokens_per_s: float | None = None
+    """With --tokens: the run's tokens/s."""
+    projected_tokens_per_s: float | None = None
+    """With --tokens: the run's tokens/s times the speed-up (the rest of the run scales with its steps)."""
+    assumptions: list[str]
+    """The model's edges and constraints, in words."""
+    line: str
+    """One line for people: 'without launch gaps: decode step 1.02 ms -> ~0.47 ms (~2.2x steps/s)'."""
+
+
+class BatchWhatIf(Model):
+    """What a larger batch would buy: the fixed per-step cost spread over more requests (README "What a fix would
+    buy")."""
+
+    batch: int = Field(ge=2)
+    """The batch projected: N requests per step, or N x the current batch when that is unknown."""
+    current_batch: float | None = None
+    """Requests per step measured (TensorRT-LLM step ranges); null when the profile does not say."""
+    factor: float
+    """Requests per step projected over those measured."""
+    method: Literal["model", "fit"]
+    """model: kernel time by the documented model; fit: least squares of step time against batch size."""
+    device_id: int | None = None
+    phase: str | None = None
+    measured_step_ns: int = Field(ge=0)
+    projected_step_low_ns: int = Field(ge=0)
+    projected_step_high_ns: int = Field(ge=0)
+    throughput_gain_low: float
+    """Tokens/s projected over measured, at the longer projected step."""
+    throughput_gain_high: float
+    tpot_rise_low: float
+    """Rise of the time per output token (the step time), at the shorter projected step (0.2 = 20 %)."""
+    tpot_rise_high: float
+    assumptions: list[str]
+    line: str
+
+
 class Finding(Model):
     """A rule that fired. Findings are ordered by severity, then kind (cause, capture, symptom), then impact."""
 
@@ -97,6 +158,8 @@ class Finding(Model):
     references: list[str]
     row: dict[str, Any]
     """The fact row the rule fired on (its columns)."""
+    what_if: WhatIf | None = None
+    """What removing this cause would buy (cause findings at warning or above whose rule names a `what_if`)."""
 
 
 class RuleOutcome(Model):
@@ -348,3 +411,6 @@ class Report(Document):
     startup: StartUp | None = None
     """The one-off start-up (model load, warm-up) the capture opens with, reported apart; null when there is none.
     When `startup.judged_after`, every fact, finding and metric of this report covers the steady window after it."""
+    batch_what_if: BatchWhatIf | None = None
+    """The projection of a larger batch (--what-if batch=N, or by default when the primary is launch- or host-bound
+    at a small batch); null otherwise."""

@@ -79,19 +79,20 @@ _KINDS: dict[type, _Kind] = {
         # `phases`: which NVTX texts each phase matched, kept longer than the window breakdown: it says whether the
         # per-phase numbers (decode steps, step time, per-phase findings) count the right ranges at all. `steps`:
         # the step statistics per phase (under each phase), kept nearly as long. `phase_lines`: lines for each
-        # phase's verdict line (Verdict.phases).
+        # phase's verdict line (Verdict.phases). The batch projection (the line under the verdict) goes before the
+        # key metrics; each finding keeps its what-if line.
         terminal_plans=(dict(full=3, listed=6, msg_lines=4, step_lines=3, skipped=3, metrics=True, window=True,
-                             phases=True, steps=True, phase_lines=2),
+                             phases=True, steps=True, phase_lines=2, batch_what_if=True),
                         dict(full=2, listed=5, msg_lines=3, step_lines=2, skipped=2, metrics=True, window=True,
-                             phases=True, steps=True, phase_lines=2),
+                             phases=True, steps=True, phase_lines=2, batch_what_if=True),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=True,
-                             phases=True, steps=True),
+                             phases=True, steps=True, batch_what_if=True),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=False,
-                             phases=True, steps=True),
+                             phases=True, steps=True, batch_what_if=False),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=False,
-                             phases=True, steps=False),
+                             phases=True, steps=False, batch_what_if=False),
                         dict(full=1, listed=3, msg_lines=2, step_lines=1, skipped=0, metrics=False, window=False,
-                             phases=False, steps=False)),
+                             phases=False, steps=False, batch_what_if=False)),
         markdown_plans=(dict(top_kernels=15, details=True), dict(top_kernels=8, details=True),
                         dict(top_kernels=5, details=False), dict(top_kernels=3, details=False)),
         screen=True),

@@ -1,0 +1,250 @@
+"""What a fix would buy: per cause finding, the step time and steps/s if its cause were removed, and what a larger
+batch would buy.
+
+The replay itself is SQL (facts _whatif_steps and whatif_replay): following Daydream (Zhu et al., "Daydream:
+Accurately Estimating the Efficacy of Optimizations for DNN Training", USENIX ATC 2020), the measured schedule is
+the dependency graph, a transform re-times the edges of one cause, and the schedule is replayed, never a total
+subtracted. Here each device's operations in start order form a chain; every idle gap has one cause (_idle_gaps)
+and a transform re-times the gaps of its causes while every other edge keeps its measured delay. This module
+picks the transform a rule names (`what_if:` in its YAML), reads the replayed medians and builds the WhatIf and
+BatchWhatIf objects of the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..facts.compute import FactSet
+from ..reports.model import BatchWhatIf, Finding, Throughput, WhatIf
+from ..units import fmt_value
+from ..vocabulary import Kind, Severity
+
+FACT = "whatif_replay"
+
+
+@dataclass(frozen=True)
+class Transform:
+    column: str  # whatif_replay column holding the median replayed step
+    label: str
+    edges: str  # the edges it re-times and the constraints it keeps, in words
+
+
+TRANSFORMS: dict[str, Transform] = {
+    "launch-gaps": Transform(
+        "launch_gaps_step_ns", "without launch gaps",
+        "CUDA graphs: launch and GPU-side gaps after a step's first operation become the per-node replay gap; the "
+        "gap before each step's first operation (one graph launch, the host's scheduling) and every sync, copy and "
+        "host gap stay as measured. Graphs also pad the batch to a captured size, and scheduling, sampling and "
+        "detokenising stay on the CPU."),
+    "host-gaps": Transform(
+        "host_gaps_step_ns", "with host work overlapped",
+        "Async scheduling: host gaps overlap the previous step's GPU work and become the per-node gap, but a step "
+        "cannot be shorter than the host's own work per step (the step's thread outside synchronisations), so the "
+        "projected step is max(GPU chain, host work)."),
+    "sync": Transform(
+        "sync_step_ns", "without the syncs",
+        "Only the GPU idle time the syncs caused (drain, wake-up, relaunch) goes: sync-caused gaps become the "
+        "per-node gap, not the time the CPU spent blocked. A sync that carries a data dependency (the sampled "
+        "token's .item()) moves rather than vanishes, unless the scheduler runs ahead asynchronously."),
+    "allocation": Transform(
+        "allocation_step_ns", "without allocation in the loop",
+        "A caching allocator or pool: allocation-caused gaps become the per-node gap; the rest stays as measured."),
+    "copies-pinned": Transform(
+        "copies_pinned_step_ns", "with pinned host memory",
+        "Pageable host-device copies run at the pinned bandwidth; their gaps and every other edge stay as "
+        "measured."),
+}
+
+# A batch projection is made by default when the primary finding's transform is one of these (fixed per-step costs
+# a larger batch amortises) and the batch is at most SMALL_BATCH (or unknown).
+BATCH_TRANSFORMS = ("launch-gaps", "host-gaps")
+SMALL_BATCH = 4
+DEFAULT_BATCH = 8
+# Decode GEMMs read the same weights whatever the batch, so they stay nearly flat until they turn compute-bound
+# (Pope et al., "Efficiently Scaling Transformer Inference", MLSys 2023): the low end
+# keeps them flat, the high end lets them grow 5 % per extra current batch.
+GEMM_GROWTH_HIGH = 0.05
+# Fits of step time against batch size need this many steps and two sizes.
+FIT_MIN_STEPS = 5
+
+
+def fmt_step(ns: float | None) -> str:
+    """A step time to three significant digits ('1.02 ms', '543 µs'): projections compare close values."""
+    if ns is None:
+        return fmt_value(ns, "ns")
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if abs(ns) >= scale:
+            v = ns / scale
+            return f"{v:.{2 if v < 10 else 1 if v < 100 else 0}f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def fmt_range(low: float, high: float) -> str:
+    """'1.38..1.51 ms': both ends in the unit of the higher one."""
+    unit = fmt_step(high).split()[-1]
+    scale = {"s": 1e9, "ms": 1e6, "µs": 1e3, "ns": 1.0}[unit]
+    digits = lambda v: f"{v:.{2 if v < 10 else 1 if v < 100 else 0}f}"  # noqa: E731
+    return f"{digits(low / scale)}..{digits(high / scale)} {unit}"
+
+
+def _factor(x: float) -> str:
+    return f"{x:.1f}×" if x < 10 else f"{x:.0f}×"
+
+
+def _pick(rows: list[dict[str, Any]], device_id: Any, phase: str | None) -> dict[str, Any] | None:
+    """The row of `device_id` (else the device with the longest measured time) for `phase` (else all steps)."""
+    if not rows:
+        return None
+    devices = {r["device_id"] for r in rows}
+    if device_id not in devices:
+        device_id = max((r for r in rows if r.get("phase") is None),
+                        key=lambda r: (r.get("steps") or 0) * (r.get("measured_step_ns") or 0),
+                        default=rows[0])["device_id"]
+    mine = [r for r in rows if r["device_id"] == device_id]
+    return (next((r for r in mine if phase is not None and r.get("phase") == phase), None)
+            or next((r for r in mine if r.get("phase") is None), None))
+
+
+def _where(row: dict[str, Any], basis: str) -> str:
+    if basis == "window":
+        return f"GPU {row['device_id']}'s window"
+    return f"{row['phase']} step" if row.get("phase") else "step"
+
+
+def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None = None) -> WhatIf | None:
+    """The projection of `transform` on one whatif_replay row."""
+    spec = TRANSFORMS[transform]
+    measured, projected = row.get("measured_step_ns"), row.get(spec.column)
+    if not measured or projected is None:
+        return None
+    projected = min(int(projected), int(measured))
+    basis = "window" if row.get("source") == "window" else "steps"
+    speedup = measured / projected if projected > 0 else None
+    steps_ps = 1e9 / measured if basis == "steps" else None
+    tokens = throughput.tokens_per_s if throughput is not None else None
+    assumptions = [spec.edges, _node_gap_note(row)]
+    if transform == "copies-pinned":
+        assumptions.append(_pinned_note(row))
+    if tokens is not None:
+        assumptions.append("Tokens/s scales with the speed-up: the whole run is taken to be made of such steps.")
+    where = _where(row, basis)
+    gain = (f"~{_factor(speedup)} {'steps/s' if basis == 'steps' else 'faster'}"
+            if speedup is not None and speedup >= 1.01 else "no measurable gain")
+    host = row.get("host_work_ns") or 0
+    if transform == "host-gaps" and host >= projected * 0.99:
+        # the constraint binds: overlapping cannot make a step shorter than the host's own work
+        gain += f"; the host's own work, {fmt_step(host)} per step, sets the pace"
+    line = f"{spec.label}: {where} {fmt_step(measured)} → ~{fmt_step(projected)} ({gain})"
+    return WhatIf(transform=transform, label=spec.label, device_id=row.get("device_id"), phase=row.get("phase"),
+                  basis=basis, step_source=None if basis == "window" else row.get("source"),
+                  steps=int(row.get("steps") or 0), measured_step_ns=int(measured), projected_step_ns=projected,
+                  speedup=speedup, measured_steps_per_s=steps_ps,
+                  projected_steps_per_s=steps_ps * speedup if steps_ps and speedup else None,
+                  measured_tokens_per_s=tokens,
+                  projected_tokens_per_s=tokens * speedup if tokens and speedup else None,
+                  assumptions=assumptions, line=line)
+
+
+def _node_gap_note(row: dict[str, Any]) -> str:
+    gap = fmt_step(row.get("node_gap_ns"))
+    if row.get("node_gap_measured"):
+        return f"Per-node replay gap {gap}: the median gap between kernels of one graph replay in this profile."
+    return (f"Per-node replay gap {gap}: the default (facts.whatif_node_gap_ns), as the profile has no "
+            f"node-traced graph replay to measure it.")
+
+
+def _pinned_note(row: dict[str, Any]) -> str:
+    bw = f"{row.get('pinned_gbps') or 0:.1f} GB/s"
+    if row.get("pinned_measured"):
+        return f"Pinned bandwidth {bw}, measured on this profile's pinned copies of 1 MiB or more."
+    return (f"Pinned bandwidth {bw}: the default (facts.whatif_pinned_gbps, about PCIe 4.0 x16 in practice), as the "
+            f"profile has no large pinned copy to measure it.")
+
+
+def attach(findings: list[Finding], transforms: dict[str, str], facts: FactSet,
+           throughput: Throughput | None = None) -> None:
+    """Set `what_if` on every cause finding at warning or above whose rule names a transform (`transforms`: rule
+    id -> transform)."""
+    rows = facts.rows(FACT) if FACT in facts.results else []
+    for f in findings:
+        transform = transforms.get(f.rule)
+        if transform is None or not f.severity.at_least(Severity.WARNING) or f.kind != Kind.CAUSE:
+            continue
+        row = _pick(rows, (f.row or {}).get("device_id"), f.phase)
+        if row is not None:
+            f.what_if = what_if(transform, row, throughput)
+
+
+def batch_projection(facts: FactSet, batch: int | None, primary: Finding | None,
+                     primary_transform: str | None) -> BatchWhatIf | None:
+    """The projection of `batch` requests per step (`--what-if batch=N`), or by default when the primary finding's
+    transform is a fixed per-step cost and the batch is small or unknown; None otherwise."""
+    rows = facts.rows(FACT) if FACT in facts.results else []
+    device = (primary.row or {}).get("device_id") if primary is not None else None
+    row = _pick(rows, device, "decode") or _pick(rows, device, primary.phase if primary else None)
+    if row is None or not row.get("measured_step_ns"):
+        return None
+    current = row.get("batch_median")
+    if batch is None:
+        if primary_transform not in BATCH_TRANSFORMS or (current is not None and current > SMALL_BATCH):
+            return None
+        batch = DEFAULT_BATCH
+    return _project(row, batch, current)
+
+
+def _project(row: dict[str, Any], batch: int, current: float | None) -> BatchWhatIf | None:
+    measured = float(row["measured_step_ns"])
+    factor = batch / current if current else float(batch)
+    if factor <= 1:
+        return None
+    where = f"{row['phase']} step" if row.get("phase") else "step"
+    known = (f"The steps carry their batch (median {current:g} requests)." if current
+             else f"The profile does not record the batch size: projected as {batch} × the current batch.")
+    fit = (row.get("fit_slope_ns") is not None and (row.get("batch_sizes") or 0) >= 2
+           and (row.get("steps") or 0) >= FIT_MIN_STEPS and current)
+    if fit:
+        slope, intercept = float(row["fit_slope_ns"]), float(row["fit_intercept_ns"])
+        now = max(intercept + slope * current, 1.0)
+        low = high = max(intercept + slope * batch, 1.0)
+        method = "fit"
+        assumptions = [known, f"Step time fitted against batch size by least squares over {row['steps']} steps "
+                              f"({fmt_step(intercept)} + {fmt_step(slope)} per request, R² {row.get('fit_r2') or 0:.2f}); "
+                              f"extrapolated beyond the sizes measured."]
+    else:
+        now = measured
+        kernels = float(row.get("kernel_step_ns") or 0)
+        attention = min(float(row.get("attention_step_ns") or 0), kernels)
+        other = kernels - attention
+        fixed = max(measured - kernels, 0.0)
+        low = fixed + other + attention * factor
+        high = fixed + other * (1 + GEMM_GROWTH_HIGH * (factor - 1)) + attention * factor
+        method = "model"
+        assumptions = [
+            known,
+            f"The fixed per-step cost ({fmt_step(fixed)}: gaps, launches, host work) stays per step, spread over the "
+            f"batch; the host work in it is taken not to grow with the batch.",
+            f"Attention kernels ({fmt_step(attention)}, by name: flash_fwd, paged_attention, fmha, FlashAttn, "
+            f"BatchDecodeWith..., unified_attention, xformers) grow with the total KV length, × {factor:g}.",
+            f"The other kernels ({fmt_step(other)}, decode GEMMs) stay flat (low) to +{GEMM_GROWTH_HIGH * 100:.0f} % per extra "
+            f"current batch (high), until they turn compute-bound.",
+            "KV-cache capacity may cap the batch; graphs pad it to a captured size.",
+        ]
+        graphs = float(row.get("graph_step_ns") or 0)
+        if graphs > 0:
+            assumptions.append(f"{fmt_step(graphs)} per step is CUDA-graph replays traced whole (graph trace mode), "
+                               f"whose kernels and their attention share are not visible: counted as the other "
+                               f"kernels; capture with --cuda-graph-trace=node to split them.")
+    gain_low, gain_high = factor * now / high, factor * now / low
+    rise_low, rise_high = low / now - 1, high / now - 1
+    label = f"batch {batch}" if current else f"batch {batch}× current"
+    span = fmt_step(low) if method == "fit" else fmt_range(low, high)
+    gains = f"~{gain_low:.1f}×" if method == "fit" else f"~{gain_low:.1f}×..{gain_high:.1f}×"
+    rises = f"{rise_low * 100:.0f} %" if method == "fit" else f"{rise_low * 100:.0f}..{rise_high * 100:.0f} %"
+    line = (f"{label}: {gains} tokens/s; {where} {fmt_step(now)} → {span}, so TPOT rises {rises}"
+            f"{' (least-squares fit)' if method == 'fit' else ''}")
+    return BatchWhatIf(batch=batch, current_batch=current, factor=factor, method=method,
+                       device_id=row.get("device_id"), phase=row.get("phase"), measured_step_ns=int(now),
+                       projected_step_low_ns=int(low), projected_step_high_ns=int(high),
+                       throughput_gain_low=gain_low, throughput_gain_high=gain_high, tpot_rise_low=rise_low,
+                       tpot_rise_high=rise_high, assumptions=assumptions, line=line)

@@ -1,0 +1,156 @@
+-- @fact _whatif_steps
+-- @materialize
+-- @doc One row per (device, step): the step's measured GPU chain and its replay under each what-if transform
+-- @doc (README "What a fix would buy"). The model is Daydream's (Zhu et al., "Daydream: Accurately Estimating
+-- @doc the Efficacy of Optimizations for DNN Training", USENIX ATC 2020): take the dependency graph from the
+-- @doc trace, transform it, replay it. Here the graph is each device's chain of operations in start order
+-- @doc (_timeline): every operation adds its busy piece greatest(end_ns - greatest(start_ns, prev_end_ns), 0)
+-- @doc and is preceded by its idle gap, whose one cause comes from _idle_gaps. A transform re-times the gaps
+-- @doc (or busy pieces) of given causes and keeps every other edge as measured, so a retained dependency (a
+-- @doc sync, a copy, the host's scheduling between steps) keeps its delay; the replayed chain is the sum of the
+-- @doc re-timed pieces, never a total subtracted from the run. An operation belongs to the step whose range
+-- @doc (_step_ranges) holds its issuing call on the same thread, and its gap with it; without any step on a
+-- @doc device, all of its operations form one step (step_id -1 - device_id) spanning the judged window.
+-- @needs _timeline _idle_gaps _sync_calls _step_ranges
+-- @param whatif_node_gap_ns 1000 range 0 1000000
+-- @param whatif_pinned_gbps 25 range 0.1 10000
+-- @column device_id CUDA device index.
+-- @column step_id The step (_step_ranges.step_id); -1 - device_id for the whole window when the device has no step.
+-- @column source How the step was found: nvtx, graph-launch, sync, or window (no steps: the judged window).
+-- @column phase The step's phase: its label's, else the phase of most of its operations (_timeline.phase).
+-- @column batch Requests in the step (TensorRT-LLM ctx + gen reqs) when its text carries them, else NULL.
+-- @column op_count GPU operations of the step.
+-- @column busy_ns Busy time the step's operations add to the device's union of busy intervals (ns).
+-- @column gap_ns Idle gaps before the step's operations (ns).
+-- @column measured_ns busy_ns + gap_ns: the step's measured chain time (ns).
+-- @column attention_ns Busy time of attention kernels (demangled name matches flash_fwd, paged_attention, fmha, FlashAttn, BatchDecodeWith..., unified_attention, xformers) (ns).
+-- @column kernel_ns Busy time of all kernels and graph replays (ns).
+-- @column graph_ns Busy time of CUDA-graph replays traced whole (graph trace mode hides their kernels and names) (ns).
+-- @column host_work_ns Time the step's thread was not blocked in a synchronising call, from the step's start to the next step's start (ns): what the host itself spends per step.
+-- @column launch_gaps_ns Chain time with CUDA graphs: launch and gpu-side gaps after the step's first operation become node_gap_ns (ns).
+-- @column host_gaps_ns Chain time with host gaps overlapped (async scheduling): host gaps become node_gap_ns, but the step takes at least host_work_ns (ns).
+-- @column sync_ns Chain time without the syncs: sync-caused gaps become node_gap_ns (ns).
+-- @column allocation_ns Chain time without allocation calls in the loop: allocation gaps become node_gap_ns (ns).
+-- @column copies_pinned_ns Chain time with pageable host-device copies at pinned_gbps (ns).
+-- @column node_gap_ns Gap between consecutive kernels of one CUDA-graph replay: the median measured in node-traced replays (at least 20 gaps), else whatif_node_gap_ns (ns).
+-- @column node_gap_measured True when node_gap_ns was measured in this profile.
+-- @column pinned_gbps Bandwidth of pinned host-device copies of at least 1 MiB measured in this profile, else whatif_pinned_gbps (GB/s).
+-- @column pinned_measured True when pinned_gbps was measured in this profile.
+-- The gap between kernels of one node-traced graph replay (kernels of one replay share its correlation id).
+WITH node_gaps AS (
+    SELECT greatest(start_ns - lag(end_ns) OVER (PARTITION BY pid, correlation_id, device_id ORDER BY start_ns), 0)
+               AS gap_ns
+    FROM kernels WHERE graph_node_id IS NOT NULL
+),
+node_gap AS (
+    SELECT CASE WHEN count(gap_ns) >= 20 THEN CAST(median(gap_ns) AS BIGINT)
+                ELSE CAST(${whatif_node_gap_ns} AS BIGINT) END AS node_gap_ns,
+           count(gap_ns) >= 20 AS node_gap_measured
+    FROM node_gaps
+),
+host_device AS (
+    SELECT pid, correlation_id, start_ns, dur_ns, bytes,
+           'pageable' IN (src_mem, dst_mem) AS pageable, 'pinned' IN (src_mem, dst_mem) AS pinned
+    FROM memcpys WHERE copy_kind IN ('HtoD', 'DtoH', 'HtoA', 'AtoH') AND dur_ns > 0
+),
+pinned AS (
+    SELECT CASE WHEN sum(dur_ns) > 0 THEN sum(bytes) / sum(dur_ns) ELSE ${whatif_pinned_gbps} END AS pinned_gbps,
+           sum(dur_ns) > 0 AS pinned_measured
+    FROM host_device WHERE pinned AND bytes >= 1048576
+),
+-- Attention kernels by a short list of name fragments (docs of FlashAttention, FlashInfer, vLLM, TensorRT-LLM,
+-- xFormers); each distinct name is matched once.
+attention AS (
+    SELECT k.pid, k.correlation_id, k.start_ns, k.device_id FROM kernels k
+    WHERE k.name_id IN (SELECT name_id FROM (SELECT name_id, any_value(name) AS name FROM kernels GROUP BY name_id)
+                        WHERE regexp_matches(name, '(?i)flash_?fwd|flashattn|paged_attention|fmha|'
+                                                   'batch(prefill|decode)with|single(prefill|decode)withkv|'
+                                                   'unified_attention|xformers'))
+),
+steps AS (
+    SELECT step_id, global_tid, start_ns, end_ns, source, label_phase,
+           CASE WHEN ctx_reqs IS NOT NULL OR gen_reqs IS NOT NULL THEN coalesce(ctx_reqs, 0) + coalesce(gen_reqs, 0) END
+               AS batch,
+           coalesce(lead(start_ns) OVER (PARTITION BY global_tid ORDER BY start_ns), end_ns) AS next_start_ns
+    FROM _step_ranges
+),
+ops AS (
+    SELECT t.device_id, t.start_ns, t.end_ns, t.is_compute, t.is_graph, t.phase, t.global_tid, t.pid, t.correlation_id,
+           greatest(t.end_ns - greatest(t.start_ns, coalesce(t.prev_end_ns, t.start_ns)), 0) AS busy_ns,
+           greatest(t.start_ns - coalesce(t.prev_end_ns, t.start_ns), 0) AS gap_ns,
+           CASE WHEN t.api_start_ns < s.end_ns THEN s.step_id END AS step_id
+    FROM _timeline t ASOF LEFT JOIN steps s ON s.global_tid = t.global_tid AND t.api_start_ns >= s.start_ns
+),
+devices AS (SELECT device_id, bool_or(step_id IS NOT NULL) AS has_steps FROM ops GROUP BY device_id),
+placed AS (
+    SELECT o.*, CASE WHEN d.has_steps THEN o.step_id ELSE -1 - o.device_id END AS step_key,
+           g.cause, a.pid IS NOT NULL AS is_attention, c.bytes AS pageable_bytes, c.dur_ns AS copy_dur_ns
+    FROM ops o JOIN devices d USING (device_id)
+    -- (device_id, gap_end_ns) names a gap; an operation starting with another at the same nanosecond may meet its
+    -- gap too, harmlessly: its own gap is 0. An equi-join only: a predicate on one side makes DuckDB loop.
+    LEFT JOIN _idle_gaps g ON g.device_id = o.device_id AND g.gap_end_ns = o.start_ns
+    LEFT JOIN attention a ON a.pid = o.pid AND a.correlation_id = o.correlation_id AND a.start_ns = o.start_ns
+                         AND a.device_id = o.device_id
+    LEFT JOIN (SELECT * FROM host_device WHERE pageable) c
+           ON c.pid = o.pid AND c.correlation_id = o.correlation_id AND c.start_ns = o.start_ns AND NOT o.is_compute
+),
+per_step AS (
+    SELECT r.device_id, r.step_key AS step_id, count(*) AS op_count, sum(r.busy_ns) AS busy_ns,
+           sum(r.gap_ns) AS gap_ns, mode(r.phase) AS op_phase, min(r.start_ns) AS first_ns,
+           max(r.end_ns) AS last_ns, arg_max(r.global_tid, r.busy_ns) AS main_tid,
+           coalesce(sum(r.busy_ns) FILTER (WHERE r.is_attention), 0) AS attention_ns,
+           coalesce(sum(r.busy_ns) FILTER (WHERE r.is_compute), 0) AS kernel_ns,
+           coalesce(sum(r.busy_ns) FILTER (WHERE r.is_graph), 0) AS graph_ns,
+           -- every launch and gpu-side gap at the node gap, then the step's first gap given back as measured (an
+           -- aggregate, not a window: no sort of the operations)
+           sum(CASE WHEN r.cause IN ('launch', 'gpu-side') THEN least(r.gap_ns, n.node_gap_ns) ELSE r.gap_ns END)
+               + arg_min(CASE WHEN r.cause IN ('launch', 'gpu-side') THEN r.gap_ns - least(r.gap_ns, n.node_gap_ns)
+                              ELSE 0 END, r.start_ns) AS launch_gaps_gap_ns,
+           sum(CASE WHEN r.cause = 'host' THEN least(r.gap_ns, n.node_gap_ns) ELSE r.gap_ns END) AS host_gaps_gap_ns,
+           sum(CASE WHEN r.cause = 'sync' THEN least(r.gap_ns, n.node_gap_ns) ELSE r.gap_ns END) AS sync_gap_ns,
+           sum(CASE WHEN r.cause = 'allocation' THEN least(r.gap_ns, n.node_gap_ns) ELSE r.gap_ns END)
+               AS allocation_gap_ns,
+           -- a pageable copy's piece shrinks by the time its bytes take at the pinned bandwidth over its duration
+           sum(CASE WHEN r.pageable_bytes IS NOT NULL
+                    THEN r.busy_ns * least(r.pageable_bytes / p.pinned_gbps / r.copy_dur_ns, 1.0)
+                    ELSE r.busy_ns END) AS pinned_busy_ns,
+           any_value(n.node_gap_ns) AS node_gap_ns, any_value(n.node_gap_measured) AS node_gap_measured,
+           any_value(p.pinned_gbps) AS pinned_gbps, any_value(p.pinned_measured) AS pinned_measured
+    FROM placed r CROSS JOIN node_gap n
+    CROSS JOIN (SELECT coalesce(pinned_gbps, ${whatif_pinned_gbps}) AS pinned_gbps,
+                       coalesce(pinned_measured, false) AS pinned_measured FROM pinned) p
+    WHERE r.step_key IS NOT NULL
+    GROUP BY r.device_id, r.step_key
+),
+-- Each step's span on its thread: from its start to the next step's start (the host's scheduling between steps
+-- belongs to the step after it, as the gap before its first operation does); the whole window for a device
+-- without steps, on the thread that issued most of its work.
+spans AS (
+    SELECT p.device_id, p.step_id, coalesce(s.global_tid, p.main_tid) AS global_tid,
+           coalesce(s.start_ns, p.first_ns) AS span_start_ns,
+           coalesce(s.next_start_ns, p.last_ns) AS span_end_ns
+    FROM per_step p LEFT JOIN steps s ON s.step_id = p.step_id
+),
+blocked AS (
+    SELECT sp.device_id, sp.step_id,
+           sum(least(c.end_ns, sp.span_end_ns) - greatest(c.start_ns, sp.span_start_ns)) AS blocked_ns
+    FROM spans sp JOIN _sync_calls c
+      ON c.global_tid = sp.global_tid AND c.start_ns < sp.span_end_ns AND c.end_ns > sp.span_start_ns
+    WHERE c.kind IN ('sync', 'sync_copy')
+    GROUP BY sp.device_id, sp.step_id
+)
+SELECT p.device_id, p.step_id, coalesce(s.source, 'window') AS source,
+       coalesce(s.label_phase, p.op_phase) AS phase, s.batch, p.op_count, p.busy_ns, p.gap_ns,
+       p.busy_ns + p.gap_ns AS measured_ns, p.attention_ns, p.kernel_ns, p.graph_ns,
+       greatest(sp.span_end_ns - sp.span_start_ns - coalesce(b.blocked_ns, 0), 0) AS host_work_ns,
+       p.busy_ns + p.launch_gaps_gap_ns AS launch_gaps_ns,
+       greatest(p.busy_ns + p.host_gaps_gap_ns,
+                least(greatest(sp.span_end_ns - sp.span_start_ns - coalesce(b.blocked_ns, 0), 0),
+                      p.busy_ns + p.gap_ns)) AS host_gaps_ns,
+       p.busy_ns + p.sync_gap_ns AS sync_ns, p.busy_ns + p.allocation_gap_ns AS allocation_ns,
+       CAST(round(p.pinned_busy_ns) AS BIGINT) + p.gap_ns AS copies_pinned_ns,
+       p.node_gap_ns, p.node_gap_measured, p.pinned_gbps, p.pinned_measured
+FROM per_step p
+JOIN spans sp ON sp.device_id = p.device_id AND sp.step_id = p.step_id
+LEFT JOIN blocked b ON b.device_id = p.device_id AND b.step_id = p.step_id
+LEFT JOIN steps s ON s.step_id = p.step_id

@@ -1,0 +1,233 @@
+"""What a fix would buy: the replay of each cause's removal, checked by hand arithmetic on the generated exports,
+the batch projection's range, and the compare of a projection with the next measurement."""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import scenario_analysis
+
+NODE_GAP_NS = 1000  # facts.whatif_node_gap_ns: no node-traced graph replay in these scenarios
+
+
+def _steps_by_hand(path: Path, like: str = "execute_model") -> list[tuple[int, int]]:
+    """(measured, projected without launch gaps) of each 'execute_model' step, from the export's own CUPTI rows:
+    the GPU operations (kernels and copies) whose launching call lies in the step's range, in start order; each
+    adds its duration (they never overlap here) and the idle time before it. Without launch gaps each gap after
+    the step's first operation becomes the per-node gap; the gap before the first (the DtoH, sync and host work
+    between steps) stays."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    ranges = con.execute("SELECT start, end FROM NVTX_EVENTS WHERE text LIKE ? ORDER BY start", (like,)).fetchall()
+    ops = con.execute(
+        "SELECT r.start, g.start, g.end FROM (SELECT correlationId, start, end FROM CUPTI_ACTIVITY_KIND_KERNEL "
+        "UNION ALL SELECT correlationId, start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY) g "
+        "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = g.correlationId ORDER BY g.start").fetchall()
+    con.close()
+    out = []
+    prev_end = None
+    steps: dict[int, list[tuple[int, int, int]]] = {}
+    for call, start, end in ops:
+        gap = 0 if prev_end is None else max(start - prev_end, 0)
+        prev_end = end
+        for i, (rs, re_) in enumerate(ranges):
+            if rs <= call < re_:
+                steps.setdefault(i, []).append((gap, start, end))
+    for _, ops_of_step in sorted(steps.items()):
+        busy = sum(e - s for _, s, e in ops_of_step)
+        gaps = [g for g, _, _ in ops_of_step]
+        out.append((busy + sum(gaps), busy + gaps[0] + sum(min(g, NODE_GAP_NS) for g in gaps[1:])))
+    return out
+
+
+def test_reference_launch_gaps_projection_matches_hand_arithmetic():
+    facts, report = scenario_analysis("reference_batch1_decode")
+    from conftest import _SCENARIO_DIR
+    by_hand = _steps_by_hand(_SCENARIO_DIR[0] / "reference_batch1_decode.sqlite")
+    assert len(by_hand) == 96
+    measured = statistics.median(m for m, _ in by_hand)
+    projected = statistics.median(p for _, p in by_hand)
+    # ~100 kernels x 4 us busy + 100 gaps of ~1 us + the retained gap before each step: about half the ~1.08 ms
+    assert 1_000_000 <= measured <= 1_150_000 and 480_000 <= projected <= 600_000
+    launch = next(f for f in report.findings if f.rule == "launch-bound")
+    w = launch.what_if
+    assert w is not None and w.transform == "launch-gaps" and w.basis == "steps" and w.steps == 96
+    assert w.measured_step_ns == pytest.approx(measured, rel=0.01)
+    assert w.projected_step_ns == pytest.approx(projected, rel=0.01)
+    assert w.speedup == pytest.approx(measured / projected, rel=0.02)
+    assert w.line.startswith("without launch gaps: step 1.") and "steps/s" in w.line
+
+
+def test_reference_batch8_range():
+    _, report = scenario_analysis("reference_batch1_decode")
+    b = report.batch_what_if
+    assert report.verdict.primary == "launch-bound"
+    # made by default: the primary is a fixed per-step cost and the profile does not record its batch
+    assert b is not None and b.batch == 8 and b.current_batch is None and b.factor == 8 and b.method == "model"
+    # by hand: fixed cost F = step - kernels stays; attention A (11 of the 100 kernels) grows x8; the other
+    # kernels O stay flat (low) or grow 5 % per extra batch (high)
+    w = next(f for f in report.findings if f.rule == "launch-bound").what_if
+    row = next(r for r in report.facts["whatif_replay"] if r["phase"] is None)
+    step, kernels, attention = row["measured_step_ns"], row["kernel_step_ns"], row["attention_step_ns"]
+    assert attention == pytest.approx(kernels * 11 / 100, rel=0.1)
+    fixed, other = step - kernels, kernels - attention
+    low, high = fixed + other + 8 * attention, fixed + other * 1.35 + 8 * attention
+    assert b.projected_step_low_ns == pytest.approx(low, rel=1e-3)
+    assert b.projected_step_high_ns == pytest.approx(high, rel=1e-3)
+    assert b.throughput_gain_low == pytest.approx(8 * step / high, rel=1e-3)
+    assert b.throughput_gain_high == pytest.approx(8 * step / low, rel=1e-3)
+    assert 5 < b.throughput_gain_low < b.throughput_gain_high < 7  # less than 8x: the attention grows
+    assert 0.2 < b.tpot_rise_low < b.tpot_rise_high < 0.5  # and each token waits longer
+    assert b.measured_step_ns == w.measured_step_ns
+    assert "TPOT rises" in b.line and "8 × the current batch" in b.assumptions[0]
+
+
+def test_sync_projection_counts_only_sync_idle_time():
+    """Removing the syncs saves exactly the GPU idle time of cause sync (each such gap down to the per-node gap),
+    never the CPU's blocked time nor the other idle causes."""
+    from conftest import _SCENARIO_DIR
+    from nsys_diagnose.facts.compute import compute_facts
+    from nsys_diagnose.reading.export import open_export
+
+    _, report = scenario_analysis("sync_storm")
+    w = next(f for f in report.findings if f.rule == "frequent-synchronization").what_if
+    assert w is not None and w.transform == "sync" and w.basis == "steps"
+    with open_export(_SCENARIO_DIR[0] / "sync_storm.sqlite") as export:
+        facts = compute_facts(export, helpers=["_whatif_steps", "_idle_gaps"])
+    steps = facts.rows("_whatif_steps")
+    gaps = facts.rows("_idle_gaps")
+    saved = sum(r["measured_ns"] - r["sync_ns"] for r in steps)
+    sync_gaps = [g["gap_ns"] for g in gaps if g["cause"] == "sync"]
+    # every sync gap of the capture lies in some step except, at most, the few before the first step
+    by_hand = sum(g - min(g, NODE_GAP_NS) for g in sync_gaps)
+    assert 0.98 * by_hand <= saved <= by_hand
+    # the idle time the window breakdown charges to syncs (drain, wake-up, relaunch) bounds it, and it is most of
+    # this profile's idle time, not all of it
+    idle_sync = sum(r["idle_sync_ns"] for r in facts.rows("gpu_utilization"))
+    idle = sum(r["window_ns"] - r["compute_busy_ns"] for r in facts.rows("gpu_utilization"))
+    assert saved <= idle_sync < idle
+    # busy time and the other causes' gaps stay: the replayed steps are never shorter than that
+    assert all(r["sync_ns"] >= r["busy_ns"] for r in steps)
+    assert w.speedup == pytest.approx(w.measured_step_ns / w.projected_step_ns)
+
+
+def test_copies_pinned_on_pageable_copies():
+    _, report = scenario_analysis("pageable_copies")
+    f = next(f for f in report.findings if f.rule in ("pcie-bound", "pageable-memory-copies")
+             and f.severity.at_least(f.severity.WARNING))
+    w = f.what_if
+    assert w is not None and w.transform == "copies-pinned"
+    # 2 x 256 MiB per step at ~3 GB/s pageable (~180 ms) against 25 GB/s pinned (default: no large pinned copy)
+    assert 5 < w.speedup < 10
+    assert any("default" in a and "GB/s" in a for a in w.assumptions)
+
+
+def test_no_what_if_on_info_or_symptom_findings():
+    for name in ("reference_batch1_decode", "sync_storm", "healthy_graph_decode"):
+        _, report = scenario_analysis(name)
+        for f in report.findings:
+            if f.what_if is not None:
+                assert f.severity.at_least(f.severity.WARNING) and f.kind.value == "cause"
+            if not f.severity.at_least(f.severity.WARNING):
+                assert f.what_if is None
+    _, healthy = scenario_analysis("healthy_graph_decode")
+    assert healthy.batch_what_if is None  # nothing is launch- or host-bound: no default batch projection
+
+
+def test_compare_shows_projection_beside_measurement(tmp_path):
+    from nsys_diagnose.reports.compare import compare
+    from nsys_diagnose.reports.render import render
+
+    _, before = scenario_analysis("reference_batch1_decode")
+    _, after = scenario_analysis("graph_decode_node")
+    cmp = compare(before, after)
+    p = next(p for p in cmp.projections if p.rule == "launch-bound")
+    w = next(f for f in before.findings if f.rule == "launch-bound").what_if
+    assert p.projected_step_ns == w.projected_step_ns and p.before_step_ns == w.measured_step_ns
+    after_row = next(r for r in after.facts["whatif_replay"] if r["phase"] is None)
+    assert p.measured_step_ns == after_row["measured_step_ns"]
+    assert p.error == pytest.approx(p.measured_step_ns / p.projected_step_ns - 1)
+    text = render(cmp, "terminal", colour=False)
+    assert "projected" in text and "measured" in text and "WHAT-IF CHECK" in text
+    assert "What-if check" in render(cmp, "md")
+
+
+@pytest.mark.parametrize("value", ["1", "0", "x", "8.5", "-3"])
+def test_what_if_batch_refuses_bad_values(value, tmp_path):
+    path = tmp_path / "none.sqlite"
+    run = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", str(path), "--what-if", f"batch={value}"],
+                         capture_output=True, text=True)
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr and "at least 2" in run.stderr
+
+
+def test_what_if_batch_on_the_command_line(tmp_path):
+    from nsys_diagnose.api import diagnose
+    from conftest import _SCENARIO_DIR
+
+    scenario_analysis("reference_batch1_decode")
+    report = diagnose(_SCENARIO_DIR[0] / "reference_batch1_decode.sqlite", what_if_batch=16, cache=False,
+                      tokens=96)
+    b = report.batch_what_if
+    assert b is not None and b.batch == 16 and b.factor == 16
+    assert b.throughput_gain_high < 16 and b.tpot_rise_low > 0.4
+    # with --tokens (one token per batch-1 step), tokens/s follows the steps/s speed-up
+    w = next(f for f in report.findings if f.rule == "launch-bound").what_if
+    assert w.measured_tokens_per_s == report.throughput.tokens_per_s
+    assert w.projected_tokens_per_s == pytest.approx(w.measured_tokens_per_s * w.speedup)
+    assert w.projected_steps_per_s == pytest.approx(1e9 / w.projected_step_ns)
+
+
+def test_batch_fit_where_steps_carry_their_batch(tmp_path):
+    """TensorRT-LLM labels each step with its batch composition: with 1-4 generation requests per step, the batch
+    projection fits step time against batch size by least squares instead of the kernel model."""
+    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.fixtures.generator import generate
+
+    path = tmp_path / "trtllm.sqlite"
+    generate("reference_batch1_decode", path)
+    con = sqlite3.connect(path)
+    ids = [r[0] for r in con.execute("SELECT rowid FROM NVTX_EVENTS WHERE text = 'execute_model' ORDER BY start")]
+    batches = [1 + i % 4 for i in range(len(ids))]
+    for i, (rowid, b) in enumerate(zip(ids, batches)):
+        con.execute("UPDATE NVTX_EVENTS SET text = ? WHERE rowid = ?",
+                    (f"[Executor] _forward_step {i}: 0 ctx reqs, {b} gen reqs", rowid))
+    con.commit()
+    con.close()
+    measured = [m for m, _ in _steps_by_hand(path, "[Executor] _forward_step %")]
+    assert len(measured) == len(batches)
+    n = len(batches)
+    mb, mm = sum(batches) / n, sum(measured) / n
+    slope = (sum((b - mb) * (m - mm) for b, m in zip(batches, measured))
+             / sum((b - mb) ** 2 for b in batches))
+    intercept = mm - slope * mb
+    report = diagnose(path, cache=False)
+    row = next(r for r in report.facts["whatif_replay"] if r["phase"] == "decode")
+    assert row["batch_sizes"] == 4 and row["batch_median"] == 2.5
+    assert row["fit_slope_ns"] == pytest.approx(slope, rel=1e-6, abs=1e-3)
+    assert row["fit_intercept_ns"] == pytest.approx(intercept, rel=1e-6)
+    b = report.batch_what_if
+    # small batch and launch-bound: projected by default, to 8 requests per step, by the fit
+    assert b is not None and b.method == "fit" and b.batch == 8 and b.current_batch == 2.5
+    assert b.factor == pytest.approx(8 / 2.5)
+    assert b.projected_step_low_ns == b.projected_step_high_ns == pytest.approx(intercept + 8 * slope, abs=1)
+    assert b.measured_step_ns == pytest.approx(intercept + 2.5 * slope, abs=1)
+    assert "least-squares fit" in b.line and "batch 8:" in b.line
+
+
+def test_rule_what_if_key_is_validated(tmp_path):
+    """`what_if:` is data like every rule key: a transform the replay does not know is a file:line error."""
+    from pathlib import Path as P
+
+    text = (P(__file__).parent.parent / "rules/launch-bound/launch-bound.yaml").read_text()
+    text = text.replace("id: launch-bound", "id: acme/launch-twice").replace("what_if: launch-gaps", "what_if: graphs")
+    (tmp_path / "launch-twice.yaml").write_text(text)
+    run = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", "rules", "check", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert run.returncode == 2
+    assert "launch-twice.yaml:16:1" in run.stdout + run.stderr and "'launch-gaps'" in run.stdout + run.stderr
