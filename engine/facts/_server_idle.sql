@@ -21,7 +21,8 @@
 -- @doc work.
 -- @doc The typical step is the median time from the start of one step to the start of the next on its thread,
 -- @doc so the host work that follows every step is part of it: a loop that spends 20 ms in Python after each
--- @doc 1 ms step is busy between its steps, not waiting.
+-- @doc 1 ms step is busy between its steps, not waiting. A run of fewer than server_idle_min_steps steps has
+-- @doc no typical step (a handful of ranges says little about a loop): only server_idle_min_ns counts there.
 -- @doc The stretches are cut out of the judged windows: _timeline lets no idle gap span one, and
 -- @doc gpu_utilization leaves them out of the device windows, so the rules judge the active work only. The
 -- @doc operation after a stretch owns the gap from the stretch's end.
@@ -39,12 +40,13 @@
 -- @param server_idle_wait_steps 3 range 0 inf
 -- @param server_idle_wait_min_ns 5000000
 -- @param server_idle_wait_share 0.5
+-- @param server_idle_min_steps 10 range 1 inf
 -- @column start_ns When the last activity before the stretch ended (ns).
 -- @column end_ns When the first activity after it started (ns).
 -- @column idle_ns Its length (ns).
 -- @column recognised How it was recognised: long (at least long_min_ns), os-wait (the thread blocked in OS waits for server_idle_wait_share of it) or off-cpu (CPU samples show the thread off the CPU for that share).
 -- @column long_min_ns The length from which a quiet stretch counts as it is: server_idle_step_ratio typical steps within [server_idle_floor_ns, server_idle_min_ns] (ns).
--- @column step_ns The typical step: median start-to-start time of consecutive steps on a thread (ns); NULL when the run has no steps.
+-- @column step_ns The typical step: median start-to-start time of consecutive steps on a thread (ns); NULL when the run has fewer than server_idle_min_steps steps.
 -- @column global_tid The thread checked for an OS wait.
 -- @column wait_ns Time of the stretch that thread spent in OS waits (ns); NULL when its OS calls were not traced.
 -- @column wait_call The OS wait it spent most of that time in (epoll_wait, poll ...), NULL when none.
@@ -75,7 +77,8 @@ limits AS (
                 THEN least(${server_idle_min_ns},
                            greatest(${server_idle_wait_steps} * p.step_ns, ${server_idle_wait_min_ns}, 1)) END::BIGINT
                AS wait_ns
-    FROM (SELECT median(ns)::BIGINT AS step_ns FROM periods WHERE ns > 0) p, evidence e
+    FROM (SELECT CASE WHEN count(*) >= ${server_idle_min_steps} THEN median(ns)::BIGINT END AS step_ns
+          FROM periods WHERE ns > 0) p, evidence e
 ),
 activity AS (
     SELECT start_ns, end_ns, NULL::BIGINT AS global_tid FROM _gpu_ops

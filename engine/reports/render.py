@@ -78,22 +78,22 @@ _KINDS: dict[type, _Kind] = {
         "report", _report_context,
         # `phases`: which NVTX texts each phase matched, kept longer than the window breakdown: it says whether the
         # per-phase numbers (decode steps, step time, per-phase findings) count the right ranges at all.
-        # `phase_lines`: lines for each phase's verdict line (Verdict.phases). When space runs short the step
-        # statistics (`steps`) go first, then the window breakdown, then the batch projection (the line under the
-        # verdict: what a larger batch would buy), then the key metrics; the reasons of skipped rules go before
-        # the batch projection.
+        # `phase_lines`: lines for each phase's verdict line (Verdict.phases). When space runs short the window
+        # breakdown goes first, then the reasons of skipped rules, then the batch projection (the line under the
+        # verdict: what a larger batch would buy), then the step statistics (`steps`: how each phase's steps run,
+        # and whether the phases were inferred), then the key metrics.
         terminal_plans=(dict(full=3, listed=6, msg_lines=4, step_lines=3, skipped=3, metrics=True, window=True,
                              phases=True, steps=True, phase_lines=2, batch_what_if=True),
                         dict(full=2, listed=5, msg_lines=3, step_lines=2, skipped=2, metrics=True, window=True,
                              phases=True, steps=True, phase_lines=2, batch_what_if=True),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=True,
                              phases=True, steps=True, batch_what_if=True),
-                        dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=True,
-                             phases=True, steps=False, batch_what_if=True),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=False,
-                             phases=True, steps=False, batch_what_if=True),
+                             phases=True, steps=True, batch_what_if=True),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=0, metrics=True, window=False,
-                             phases=True, steps=False, batch_what_if=True),
+                             phases=True, steps=True, batch_what_if=True),
+                        dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=0, metrics=True, window=False,
+                             phases=True, steps=True, batch_what_if=False),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=0, metrics=True, window=False,
                              phases=True, steps=False, batch_what_if=False),
                         dict(full=1, listed=3, msg_lines=2, step_lines=1, skipped=0, metrics=False, window=False,
