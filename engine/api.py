@@ -162,8 +162,10 @@ def _what_ifs(report: Report, facts: FactSet, rules: dict[str, Rule], batch: int
     whatif.attach(report.findings, transforms, facts, report.throughput)
     primary = next((f for f in report.findings if f.rule == report.verdict.rule
                     and f.subject == report.verdict.subject), None)
-    report.batch_what_if = whatif.batch_projection(facts, batch, primary,
-                                                   transforms.get(report.verdict.rule or ""))
+    stack = report.profile.stack.name if report.profile.stack else None
+    serving = whatif.serves_llm(stack, facts, report.throughput.tokens if report.throughput else None)
+    report.batch_what_if = whatif.batch_projection(facts, batch, primary, transforms.get(report.verdict.rule or ""),
+                                                   serving)
 
 
 def _judged_ns(export: Export, startup: StartUp | None) -> int | None:

@@ -231,3 +231,20 @@ def test_rule_what_if_key_is_validated(tmp_path):
                          capture_output=True, text=True)
     assert run.returncode == 2
     assert "launch-twice.yaml:16:1" in run.stdout + run.stderr and "'launch-gaps'" in run.stdout + run.stderr
+
+
+def test_a_run_that_serves_no_llm_gets_no_batch_projection_unless_asked(tmp_path):
+    # An OpenACC stencil loop whose primary (small-kernels) a larger batch would amortise: "tokens/s" and "TPOT"
+    # mean nothing there, so no projection by default, and an explicit one speaks of work and step time.
+    from nsys_diagnose.api import diagnose
+    from conftest import _SCENARIO_DIR
+
+    _, report = scenario_analysis("tiny_kernels_queued")
+    assert report.profile.stack.name == "openacc" and report.verdict.rule == "small-kernels"
+    assert report.batch_what_if is None
+    asked = diagnose(_SCENARIO_DIR[0] / "tiny_kernels_queued.sqlite", what_if_batch=8, cache=False).batch_what_if
+    assert asked is not None and "work per second" in asked.line and "step time rises" in asked.line
+    assert "tokens" not in asked.line and "TPOT" not in asked.line
+    # a serving stack gets one by default, in tokens/s and TPOT
+    _, reference = scenario_analysis("reference_batch1_decode")
+    assert "tokens/s" in reference.batch_what_if.line and "TPOT" in reference.batch_what_if.line

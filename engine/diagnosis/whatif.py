@@ -59,6 +59,11 @@ TRANSFORMS: dict[str, Transform] = {
 # A batch projection is made by default when the primary finding's transform is one of these (fixed per-step costs
 # a larger batch amortises) and the batch is at most SMALL_BATCH (or unknown).
 BATCH_TRANSFORMS = ("launch-gaps", "host-gaps")
+# ... and the run serves an LLM: a serving stack, steps in an inference phase, or output tokens given (--tokens).
+# Elsewhere (a stencil loop, a CNN) "batch" and "time per output token" mean nothing the profile can vouch for, so
+# only an explicit --what-if batch=N projects, in steps, not tokens.
+SERVING_STACKS = ("vllm", "sglang", "tensorrt-llm")
+INFERENCE_PHASES = ("prefill", "decode")
 SMALL_BATCH = 4
 DEFAULT_BATCH = 8
 # Decode GEMMs read the same weights whatever the batch, so they stay nearly flat until they turn compute-bound
@@ -176,10 +181,18 @@ def attach(findings: list[Finding], transforms: dict[str, str], facts: FactSet,
             f.what_if = what_if(transform, row, throughput)
 
 
+def serves_llm(stack: str | None, facts: FactSet, tokens: int | None) -> bool:
+    """Whether the run serves an LLM: a serving stack, steps in prefill or decode, or output tokens given."""
+    steps = facts.rows("steps") if "steps" in facts.results else []
+    return (stack in SERVING_STACKS or bool(tokens)
+            or any(r.get("phase") in INFERENCE_PHASES and (r.get("step_count") or 0) > 0 for r in steps))
+
+
 def batch_projection(facts: FactSet, batch: int | None, primary: Finding | None,
-                     primary_transform: str | None) -> BatchWhatIf | None:
-    """The projection of `batch` requests per step (`--what-if batch=N`), or by default when the primary finding's
-    transform is a fixed per-step cost and the batch is small or unknown; None otherwise."""
+                     primary_transform: str | None, serving: bool = True) -> BatchWhatIf | None:
+    """The projection of `batch` requests per step (`--what-if batch=N`), or by default when the run serves an LLM
+    (`serving`, serves_llm), the primary finding's transform is a fixed per-step cost and the batch is small or
+    unknown; None otherwise."""
     rows = facts.rows(FACT) if FACT in facts.results else []
     device = (primary.row or {}).get("device_id") if primary is not None else None
     row = _pick(rows, device, "decode") or _pick(rows, device, primary.phase if primary else None)
@@ -187,13 +200,14 @@ def batch_projection(facts: FactSet, batch: int | None, primary: Finding | None,
         return None
     current = row.get("batch_median")
     if batch is None:
-        if primary_transform not in BATCH_TRANSFORMS or (current is not None and current > SMALL_BATCH):
+        if (not serving or primary_transform not in BATCH_TRANSFORMS
+                or (current is not None and current > SMALL_BATCH)):
             return None
         batch = DEFAULT_BATCH
-    return _project(row, batch, current)
+    return _project(row, batch, current, serving)
 
 
-def _project(row: dict[str, Any], batch: int, current: float | None) -> BatchWhatIf | None:
+def _project(row: dict[str, Any], batch: int, current: float | None, serving: bool = True) -> BatchWhatIf | None:
     measured = float(row["measured_step_ns"])
     factor = batch / current if current else float(batch)
     if factor <= 1:
@@ -241,7 +255,8 @@ def _project(row: dict[str, Any], batch: int, current: float | None) -> BatchWha
     span = fmt_step(low) if method == "fit" else fmt_range(low, high)
     gains = f"~{gain_low:.1f}×" if method == "fit" else f"~{gain_low:.1f}×..{gain_high:.1f}×"
     rises = f"{rise_low * 100:.0f} %" if method == "fit" else f"{rise_low * 100:.0f}..{rise_high * 100:.0f} %"
-    line = (f"{label}: {gains} tokens/s; {where} {fmt_step(now)} → {span}, so TPOT rises {rises}"
+    rate, latency = ("tokens/s", "TPOT") if serving else ("work per second", "the step time")
+    line = (f"{label}: {gains} {rate}; {where} {fmt_step(now)} → {span}, so {latency} rises {rises}"
             f"{' (least-squares fit)' if method == 'fit' else ''}")
     return BatchWhatIf(batch=batch, current_batch=current, factor=factor, method=method,
                        device_id=row.get("device_id"), phase=row.get("phase"), measured_step_ns=int(now),
