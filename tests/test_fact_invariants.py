@@ -39,10 +39,23 @@ def _overlap(s: int, e: int, union: list[tuple[int, int]]) -> int:
     return sum(max(0, min(e, ue) - max(s, us)) for us, ue in union)
 
 
-def _oracle(export, since: int | None = None) -> dict:
+def _waits(path: Path) -> list[tuple[int, int]]:
+    """The quiet stretches of a waiting server as _server_idle finds them (their detection, from the steps and the
+    OS waits, is tested in test_server_idle.py): the oracle takes them as given and checks the interval arithmetic
+    around them."""
+    from nsys_diagnose.cli.facts import needed
+    from nsys_diagnose.facts import load_facts
+    from nsys_diagnose.facts.compute import compute_facts
+
+    with open_export(path) as export:
+        found = compute_facts(export, facts=needed(load_facts(), "_server_idle"), helpers={"_server_idle"})
+    return [(r["start_ns"], r["end_ns"]) for r in found.rows("_server_idle")]
+
+
+def _oracle(export, since: int | None = None, waits: list[tuple[int, int]] = ()) -> dict:
     """The same quantities by plain interval merging in Python; `since`: the steady window's start when the facts
     judge the work after a start-up (engine/facts/window.py: an operation or call belongs to it when it starts
-    there)."""
+    there); `waits`: the quiet stretches left out of the windows (_waits)."""
     ops = [op for op in export.query("""
         SELECT device_id, start_ns, end_ns, 'kernel', lower(coalesce(name, '')) FROM kernels
         WHERE end_ns >= start_ns AND device_id IS NOT NULL
@@ -61,13 +74,6 @@ def _oracle(export, since: int | None = None) -> dict:
             d["comm" if is_comm else "noncomm"].append((s, e))
         else:
             d["copies"].append((s, e))
-    # The server's idle stretches: >= 1 s with no GPU operation on any device and no CUDA call but polling.
-    calls = [c for c in export.query("SELECT start_ns, end_ns FROM api_calls WHERE end_ns >= start_ns AND NOT "
-                                     "regexp_matches(name, 'Query|Get[A-Z]|PeekAtLastError')")
-             if since is None or c[0] >= since]
-    activity = _union([(s, e) for _, s, e, _, _ in ops] + [(s, e) for s, e in calls])
-    waits = [(a[1], b[0]) for a, b in zip(activity, activity[1:]) if b[0] - a[1] >= 1_000_000_000]
-
     def idle(union: list[tuple[int, int]]) -> int:
         # each gap between the intervals, but a gap holding a wait counts only from the end of its last wait
         return sum(b[0] - max([a[1]] + [we for ws, we in waits if a[1] <= ws and we <= b[0]])
@@ -92,8 +98,9 @@ def _oracle(export, since: int | None = None) -> dict:
 def _check(path: Path) -> None:
     facts = analysis(path)[0]  # the facts every test module reads, computed once per session
     since = steady_start(facts.rows("startup")) if "startup" in facts.results else None
+    waits = _waits(path)
     with open_export(path) as export:
-        oracle = _oracle(export, since)
+        oracle = _oracle(export, since, waits)
     util = {r["device_id"]: r for r in facts.rows("gpu_utilization")}
     assert set(util) == set(oracle)
     for device, want in oracle.items():

@@ -23,6 +23,10 @@
 -- @doc so the host work that follows every step is part of it: a loop that spends 20 ms in Python after each
 -- @doc 1 ms step is busy between its steps, not waiting. A run of fewer than server_idle_min_steps steps has
 -- @doc no typical step (a handful of ranges says little about a loop): only server_idle_min_ns counts there.
+-- @doc Path (1) below server_idle_min_ns needs steps the program marks in NVTX (an engine loop): steps found
+-- @doc from synchronisations or graph launches can be any program's, and a benchmark that computes a CPU
+-- @doc reference between two GPU phases is busy, not waiting, though nothing is in flight; path (2) has the OS
+-- @doc waits as its own evidence and takes the typical step of any steps.
 -- @doc The stretches are cut out of the judged windows: _timeline lets no idle gap span one, and
 -- @doc gpu_utilization leaves them out of the device windows, so the rules judge the active work only. The
 -- @doc operation after a stretch owns the gap from the stretch's end.
@@ -45,7 +49,7 @@
 -- @column end_ns When the first activity after it started (ns).
 -- @column idle_ns Its length (ns).
 -- @column recognised How it was recognised: long (at least long_min_ns), os-wait (the thread blocked in OS waits for server_idle_wait_share of it) or off-cpu (CPU samples show the thread off the CPU for that share).
--- @column long_min_ns The length from which a quiet stretch counts as it is: server_idle_step_ratio typical steps within [server_idle_floor_ns, server_idle_min_ns] (ns).
+-- @column long_min_ns The length from which a quiet stretch counts as it is: server_idle_step_ratio typical NVTX-marked steps within [server_idle_floor_ns, server_idle_min_ns], else server_idle_min_ns (ns).
 -- @column step_ns The typical step: median start-to-start time of consecutive steps on a thread (ns); NULL when the run has fewer than server_idle_min_steps steps.
 -- @column global_tid The thread checked for an OS wait.
 -- @column wait_ns Time of the stretch that thread spent in OS waits (ns); NULL when its OS calls were not traced.
@@ -61,7 +65,8 @@ launchers AS (
 ),
 main_thread AS (SELECT arg_max(global_tid, n) AS global_tid FROM launchers),
 periods AS (
-    SELECT coalesce(lead(start_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns), end_ns) - start_ns AS ns
+    SELECT coalesce(lead(start_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns), end_ns) - start_ns AS ns,
+           source = 'nvtx' AS marked
     FROM _step_ranges
 ),
 evidence AS (
@@ -69,15 +74,17 @@ evidence AS (
 ),
 limits AS (
     SELECT p.step_ns,
-           CASE WHEN p.step_ns IS NULL THEN ${server_idle_min_ns}
+           CASE WHEN p.marked_step_ns IS NULL THEN ${server_idle_min_ns}
                 ELSE least(${server_idle_min_ns},
-                           greatest(${server_idle_step_ratio} * p.step_ns, ${server_idle_floor_ns})) END::BIGINT
+                           greatest(${server_idle_step_ratio} * p.marked_step_ns, ${server_idle_floor_ns})) END::BIGINT
                AS long_ns,
            CASE WHEN p.step_ns IS NOT NULL AND e.traced
                 THEN least(${server_idle_min_ns},
                            greatest(${server_idle_wait_steps} * p.step_ns, ${server_idle_wait_min_ns}, 1)) END::BIGINT
                AS wait_ns
-    FROM (SELECT CASE WHEN count(*) >= ${server_idle_min_steps} THEN median(ns)::BIGINT END AS step_ns
+    FROM (SELECT CASE WHEN count(*) >= ${server_idle_min_steps} THEN median(ns)::BIGINT END AS step_ns,
+                 CASE WHEN count(*) FILTER (WHERE marked) >= ${server_idle_min_steps}
+                      THEN (median(ns) FILTER (WHERE marked))::BIGINT END AS marked_step_ns
           FROM periods WHERE ns > 0) p, evidence e
 ),
 activity AS (
