@@ -9,10 +9,11 @@ from typing import Callable
 from .diagnosis.config import Config, ConfigError, Setting, split_config
 from .duck import reraise_interrupt
 from .diagnosis.evaluate import evaluate, idle_cause_rules, verdict
-from .diagnosis.merge import merge_gpus
+from .diagnosis.merge import merge_agreeing, merge_gpus
 from .diagnosis.phases import judge_phases
 from .diagnosis.stacks import detect_stack
 from .facts.compute import FactSet
+from .facts.opclasses import load_operation_classes
 from .facts.results_cache import facts_of
 from .facts import Fact, FactError, FactOverflowError, fact_param_range, load_facts
 from .errors import InputError
@@ -126,7 +127,8 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
     judging = dict(rule_params=rule_params, severities={r: s.value for r, s in config.severities.items()},
                    disabled=set(config.disabled), stack=stack.lineage)
     evaluation = judge_phases(evaluate(rules, facts, **judging), rules, facts, fact_defs, **judging)
-    evaluation.findings = merge_gpus(evaluation.findings)
+    evaluation.findings = merge_gpus(merge_agreeing(evaluation.findings,
+                                                    {r.id: r.spec.absorbs for r in rules.values() if r.spec.absorbs}))
     blocking = {r.id for r in rules.values() if r.spec.blocking}
     reported = {}
     for name in REPORTED_FACTS:
@@ -181,13 +183,15 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
     run_rules = load_rules(fact_defs, config.rule_dirs, scope="run")
     validate_config(config, {**rules, **run_rules}, fact_defs)
     config = split_config(config, set(run_rules))[0]
+    op_classes = load_operation_classes(config.rule_dirs)
     try:
         with open_export(path, progress=progress, cache=cache, threads=threads, share=share,
                          cache_dir=cache_dir) as export:
             try:
                 facts = facts_of(export, params={k: s.value for k, s in config.fact_params.items()},
                                  phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress,
-                                 startup_patterns=config.startup_patterns, step_patterns=config.step_patterns)
+                                 startup_patterns=config.startup_patterns, step_patterns=config.step_patterns,
+                                 op_classes=op_classes)
             except FactOverflowError as exc:
                 raise InputError(f"{path} holds values too large to compute with ({exc}); the export looks "
                                  f"damaged or hand-edited, so export the profile again with "

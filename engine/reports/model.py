@@ -92,6 +92,9 @@ class Finding(Model):
     """The other GPUs on which the rule fired, when it fired on several: the finding then describes the worst
     one (subject 'GPUs 0, 1, 3'; message, impact, evidence and row are that GPU's) and lists the rest here."""
     evidence: list[Evidence]
+    agrees: list[str] = Field(default_factory=list)
+    """Rules that fired on the same subject from other evidence and were folded into this finding (fp32-gemms
+    takes in tensor-cores-idle); their evidence is appended, labelled with the rule id."""
     remediation: list[str]
     """Steps, most effective first."""
     references: list[str]
