@@ -20,6 +20,7 @@ from .errors import InputError
 from .version import tool_version
 from .reports.model import ParamOverride, ProfileSummary, Report, StackInfo, StartUp
 from .reports.breakdown import window_breakdown
+from .reports.operations import operation_breakdown
 from .reports.metrics import key_metric_rows, rule_thresholds
 from .diagnosis.rules import Rule, load_rules
 from .reading.export import Export, open_export
@@ -33,11 +34,12 @@ REPORTED_FACTS = (
     "sync_overview", "sync_summary", "copy_summary", "transfer_overview", "kernel_summary", "cuda_graphs",
     "communication", "device_balance", "gpu_metrics_summary", "phases", "gpu_starvation", "capture_health",
     "nvtx_summary", "osrt_summary", "worst_offenders", "startup",
-    "utilization_timeline", "gap_histogram", "timeline_excerpt",
+    "utilization_timeline", "gap_histogram", "timeline_excerpt", "operation_classes", "gemm_precision",
+    "fusion_candidates",
 )
 _ROW_LIMITS = {"kernel_summary": 50, "api_summary": 50, "kernel_gaps": 200, "nvtx_summary": 50, "osrt_summary": 50}
 # Per-phase facts shown in reports and JSON (Report.phase_facts).
-PHASE_REPORTED_FACTS = ("gpu_utilization", "launch_overhead", "gpu_metrics_summary")
+PHASE_REPORTED_FACTS = ("gpu_utilization", "launch_overhead", "gpu_metrics_summary", "operation_classes")
 
 
 def _suggest(name: str, options: list[str]) -> str:
@@ -152,6 +154,11 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
     # The key metrics are judged against the same rule params the evaluation used (diagnose.yaml, --set).
     report.key_metrics = key_metric_rows(report, rule_thresholds(rules, rule_params, config.disabled))
     report.window = window_breakdown(facts.rows("gpu_utilization") if "gpu_utilization" in facts.results else [])
+    if "operation_classes" in facts.results:
+        report.operations = operation_breakdown(
+            facts.rows("operation_classes"),
+            {phase: scoped.rows("operation_classes") for phase, scoped in facts.phases.items()
+             if "operation_classes" in scoped.results})
     return report
 
 
