@@ -32,19 +32,21 @@
 -- @check glue_share range 0 1
 -- @check sequence_share range 0 1
 -- @check fusion_saving_fraction range 0 1
+-- Every kernel is handled by its integer name id; the labels join back only for the few names and runs shown.
 WITH names AS (
-    SELECT name_id, op_class,
+    SELECT n.name_id, n.op_class, c.is_glue,
            -- The last functor or op named inside an ATen kernel's template arguments says what it computes.
-           coalesce(list_last(regexp_extract_all(name,
+           coalesce(list_last(regexp_extract_all(n.name,
                         '([A-Za-z0-9_]+(Functor[A-Za-z0-9_]*|_kernel_cuda|_kernel_impl|Ops))[<(,> ]', 1)),
-                    short_name, name) AS label
+                    n.short_name, n.name) AS label
     FROM (SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name,
                  op_class_of(any_value(name)) AS op_class
-          FROM kernels GROUP BY name_id)
+          FROM kernels GROUP BY name_id) n
+    JOIN _op_classes c ON c.op_class = n.op_class
 ),
 k AS (
-    SELECT k.device_id, k.stream_id, k.start_ns, k.dur_ns, n.label, n.op_class, c.is_glue
-    FROM kernels k JOIN names n USING (name_id) JOIN _op_classes c ON c.op_class = n.op_class
+    SELECT k.device_id, k.stream_id, k.start_ns, k.dur_ns, k.name_id, n.is_glue
+    FROM kernels k JOIN names n USING (name_id)
     WHERE k.device_id IS NOT NULL
 ),
 gpu AS (
@@ -54,18 +56,20 @@ gpu AS (
         UNION ALL SELECT device_id, sum(greatest(end_ns - start_ns, 0)) FROM memsets GROUP BY device_id)
     WHERE device_id IS NOT NULL GROUP BY device_id
 ),
-glue AS (
-    SELECT device_id, sum(dur_ns) AS ns, count(*) AS n FROM k WHERE is_glue GROUP BY device_id
+per_id AS (
+    SELECT device_id, name_id, count(*) AS n, sum(dur_ns) AS ns FROM k WHERE is_glue GROUP BY device_id, name_id
 ),
+glue AS (SELECT device_id, sum(ns) AS ns, sum(n) AS n FROM per_id GROUP BY device_id),
 per_class AS (
-    SELECT k.device_id, list({'op_class': k.op_class, 'share': k.ns / g.ns} ORDER BY k.ns DESC) AS glue_classes
-    FROM (SELECT device_id, op_class, sum(dur_ns) AS ns FROM k WHERE is_glue GROUP BY device_id, op_class) k
-    JOIN gpu g USING (device_id) GROUP BY k.device_id
+    SELECT c.device_id, list({'op_class': c.op_class, 'share': c.ns / g.ns} ORDER BY c.ns DESC) AS glue_classes
+    FROM (SELECT p.device_id, n.op_class, sum(p.ns) AS ns FROM per_id p JOIN names n USING (name_id)
+          GROUP BY p.device_id, n.op_class) c
+    JOIN gpu g USING (device_id) GROUP BY c.device_id
 ),
 per_kernel AS (
-    SELECT device_id, label, op_class, count(*) AS n, sum(dur_ns) AS ns,
-           row_number() OVER (PARTITION BY device_id ORDER BY sum(dur_ns) DESC, label) AS rank
-    FROM k WHERE is_glue GROUP BY device_id, label, op_class
+    SELECT p.device_id, n.label, n.op_class, sum(p.n) AS n, sum(p.ns) AS ns,
+           row_number() OVER (PARTITION BY p.device_id ORDER BY sum(p.ns) DESC, n.label) AS rank
+    FROM per_id p JOIN names n USING (name_id) GROUP BY p.device_id, n.label, n.op_class
 ),
 top_kernels AS (
     SELECT p.device_id, list({'name': p.label, 'op_class': p.op_class, 'calls': p.n, 'share': p.ns / g.ns}
@@ -74,28 +78,38 @@ top_kernels AS (
 ),
 -- A run: the glue kernels of one stream between two kernels of other classes (the run id counts those).
 runs AS (
-    SELECT device_id, stream_id, start_ns, dur_ns, label, is_glue,
-           count(*) FILTER (WHERE NOT is_glue) OVER (PARTITION BY device_id, stream_id ORDER BY start_ns
-                                                      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS run_id
+    SELECT device_id, stream_id, start_ns, dur_ns, name_id, is_glue,
+           sum(CASE WHEN is_glue THEN 0 ELSE 1 END) OVER (PARTITION BY device_id, stream_id ORDER BY start_ns
+                                                          ROWS UNBOUNDED PRECEDING) AS run_id
     FROM k
 ),
 sequences AS (
-    SELECT device_id, seq, kernels, count(*) AS n, sum(ns) AS ns, any_value(shown) AS shown
-    FROM (SELECT device_id, stream_id, run_id, string_agg(label, ' → ' ORDER BY start_ns) AS seq,
-                 -- A long run is shown by its first six kernels.
-                 array_to_string(list(label ORDER BY start_ns)[1:6], ' → ')
-                     || CASE WHEN count(*) > 6 THEN ' → … (' || count(*) || ' kernels)' ELSE '' END AS shown,
-                 count(*) AS kernels, sum(dur_ns) AS ns
+    SELECT device_id, ids, kernels, count(*) AS n, sum(ns) AS ns
+    FROM (SELECT device_id, stream_id, run_id, list(name_id ORDER BY start_ns) AS ids, count(*) AS kernels,
+                 sum(dur_ns) AS ns
           FROM runs WHERE is_glue GROUP BY device_id, stream_id, run_id HAVING count(*) >= 2)
-    GROUP BY device_id, seq, kernels HAVING count(*) >= ${min_sequence_repeats}
+    GROUP BY device_id, ids, kernels HAVING count(*) >= ${min_sequence_repeats}
 ),
-ranked AS (SELECT *, row_number() OVER (PARTITION BY device_id ORDER BY ns DESC, seq) AS rank FROM sequences),
+ranked AS (SELECT *, row_number() OVER (PARTITION BY device_id ORDER BY ns DESC, ids) AS rank FROM sequences),
+-- A run is shown by the labels of its first six kernels.
+shown AS (
+    SELECT r.device_id, r.rank,
+           string_agg(n.label, ' → ' ORDER BY i)
+               || CASE WHEN any_value(r.kernels) > 6 THEN ' → … (' || any_value(r.kernels) || ' kernels)' ELSE '' END
+               AS sequence
+    FROM ranked r, range(1, least(r.kernels, 6) + 1) t(i)
+    JOIN names n ON n.name_id = r.ids[i]
+    WHERE r.rank <= ${top_sequences}
+    GROUP BY r.device_id, r.rank
+),
 top_sequences AS (
     SELECT r.device_id,
-           list({'sequence': r.shown, 'kernels': r.kernels, 'repeats': r.n, 'total_ns': r.ns, 'share': r.ns / g.ns}
+           list({'sequence': s.sequence, 'kernels': r.kernels, 'repeats': r.n, 'total_ns': r.ns, 'share': r.ns / g.ns}
                 ORDER BY r.rank) FILTER (WHERE r.rank <= ${top_sequences}) AS top_sequences,
            sum(r.ns) AS seq_ns, sum(r.ns * (1 - 1 / r.kernels)) AS saving_ns
-    FROM ranked r JOIN gpu g USING (device_id) GROUP BY r.device_id
+    FROM ranked r JOIN gpu g USING (device_id)
+    LEFT JOIN shown s ON s.device_id = r.device_id AND s.rank = r.rank
+    GROUP BY r.device_id
 )
 SELECT g.device_id, coalesce(l.ns, 0) AS glue_ns,
        CASE WHEN g.ns > 0 THEN least(coalesce(l.ns, 0) / g.ns, 1) ELSE 0 END AS glue_share,
