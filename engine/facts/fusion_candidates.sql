@@ -76,29 +76,42 @@ top_kernels AS (
                              ORDER BY p.rank) AS top_glue_kernels
     FROM per_kernel p JOIN gpu g USING (device_id) WHERE p.rank <= ${top_glue_kernels} GROUP BY p.device_id
 ),
--- A run: the glue kernels of one stream between two kernels of other classes (the run id counts those).
+-- A run: the glue kernels of one stream between two kernels of other classes (the run id counts those). The
+-- one sort of the stream's kernels also numbers them (rn), so that a run's sequence of kernels gets a key from
+-- plain sums: sum(h * (rn - first rn)) = sum(h * rn) - first rn * sum(h), h a hash of the name id, which differs
+-- when the same kernels come in another order. No ordered aggregate runs over the millions of kernels; only the
+-- example run of each sequence shown is listed in order.
 runs AS (
     SELECT device_id, stream_id, start_ns, dur_ns, name_id, is_glue,
-           sum(CASE WHEN is_glue THEN 0 ELSE 1 END) OVER (PARTITION BY device_id, stream_id ORDER BY start_ns
-                                                          ROWS UNBOUNDED PRECEDING) AS run_id
+           sum(CASE WHEN is_glue THEN 0 ELSE 1 END) OVER w AS run_id, row_number() OVER w AS rn,
+           CAST(hash(name_id) % 1000003 AS HUGEINT) AS h
     FROM k
+    WINDOW w AS (PARTITION BY device_id, stream_id ORDER BY start_ns ROWS UNBOUNDED PRECEDING)
+),
+run_keys AS (
+    SELECT device_id, stream_id, run_id, count(*) AS kernels, sum(dur_ns) AS ns,
+           sum(h * rn) - min(rn) * sum(h) AS order_key, sum(h) AS set_key
+    FROM runs WHERE is_glue GROUP BY device_id, stream_id, run_id HAVING count(*) >= 2
 ),
 sequences AS (
-    SELECT device_id, ids, kernels, count(*) AS n, sum(ns) AS ns
-    FROM (SELECT device_id, stream_id, run_id, list(name_id ORDER BY start_ns) AS ids, count(*) AS kernels,
-                 sum(dur_ns) AS ns
-          FROM runs WHERE is_glue GROUP BY device_id, stream_id, run_id HAVING count(*) >= 2)
-    GROUP BY device_id, ids, kernels HAVING count(*) >= ${min_sequence_repeats}
+    SELECT device_id, kernels, order_key, set_key, count(*) AS n, sum(ns) AS ns,
+           arg_min({'stream_id': stream_id, 'run_id': run_id}, (stream_id, run_id)) AS example
+    FROM run_keys GROUP BY device_id, kernels, order_key, set_key HAVING count(*) >= ${min_sequence_repeats}
 ),
-ranked AS (SELECT *, row_number() OVER (PARTITION BY device_id ORDER BY ns DESC, ids) AS rank FROM sequences),
--- A run is shown by the labels of its first six kernels.
+ranked AS (
+    SELECT *, row_number() OVER (PARTITION BY device_id ORDER BY ns DESC, kernels, order_key) AS rank
+    FROM sequences
+),
+-- A run is shown by the labels of its first six kernels, from its example run.
 shown AS (
     SELECT r.device_id, r.rank,
-           string_agg(n.label, ' → ' ORDER BY i)
+           array_to_string(list(n.label ORDER BY x.start_ns)[1:6], ' → ')
                || CASE WHEN any_value(r.kernels) > 6 THEN ' → … (' || any_value(r.kernels) || ' kernels)' ELSE '' END
                AS sequence
-    FROM ranked r, range(1, least(r.kernels, 6) + 1) t(i)
-    JOIN names n ON n.name_id = r.ids[i]
+    FROM ranked r
+    JOIN runs x ON x.device_id = r.device_id AND x.stream_id = r.example.stream_id AND x.run_id = r.example.run_id
+                   AND x.is_glue
+    JOIN names n ON n.name_id = x.name_id
     WHERE r.rank <= ${top_sequences}
     GROUP BY r.device_id, r.rank
 ),
