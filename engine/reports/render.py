@@ -77,8 +77,8 @@ _KINDS: dict[type, _Kind] = {
         "report", _report_context,
         # `phases`: which NVTX texts each phase matched, kept longer than the window breakdown: it says whether the
         # per-phase numbers (decode steps, step time, per-phase findings) count the right ranges at all.
-        # `operations`: the class breakdown, one line per phase, kept longer than the key metrics: per phase it says
-        # what the GPU spent each phase on, which the run's metrics cannot.
+        # `operations`: the class breakdown, one line per phase, kept before the skipped rules and the fourth finding
+        # are; then the key metrics outlast it.
         terminal_plans=(dict(full=3, listed=6, msg_lines=4, step_lines=3, skipped=3, metrics=True, window=True,
                              phases=True, operations=True),
                         dict(full=2, listed=5, msg_lines=3, step_lines=2, skipped=2, metrics=True, window=True,
@@ -87,8 +87,10 @@ _KINDS: dict[type, _Kind] = {
                              phases=True, operations=True),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=False,
                              phases=True, operations=True),
-                        dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=False, window=False,
+                        dict(full=1, listed=3, msg_lines=2, step_lines=1, skipped=0, metrics=True, window=False,
                              phases=True, operations=True),
+                        dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=False,
+                             phases=True, operations=False),
                         dict(full=1, listed=3, msg_lines=2, step_lines=1, skipped=0, metrics=False, window=False,
                              phases=False, operations=False)),
         markdown_plans=(dict(top_kernels=15, details=True), dict(top_kernels=8, details=True),
