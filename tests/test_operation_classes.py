@@ -314,3 +314,16 @@ def test_real_eager_torchrun_export_names_its_unfused_glue():
     # the eager RMSNorm chain (pow, mean, add, rsqrt, mul) is among the fusion candidates
     chain = "pow_tensor_scalar_kernel_impl → MeanOps → CUDAFunctorOnSelf_add → rsqrt_kernel_cuda"
     assert any(chain in s["sequence"] for s in finding.row["top_sequences"])
+
+
+def test_a_packs_classes_reach_its_rule_tests(tmp_path):
+    """`diagnose rules test PACK` computes the facts with the pack's classes: norm and elementwise patterns that
+    match nothing leave the eager glue run with too little glue to fire."""
+    pack = _pack(tmp_path, 'classes:\n'
+                           '  - {name: norm, glue: true, patterns: ["acme_no_such_kernel"]}\n'
+                           '  - {name: elementwise, glue: true, patterns: ["acme_no_such_kernel"]}\n')
+    (pack / "glue.test.yaml").write_text("rule: unfused-elementwise\ncases:\n"
+                                         "  - {name: no glue by the pack's classes, scenario: eager_unfused_glue, "
+                                         "expect: []}\n")
+    result = run_cli("rules", "test", pack)
+    assert result.returncode == 0 and "1 passed, 0 failed" in result.stdout
