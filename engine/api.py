@@ -9,16 +9,18 @@ from typing import Callable
 from .diagnosis.config import Config, ConfigError, Setting, split_config
 from .duck import reraise_interrupt
 from .diagnosis.evaluate import evaluate, idle_cause_rules, verdict
-from .diagnosis.merge import merge_gpus
+from .diagnosis.merge import merge_agreeing, merge_gpus
 from .diagnosis.phases import judge_phases
 from .diagnosis.stacks import detect_stack
 from .facts.compute import FactSet
+from .facts.opclasses import load_operation_classes
 from .facts.results_cache import facts_of
 from .facts import Fact, FactError, FactOverflowError, fact_param_range, load_facts
 from .errors import InputError
 from .version import tool_version
 from .reports.model import ParamOverride, ProfileSummary, Report, StackInfo, StartUp
 from .reports.breakdown import window_breakdown
+from .reports.operations import operation_breakdown
 from .reports.metrics import key_metric_rows, rule_thresholds
 from .diagnosis.rules import Rule, load_rules
 from .reading.export import Export, open_export
@@ -33,11 +35,12 @@ REPORTED_FACTS = (
     "sync_overview", "sync_summary", "copy_summary", "transfer_overview", "kernel_summary", "cuda_graphs",
     "communication", "device_balance", "gpu_metrics_summary", "phases", "steps", "gpu_starvation", "capture_health",
     "nvtx_summary", "osrt_summary", "worst_offenders", "startup",
-    "utilization_timeline", "gap_histogram", "timeline_excerpt", "whatif_replay",
+    "utilization_timeline", "gap_histogram", "timeline_excerpt", "whatif_replay", "operation_classes",
+    "gemm_precision", "fusion_candidates",
 )
 _ROW_LIMITS = {"kernel_summary": 50, "api_summary": 50, "kernel_gaps": 200, "nvtx_summary": 50, "osrt_summary": 50}
 # Per-phase facts shown in reports and JSON (Report.phase_facts).
-PHASE_REPORTED_FACTS = ("gpu_utilization", "launch_overhead", "gpu_metrics_summary")
+PHASE_REPORTED_FACTS = ("gpu_utilization", "launch_overhead", "gpu_metrics_summary", "operation_classes")
 
 
 def _suggest(name: str, options: list[str]) -> str:
@@ -128,7 +131,8 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
     judging = dict(rule_params=rule_params, severities={r: s.value for r, s in config.severities.items()},
                    disabled=set(config.disabled), stack=stack.lineage)
     evaluation = judge_phases(evaluate(rules, facts, **judging), rules, facts, fact_defs, **judging)
-    evaluation.findings = merge_gpus(evaluation.findings)
+    evaluation.findings = merge_gpus(merge_agreeing(evaluation.findings,
+                                                    {r.id: r.spec.absorbs for r in rules.values() if r.spec.absorbs}))
     blocking = {r.id for r in rules.values() if r.spec.blocking}
     reported = {}
     for name in REPORTED_FACTS:
@@ -153,6 +157,11 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
     # The key metrics are judged against the same rule params the evaluation used (diagnose.yaml, --set).
     report.key_metrics = key_metric_rows(report, rule_thresholds(rules, rule_params, config.disabled))
     report.window = window_breakdown(facts.rows("gpu_utilization") if "gpu_utilization" in facts.results else [])
+    if "operation_classes" in facts.results:
+        report.operations = operation_breakdown(
+            facts.rows("operation_classes"),
+            {phase: scoped.rows("operation_classes") for phase, scoped in facts.phases.items()
+             if "operation_classes" in scoped.results})
     return report
 
 
@@ -196,13 +205,15 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
     run_rules = load_rules(fact_defs, config.rule_dirs, scope="run")
     validate_config(config, {**rules, **run_rules}, fact_defs)
     config = split_config(config, set(run_rules))[0]
+    op_classes = load_operation_classes(config.rule_dirs)
     try:
         with open_export(path, progress=progress, cache=cache, threads=threads, share=share,
                          cache_dir=cache_dir) as export:
             try:
                 facts = facts_of(export, params={k: s.value for k, s in config.fact_params.items()},
                                  phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress,
-                                 startup_patterns=config.startup_patterns, step_patterns=config.step_patterns)
+                                 startup_patterns=config.startup_patterns, step_patterns=config.step_patterns,
+                                 op_classes=op_classes)
             except FactOverflowError as exc:
                 raise InputError(f"{path} holds values too large to compute with ({exc}); the export looks "
                                  f"damaged or hand-edited, so export the profile again with "

@@ -42,11 +42,12 @@ NAMES = [
     "tensor_idle_fp32_prefill",
     "latency_bound_decode", "nvlink_saturated_tp2", "metrics_coarse_decode", "metrics_2022_tu10x", "metrics_2022_ga100",
     "metrics_2022_gh100", "model_load_decode", "model_load_no_nvtx", "model_load_pcie_loop", "model_load_only",
+    "eager_unfused_glue", "long_context_decode", "fp32_sgemm_a100", "bf16_xmma_a100",
 ]
 CAPTURE = ["empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture"]
 PRIMARIES = {"launch-bound", "pcie-bound", "unified-memory", "api-latency", "multi-gpu-imbalance", "memory-bound",
              "low-utilization", "capture", "host-bound", "small-kernels", "occupancy", "compute-bound",
-             "communication-bound", None}
+             "communication-bound", "fusion", None}
 # tables no real export here contains; their columns follow NVIDIA's documented export schema (Nsight Systems
 # User Guide, "SQLite Schema Reference"), checked against the schema notes by test_documented_tables_follow_schema_md
 DOCUMENTED = {
@@ -191,7 +192,8 @@ def test_registry() -> None:
                 "metrics_2022_gh100": None, "metrics_unknown_names": None,
                 # the steady loop's verdict, judged after the model load (tests/test_startup.py)
                 "model_load_decode": None, "model_load_no_nvtx": None, "model_load_pcie_loop": "pcie-bound",
-                "model_load_only": "pcie-bound",
+                "model_load_only": "pcie-bound", "eager_unfused_glue": "fusion", "long_context_decode": None,
+                "fp32_sgemm_a100": "compute-bound", "bf16_xmma_a100": None,
                 # decode judged on its own: by TensorRT-LLM's step labels, by the vLLM V1 steps' shape
                 "trtllm_forward_steps": "launch-bound", "vllm_v1_forward_ranges": "launch-bound"}
     assert {n: s.expected_primary for n, s in SCENARIOS.items()} == expected
@@ -1361,6 +1363,32 @@ def check_vllm_v1_forward_ranges(path: Path, truth: dict[str, Any]) -> None:
             assert len(durations) == truth["forward_kernels_per_step"]
             mean = sum(durations) / len(durations)
             assert in_range(mean, truth["prefill_mean_kernel_ns" if pre[i] else "decode_mean_kernel_ns"])
+
+
+def _time_share(path: Path, names: tuple[str, ...]) -> float:
+    """Share of the kernel and copy time (sums of durations) in the kernels of these demangled names."""
+    with connect(path) as con:
+        kernels = con.execute('SELECT s.value, k."end" - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k '
+                              "JOIN StringIds s ON s.id = k.demangledName").fetchall()
+        copies = con.execute('SELECT coalesce(sum("end" - start), 0) FROM CUPTI_ACTIVITY_KIND_MEMCPY').fetchone()[0]
+    return sum(d for n, d in kernels if n in names) / (sum(d for _, d in kernels) + copies)
+
+
+@pytest.mark.parametrize("name", ["eager_unfused_glue", "long_context_decode", "fp32_sgemm_a100", "bf16_xmma_a100"])
+def test_operation_class_truth(files: dict[str, Path], name: str) -> None:
+    """The share of the GPU time the scenario puts in one operation class, from the raw tables."""
+    path, truth = files[name], SCENARIOS[name].truth
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["kernel_count"]
+    assert in_range(union_stats(sorted(kernel_intervals(path)))[0], truth["gpu_busy"])
+    if name == "eager_unfused_glue":
+        assert in_range(_time_share(path, truth["norm_elementwise_kernels"]), truth["norm_elementwise_share"])
+    elif name == "long_context_decode":
+        assert in_range(_time_share(path, truth["attention_kernels"]), truth["attention_share"])
+    else:
+        assert in_range(_time_share(path, truth["gemm_kernels"]), truth["gemm_share"])
+        with connect(path) as con:
+            assert con.execute("SELECT computeMajor, computeMinor FROM TARGET_INFO_GPU").fetchall() == [
+                truth["compute_capability"]]
 
 
 PHASE_CHECKS = {"prefill_heavy_eager_decode": check_prefill_heavy_eager_decode,

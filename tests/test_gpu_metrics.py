@@ -60,9 +60,11 @@ def test_each_gpu_gets_its_own_metrics_and_the_saturated_one_is_named() -> None:
 
 
 def test_a_gemm_heavy_fp32_prefill_with_idle_tensor_cores_gets_that_as_its_primary_cause() -> None:
+    """The kernel names (fp32-gemms) and the GPU metrics (tensor-cores-idle) say the same: one finding, both proofs."""
     _, report = scenario_analysis("tensor_idle_fp32_prefill")
-    assert (report.verdict.primary, report.verdict.rule) == ("compute-bound", "tensor-cores-idle")
-    finding = next(f for f in report.findings if f.rule == "tensor-cores-idle")
+    assert (report.verdict.primary, report.verdict.rule) == ("compute-bound", "fp32-gemms")
+    finding = next(f for f in report.findings if f.rule == "fp32-gemms")
+    assert finding.agrees == ["tensor-cores-idle"]
     assert "TF32" in " ".join(finding.remediation) and "bf16" in " ".join(finding.remediation)
 
 

@@ -15,6 +15,7 @@ from ..diagnosis.multirank import diagnose_ranks, run_facts_of
 from ..diagnosis.rules import load_rules
 from ..duck import reraise_interrupt
 from ..errors import DiagnoseError, InputError
+from ..facts.opclasses import load_operation_classes
 from ..facts import Fact, did_you_mean, load_facts, with_needs
 from ..facts.compute import FactResult, compute_facts
 from ..facts.cross_rank import load_run_facts
@@ -136,6 +137,7 @@ def _profile_fact(args: argparse.Namespace, config: Config, facts: dict[str, Fac
                                      phase_patterns=config.phase_patterns, facts=needed(facts, name),
                                      startup_patterns=config.startup_patterns,
                                      step_patterns=config.step_patterns,
+                                     op_classes=load_operation_classes(config.rule_dirs),
                                      progress=progress, helpers={name})
     except RuntimeError as exc:  # Ctrl-C inside a DuckDB query surfaces as RuntimeError('Query interrupted')
         reraise_interrupt(exc)

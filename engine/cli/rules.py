@@ -12,6 +12,7 @@ from ..diagnosis.config import Config, resolve_config
 from ..diagnosis.rules import StepSpec, bundled_rules_dir, load_rules
 from ..diagnosis.ruletest import find_test_files, load_test_file, run_rule_tests
 from ..errors import DiagnoseError
+from ..facts.opclasses import load_operation_classes
 from ..facts import did_you_mean, load_facts
 from ..text import term
 from .exits import EXIT_FINDINGS, EXIT_OK
@@ -128,7 +129,7 @@ def cmd_test(config: Config, paths: list[Path], *, quiet: bool = False) -> int:
     files = find_test_files(paths or [bundled_rules_dir(), *config.rule_dirs])
     if not files:
         raise DiagnoseError(f"no *.test.yaml files in {', '.join(map(str, paths)) or 'the loaded rule directories'}")
-    results = run_rule_tests(files, rules, facts)
+    results = run_rule_tests(files, rules, facts, op_classes=load_operation_classes(extra))
     failed = [r for r in results if not r.passed]
     for r in results:
         if quiet and r.passed:

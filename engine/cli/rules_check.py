@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..diagnosis.config import Config
 from ..diagnosis.evaluate import check_templates
+from ..facts.opclasses import OpClassError, load_operation_classes
 from ..diagnosis.rules import (RuleError, bundled_rules_dir, load_rule_file, load_rules, problem_position,
                                rule_files)
 from ..diagnosis.ruletest import RuleTestError, find_test_files, load_test_file
@@ -41,6 +42,10 @@ def check_rules(config: Config, paths: list[Path]) -> int:
         facts: dict[str, Fact] | None = load_facts(team)
     except FactError as exc:
         facts, errors = None, [str(exc)]
+    try:  # the pack's operation classes (DIR/operation_classes.yaml): patterns compile, keys are known
+        load_operation_classes(team)
+    except OpClassError as exc:
+        errors.append(str(exc))
     files = [f for p in targets for f in (rule_files(p) if p.is_dir() else [p])
              if f.suffix in (".yaml", ".yml") and not f.name.endswith(".test.yaml")]
     if facts is not None:

@@ -1,4 +1,5 @@
-"""One finding per rule: the same rule firing on several GPUs (in the same phase) is read once."""
+"""One finding per rule: the same rule firing on several GPUs (in the same phase) is read once; and one finding per
+cause: a rule that absorbs another (RuleSpec.absorbs) takes in that rule's finding on the same subject."""
 
 from __future__ import annotations
 
@@ -42,3 +43,29 @@ def _merged(members: list[tuple[int, Finding]]) -> Finding:
                      run_impact=m.run_impact, row=m.row)
               for _, m in sorted(members, key=lambda m: m[0]) if m is not lead]
     return lead.model_copy(update={"subject": subject, "also_on": others})
+
+
+def merge_agreeing(findings: list[Finding], absorbs: dict[str, list[str]]) -> list[Finding]:
+    """Findings of a rule listed in `absorbs[R]` whose subject and phase equal those of a finding of rule R are
+    folded into R's finding: their evidence is appended (labelled with their rule), their rule id recorded in
+    `agrees`, and the larger cost kept. `absorbs`: rule id -> the rule ids it absorbs."""
+    by_key = {(f.rule, f.subject, f.phase): f for f in findings}
+    folded: dict[int, Finding] = {}
+    dropped: set[int] = set()
+    for f in findings:
+        for other_rule in absorbs.get(f.rule, []):
+            other = by_key.get((other_rule, f.subject, f.phase))
+            if other is None or id(other) in dropped:
+                continue
+            dropped.add(id(other))
+            lead = folded.get(id(f), f)
+            extra = [e.model_copy(update={"label": f"{e.label} ({other.rule})"}) for e in other.evidence]
+            folded[id(f)] = lead.model_copy(update={
+                "evidence": [*lead.evidence, *extra], "agrees": [*lead.agrees, other.rule],
+                "impact": _larger(lead.impact, other.impact), "run_impact": _larger(lead.run_impact, other.run_impact),
+                "severity": max(lead.severity, other.severity, key=lambda s: s.rank)})
+    return [folded.get(id(f), f) for f in findings if id(f) not in dropped]
+
+
+def _larger(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)

@@ -22,6 +22,7 @@ from ..units import PARAM_RANGES, PARAM_UNITS, column_unit, describe_range, fmt_
 from ..vocabulary import IDLE_CAUSES, STACK_KEYS, Kind, Severity
 from .yamlfile import SAFE_LOADER, error_position, error_problem
 from .whatif import TRANSFORMS as _TRANSFORMS
+from ..facts.opclasses import CLASSES_FILE
 from .categories import CATEGORY_FILE, Category, CategoryError, load_categories, team_category_file
 
 
@@ -155,6 +156,10 @@ class RuleSpec(BaseModel):
     # an OpenACC report).
     stack_references: dict[StackKey, list[str]] = Field(default_factory=dict)
     aliases: list[str] = Field(default_factory=list)
+    # Rules that say the same thing about the same subject from other evidence (fp32-gemms from the kernel names,
+    # tensor-cores-idle from GPU metrics): when both fire on one subject and phase, their finding is folded into
+    # this rule's (engine/diagnosis/merge.py), its evidence kept.
+    absorbs: list[str] = Field(default_factory=list)
 
 
 _OPS = (">=", "<=", "==", "!=", ">", "<")
@@ -529,7 +534,7 @@ def bundled_rules_dir() -> Path:
 
 def rule_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.yaml")
-                  if not p.name.endswith(".test.yaml") and p.name != CATEGORY_FILE)
+                  if not p.name.endswith(".test.yaml") and p.name not in (CATEGORY_FILE, CLASSES_FILE))
 
 
 def rule_categories(extra_dirs: list[Path] | None = None) -> dict[str, Category]:
@@ -566,4 +571,10 @@ def load_rules(facts: dict[str, Fact], extra_dirs: list[Path] | None = None,
             if rule.id in rules:
                 raise RuleError(f"{path}:1:1: rule id {rule.id!r} is already defined in {rules[rule.id].path}")
             rules[rule.id] = rule
+    for rule in rules.values():
+        for other in rule.spec.absorbs:
+            if other not in rules or other == rule.id:
+                line = _key_lines(Path(rule.path).read_text(encoding="utf-8")).get("absorbs", (1, 1))[0]
+                raise RuleError(f"{rule.path}:{line}:1: rule \"{rule.id}\" absorbs {other!r}, which is not another "
+                                f"loaded rule{_did_you_mean(other, sorted(rules))}")
     return {rid: r for rid, r in rules.items() if scope is None or r.spec.scope == scope}

@@ -31,6 +31,7 @@ import yaml
 from ..errors import DiagnoseError
 from .evaluate import evaluate
 from ..facts.compute import FactSet, compute_facts
+from ..facts.opclasses import OperationClasses
 from ..facts import Fact, fact_param_range
 from ..units import describe_range
 from .rules import Rule
@@ -138,9 +139,11 @@ def _as_float(value: Any) -> float | None:
 class _FactCache:
     """Diagnosing a scenario is the slow part: do it once per profile for all the cases that use it."""
 
-    def __init__(self, facts: dict[str, Fact], scenario_facts: Callable[[str], FactSet] | None = None):
+    def __init__(self, facts: dict[str, Fact], scenario_facts: Callable[[str], FactSet] | None = None,
+                 op_classes: OperationClasses | None = None):
         self.facts = facts
         self.scenario_facts = scenario_facts
+        self.op_classes = op_classes  # a team pack's operation classes (engine/facts/opclasses.py); None: bundled
         self.dir = Path(tempfile.mkdtemp(prefix="nsys-diagnose-ruletest-"))
         self.cache: dict[str, FactSet] = {}
 
@@ -211,16 +214,18 @@ class _FactCache:
 
     def _compute(self, path: Path, fact_params: dict[str, float]) -> FactSet:
         with open_export(path) as export:
-            return compute_facts(export, facts=self.facts, params=fact_params)
+            return compute_facts(export, facts=self.facts, params=fact_params, op_classes=self.op_classes)
 
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def run_rule_tests(files: list[Path], rules: dict[str, Rule], facts: dict[str, Fact],
-                   scenario_facts: Callable[[str], FactSet] | None = None) -> list[CaseResult]:
-    """Run the cases of `files`. `scenario_facts` may supply already computed facts of a scenario."""
-    cache = _FactCache(facts, scenario_facts)
+                   scenario_facts: Callable[[str], FactSet] | None = None,
+                   op_classes: OperationClasses | None = None) -> list[CaseResult]:
+    """Run the cases of `files`. `scenario_facts` may supply already computed facts of a scenario; `op_classes`:
+    the operation classes of the loaded team packs."""
+    cache = _FactCache(facts, scenario_facts, op_classes)
     results: list[CaseResult] = []
     try:
         for path in files:

@@ -342,7 +342,8 @@ def load_facts(extra_dirs: list[Path] | None = None) -> dict[str, Fact]:
         fact.team = team
         if fact.name in facts:
             raise FactError(f"{path}: fact {fact.name!r} is already defined in {facts[fact.name].path}", fact.name)
-        if fact.name in VIEWS or fact.name.startswith("_phase_patterns"):
+        if fact.name in VIEWS or fact.name.startswith("_phase_patterns") or fact.name in ("_op_classes",
+                                                                                               "_gemm_precisions"):
             raise FactError(f"{path}: fact name {fact.name!r} is taken by a canonical view", fact.name)
         if team:
             _check_team_sql(fact)

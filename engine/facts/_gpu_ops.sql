@@ -8,13 +8,13 @@
 -- @column correlation_id Correlation id of the issuing API call.
 -- @column stream_id CUDA stream.
 -- @column is_uvm True for unified-memory page migrations.
--- @column is_comm True for collective-communication kernels (NCCL and friends).
+-- @column is_comm True for communication kernels: the class communication of op_class_of() (rules/operation_classes.yaml).
 -- Each distinct kernel name is matched once, and kernels are matched on its integer id, not its text. The
 -- name is an aggregate (not a DISTINCT column) so that DuckDB cannot push the regular expression below the
 -- grouping, where it would run once per kernel.
 WITH comm_names AS (
     SELECT name_id FROM (SELECT name_id, any_value(name) AS name FROM kernels GROUP BY name_id)
-    WHERE regexp_matches(name, '(?i)nccl|all_?reduce|all_?gather|reduce_?scatter|cross_device_reduce|alltoall')
+    WHERE op_class_of(name) = 'communication'
 )
 SELECT device_id, start_ns, end_ns, 'kernel' AS kind, pid, correlation_id, stream_id, false AS is_uvm,
        coalesce(name_id IN (SELECT name_id FROM comm_names), false) AS is_comm

@@ -18,6 +18,7 @@ from ..facts import (Fact, FactError, check_documented_columns, check_rows, did_
                      run_order, table_columns, with_needs)
 from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
+from .opclasses import OperationClasses, define_op_classes
 from .parallel import run_facts, side_by_side
 from .scopes import FROM_RUN, compute_phase, per_phase_order, phases_to_judge
 from .window import steady_start, steady_window
@@ -210,7 +211,8 @@ def _clean(value: Any) -> Any:
 
 def _define_phases(con: Any, phase_patterns: dict[str, str] | None,
                    startup_patterns: dict[str, str] | None = None,
-                   step_patterns: dict[str, str] | None = None) -> None:
+                   step_patterns: dict[str, str] | None = None,
+                   op_classes: OperationClasses | None = None) -> None:
     patterns = phase_patterns if phase_patterns is not None else DEFAULT_PHASE_PATTERNS
     con.execute("CREATE OR REPLACE TABLE _phase_patterns (phase VARCHAR, pattern VARCHAR, priority INTEGER)")
     con.executemany("INSERT INTO _phase_patterns VALUES (?, ?, ?)",
@@ -223,6 +225,8 @@ def _define_phases(con: Any, phase_patterns: dict[str, str] | None,
                        else DEFAULT_STARTUP_PATTERNS)
     # step_of(text): the name of the first step pattern that matches (or NULL), the same way.
     _define_classifier(con, "step_of", step_patterns if step_patterns is not None else DEFAULT_STEP_PATTERNS)
+    # op_class_of(name), gemm_precision_of(name): the operation classes (rules/operation_classes.yaml).
+    define_op_classes(con, op_classes)
 
 
 def _define_classifier(con: Any, macro: str, patterns: dict[str, str]) -> None:
@@ -269,14 +273,16 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
                   facts: dict[str, Fact] | None = None,
                   progress: Callable[[str], None] | None = None, helpers: Collection[str] = (),
                   startup_patterns: dict[str, str] | None = None,
-                  step_patterns: dict[str, str] | None = None) -> FactSet:
+                  step_patterns: dict[str, str] | None = None,
+                  op_classes: OperationClasses | None = None) -> FactSet:
     """Compute `facts` (default: the bundled ones and those of `extra_fact_dirs`) over the export. The result
     holds the rows of every fact that is not a helper, and of the helpers named in `helpers`. The facts marked
     `-- @whole-capture` (the start-up) run first over the whole capture; when a start-up is followed by steady
-    work, every other fact runs over the steady window after it (engine/facts/window.py)."""
+    work, every other fact runs over the steady window after it (engine/facts/window.py). `op_classes`: the
+    operation classes (engine/facts/opclasses.py); None: the bundled ones."""
     facts = facts if facts is not None else load_facts(extra_fact_dirs)
     con = export.con
-    _define_phases(con, phase_patterns, startup_patterns, step_patterns)
+    _define_phases(con, phase_patterns, startup_patterns, step_patterns, op_classes)
     _define_metric_names(con)
     out = FactSet()
     ops = sum(export.count(v) for v in ("kernels", "graph_launches", "memcpys", "memsets") if v in export.views)

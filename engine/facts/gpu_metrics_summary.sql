@@ -10,6 +10,7 @@
 -- @per-phase
 -- @requires gpu_metrics
 -- @param link_saturated_pct 70
+-- @param dram_bound_pct 60 range 0 100
 -- @column device_id GPU the samples belong to.
 -- @column chip GPU family of the metric set (TARGET_INFO_GPU_METRICS), when recorded.
 -- @column samples Sample times inside the GPU's window of work.
@@ -34,8 +35,12 @@
 -- @column link_peak_pct The busiest of PCIe RX/TX and NVLink RX/TX: its mean while collectives or copies ran (%).
 -- @column link_saturated_fraction Share of the samples in the GPU's window with a link at or above link_saturated_pct (0-1).
 -- @column link_saturated_pct The fact param link_saturated_pct: the throughput (% of peak) from which a link counts as saturated.
--- @column gemm_time_share Share of the GPU's kernel time in GEMM and convolution kernels (by name: gemm, conv, cutlass, cublas, xmma, wgmma, hmma, nvjet), which tensor cores can run (0-1).
+-- @column gemm_time_share Share of the GPU's kernel time in GEMM and convolution kernels (operation class gemm, rules/operation_classes.yaml, less GEMVs), which tensor cores can run (0-1).
 -- @column gemm_busy_fraction Their time as a share of the GPU's window (0-1).
+-- @column gemm_kernels The three heaviest of those kernels: a list of {name, precision, total_ns} (precision as the name says it: fp32, tf32, fp16/bf16, fp8, int8 or unknown).
+-- @column dram_bound_samples Samples taken while a kernel ran with DRAM throughput at or above dram_bound_pct.
+-- @column dram_bound_pct The fact param dram_bound_pct: the DRAM throughput (% of peak) from which a sample counts as DRAM-bound.
+-- @column dram_bound_classes Which operation classes ran at those samples: a list of {op_class, share} (share of those samples), by the kernel that started last before each sample.
 -- @column known_metrics Canonical metrics the capture recorded.
 -- @column unknown_metrics Metric names the name table does not know, comma-separated (at most 12).
 -- @column compute_utilization Share of the GPU's window with kernels running (0-1): the time the metrics describe.
@@ -134,16 +139,44 @@ kernel_times AS (
           FROM _timeline WHERE is_compute AND device_id IN (SELECT device_id FROM times))
     GROUP BY device_id
 ),
-gemm AS (
-    SELECT device_id,
-           sum(dur_ns) FILTER (WHERE regexp_matches(name, '(?i)gemm|conv|cutlass|cublas|xmma|wgmma|hmma|nvjet')
-                               AND NOT regexp_matches(name, '(?i)gemv'))::DOUBLE
-               / nullif(sum(dur_ns), 0) AS gemm_time_share,
-           sum(dur_ns) FILTER (WHERE regexp_matches(name, '(?i)gemm|conv|cutlass|cublas|xmma|wgmma|hmma|nvjet')
-                               AND NOT regexp_matches(name, '(?i)gemv')) AS gemm_ns
+-- GEMM time by operation class (rules/operation_classes.yaml: GEMMs and convolutions run as GEMMs), less the
+-- GEMVs, which are memory-bound and gain nothing from tensor cores.
+by_name AS (
+    SELECT device_id, name_id, dur_ns, name, op_class_of(name) = 'gemm' AND NOT regexp_matches(name, '(?i)gemv')
+               AS is_gemm
     FROM (SELECT device_id, name_id, sum(dur_ns) AS dur_ns, any_value(name) AS name FROM kernels
           GROUP BY device_id, name_id)
-    GROUP BY device_id
+),
+gemm AS (
+    SELECT device_id, sum(dur_ns) FILTER (WHERE is_gemm)::DOUBLE / nullif(sum(dur_ns), 0) AS gemm_time_share,
+           sum(dur_ns) FILTER (WHERE is_gemm) AS gemm_ns,
+           list({'name': name, 'precision': gemm_precision_of(name), 'total_ns': dur_ns}
+                ORDER BY dur_ns DESC, name) FILTER (WHERE is_gemm) AS gemm_list
+    FROM by_name GROUP BY device_id
+),
+-- What ran while DRAM was the limit: the samples taken while a kernel ran with DRAM throughput at or above
+-- dram_bound_pct, each given the class of the kernel that started last before it on the device (and still ran).
+dram_samples AS (
+    SELECT device_id, ts_ns FROM judged WHERE kernel
+    GROUP BY device_id, ts_ns
+    HAVING coalesce(max(value) FILTER (WHERE canonical = 'dram_total'),
+                    least(coalesce(max(value) FILTER (WHERE canonical = 'dram_read'), 0)
+                          + coalesce(max(value) FILTER (WHERE canonical = 'dram_write'), 0), 100))
+           >= ${dram_bound_pct}
+),
+sample_classes AS (
+    SELECT s.device_id, coalesce(n.op_class, 'other') AS op_class, count(*) AS n
+    FROM dram_samples s
+    ASOF LEFT JOIN (SELECT device_id, start_ns, end_ns, name_id FROM kernels) k
+         ON k.device_id = s.device_id AND k.start_ns <= s.ts_ns
+    LEFT JOIN (SELECT DISTINCT name_id, op_class_of(name) AS op_class FROM by_name) n
+         ON n.name_id = k.name_id AND k.end_ns >= s.ts_ns
+    GROUP BY s.device_id, coalesce(n.op_class, 'other')
+),
+dram_classes AS (
+    SELECT device_id, sum(n) AS dram_bound_samples,
+           list({'op_class': op_class, 'share': n / total} ORDER BY n DESC, op_class) AS dram_bound_classes
+    FROM (SELECT *, sum(n) OVER (PARTITION BY device_id) AS total FROM sample_classes) GROUP BY device_id
 )
 SELECT nm.device_id, nm.chip, n.samples, n.kernel_samples, p.sample_period_ns, k.median_kernel_ns,
        p.sample_period_ns / nullif(k.median_kernel_ns, 0) AS period_per_kernel,
@@ -158,6 +191,9 @@ SELECT nm.device_id, nm.chip, n.samples, n.kernel_samples, p.sample_period_ns, k
        ${link_saturated_pct} AS link_saturated_pct,
        coalesce(g.gemm_time_share, 0) AS gemm_time_share,
        CASE WHEN u.window_ns > 0 THEN least(coalesce(g.gemm_ns, 0) / u.window_ns, 1) ELSE 0 END AS gemm_busy_fraction,
+       coalesce(list_slice(g.gemm_list, 1, 3), []) AS gemm_kernels,
+       coalesce(c.dram_bound_samples, 0) AS dram_bound_samples, ${dram_bound_pct} AS dram_bound_pct,
+       coalesce(c.dram_bound_classes, []) AS dram_bound_classes,
        coalesce(d.known_metrics, 0) AS known_metrics,
        nullif(array_to_string(list_slice(nm.unknown_list, 1, 12), ', '), '') AS unknown_metrics,
        u.utilization AS compute_utilization
@@ -169,4 +205,5 @@ LEFT JOIN saturation s USING (device_id)
 LEFT JOIN periods p USING (device_id)
 LEFT JOIN kernel_times k USING (device_id)
 LEFT JOIN gemm g USING (device_id)
+LEFT JOIN dram_classes c USING (device_id)
 ORDER BY nm.device_id

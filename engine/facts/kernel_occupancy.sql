@@ -27,7 +27,7 @@
 -- @column ctas_per_sm ctas_per_launch / sm_count.
 -- @column sm_share Share of the SMs a median launch can use: least(ctas_per_sm, 1) (0-1).
 -- @column is_small_grid The median launch has fewer CTAs than the device has SMs.
--- @column is_communication NCCL or other collective-communication kernel (not counted as a small grid).
+-- @column is_communication Communication kernel, class communication of rules/operation_classes.yaml (not counted as a small grid).
 -- @column device_kernel_ns Sum of all kernel durations on the device (ns).
 -- @column device_kernel_count Kernels executed on the device.
 -- @column window_ns The device window (ns).
@@ -61,9 +61,7 @@ launch AS (
 -- Grouped on the integer name id, the text is looked at once per name.
 names AS (
     SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name,
-           coalesce(regexp_matches(any_value(name),
-                    '(?i)nccl|all_?reduce|all_?gather|reduce_?scatter|cross_device_reduce|alltoall'), false)
-               AS is_communication
+           coalesce(op_class_of(any_value(name)) = 'communication', false) AS is_communication
     FROM kernels WHERE name_id IN (SELECT DISTINCT name_id FROM launch) GROUP BY name_id
 ),
 device_time AS (

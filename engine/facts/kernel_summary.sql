@@ -11,7 +11,9 @@
 -- @column min_ns Shortest (ns).
 -- @column max_ns Longest (ns).
 -- @column share_of_kernel_time total_ns / all kernel time (0-1).
--- @column is_communication NCCL or other collective-communication kernel.
+-- @column is_communication A communication kernel (NCCL and friends): its op_class is communication.
+-- @column op_class Operation class of the kernel (rules/operation_classes.yaml): gemm, attention, norm ... or other.
+-- @column gemm_precision For a GEMM, the precision its name says it runs in (fp32 on CUDA cores, tf32, fp16/bf16, fp8, int8, unknown); NULL for other classes.
 -- @column grid_size CTAs per launch (gridX*gridY*gridZ) of the dominant launch configuration: the grid and block of the executions with the most time (NULL when the export records no grid).
 -- @column block_size Threads per CTA (blockX*blockY*blockZ) of the dominant launch configuration.
 -- @column config_count Distinct launch configurations (grid, block) the kernel ran with.
@@ -36,7 +38,7 @@ WITH grouped AS (
     FROM kernels GROUP BY GROUPING SETS ((name_id), (name_id, grid_size, block_size))
 ),
 per_name AS (
-    SELECT name_id, name, short_name, count, total_ns, mean_ns, p50_ns, min_ns, max_ns
+    SELECT name_id, name, short_name, count, total_ns, mean_ns, p50_ns, min_ns, max_ns, op_class_of(name) AS op_class
     FROM grouped WHERE by_name
 ),
 configs AS (
@@ -47,8 +49,8 @@ configs AS (
 )
 SELECT p.name, p.short_name, p.count, p.total_ns, p.mean_ns, p.p50_ns, p.min_ns, p.max_ns,
        p.total_ns / nullif((SELECT sum(total_ns) FROM per_name), 0) AS share_of_kernel_time,
-       coalesce(regexp_matches(p.name, '(?i)nccl|all_?reduce|all_?gather|reduce_?scatter|cross_device_reduce|alltoall'),
-                false) AS is_communication,
+       coalesce(p.op_class = 'communication', false) AS is_communication, p.op_class,
+       CASE WHEN p.op_class = 'gemm' THEN gemm_precision_of(p.name) END AS gemm_precision,
        c.dominant.grid_size AS grid_size, c.dominant.block_size AS block_size, c.config_count,
        CASE WHEN p.total_ns > 0 THEN c.dominant.ns / p.total_ns END AS config_share
 FROM per_name p JOIN configs c USING (name_id)

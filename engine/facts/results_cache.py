@@ -26,13 +26,14 @@ from typing import Any, Callable
 from ..reading import cache as store
 from ..reading.export import Export
 from . import Fact, render_sql
+from .opclasses import OperationClasses, default_classes
 from .compute import (DEFAULT_PHASE_PATTERNS, DEFAULT_STARTUP_PATTERNS, DEFAULT_STEP_PATTERNS, METRIC_NAMES_FILE,
                       FactResult, FactSet, compute_facts)
 
 SUFFIX = store.FACTS_SUFFIX
 MAX_BYTES = 256 << 20  # a bigger file is not ours (the facts of 5 M kernels take well under a megabyte)
 # The code that turns fact SQL into rows: a change to any of it gives every entry a new key.
-_COMPUTING_CODE = ("__init__.py", "compute.py", "scopes.py", "results_cache.py", METRIC_NAMES_FILE)
+_COMPUTING_CODE = ("__init__.py", "compute.py", "scopes.py", "results_cache.py", "opclasses.py", METRIC_NAMES_FILE)
 
 
 @functools.lru_cache(maxsize=1)
@@ -46,16 +47,18 @@ def _code_digest() -> str:
 
 def results_key(canonical_key: str, facts: dict[str, Fact], params: dict[str, float] | None,
                 phase_patterns: dict[str, str] | None, startup_patterns: dict[str, str] | None = None,
-                step_patterns: dict[str, str] | None = None) -> str:
+                step_patterns: dict[str, str] | None = None, op_classes: OperationClasses | None = None) -> str:
     """What the rows depend on: the canonical tables (their cache key: the profile's content, the tool and the
-    table format), every fact's SQL as it runs (parameters filled in) and header, and the phase patterns."""
+    table format), every fact's SQL as it runs (parameters filled in) and header, the phase patterns and the
+    operation classes."""
     described = {name: {"sql": render_sql(f, params), "team": f.team, "needs": f.needs, "requires": f.requires,
                         "columns": f.column_names, "materialized": f.materialized, "per_phase": f.per_phase}
                  for name, f in sorted(facts.items())}
     text = json.dumps({"code": _code_digest(), "canonical": canonical_key, "facts": described,
                        "phases": phase_patterns if phase_patterns is not None else DEFAULT_PHASE_PATTERNS,
                        "startup": startup_patterns if startup_patterns is not None else DEFAULT_STARTUP_PATTERNS,
-                       "steps": step_patterns if step_patterns is not None else DEFAULT_STEP_PATTERNS},
+                       "steps": step_patterns if step_patterns is not None else DEFAULT_STEP_PATTERNS,
+                       "op_classes": (op_classes or default_classes()).key()},
                       sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -132,20 +135,23 @@ def facts_of(export: Export, *, facts: dict[str, Fact], params: dict[str, float]
              phase_patterns: dict[str, str] | None = None,
              progress: Callable[[str], None] | None = None,
              startup_patterns: dict[str, str] | None = None,
-             step_patterns: dict[str, str] | None = None) -> FactSet:
+             step_patterns: dict[str, str] | None = None,
+             op_classes: OperationClasses | None = None) -> FactSet:
     """compute_facts, or the rows an earlier run computed from the same cached tables with the same facts."""
     if export.cache_file is None or not export.cache_key:
         return compute_facts(export, params=params, phase_patterns=phase_patterns, facts=facts, progress=progress,
-                             startup_patterns=startup_patterns, step_patterns=step_patterns)
+                             startup_patterns=startup_patterns, step_patterns=step_patterns,
+                             op_classes=op_classes)
     path = entry_path(export.cache_file)
-    key = results_key(export.cache_key, facts, params, phase_patterns, startup_patterns, step_patterns)
+    key = results_key(export.cache_key, facts, params, phase_patterns, startup_patterns, step_patterns, op_classes)
     kept = load(path, key, facts) if export.cache_hit else None
     if kept is not None:
         if progress:
             progress(f"reusing the facts computed from {export.cache_file.name}")
         return kept
     computed = compute_facts(export, params=params, phase_patterns=phase_patterns, facts=facts, progress=progress,
-                             startup_patterns=startup_patterns, step_patterns=step_patterns)
+                             startup_patterns=startup_patterns, step_patterns=step_patterns,
+                             op_classes=op_classes)
     save(path, key, computed, stat_mode(export.cache_file))
     return computed
 

@@ -19,6 +19,7 @@
 -- @column short_kernel_count Kernels shorter than short_kernel_ns.
 -- @column short_kernel_share short_kernel_count / kernel_count (0-1).
 -- @column top_short_kernels The most frequent kernels shorter than short_kernel_ns: a list of {name, calls, mean_ns}.
+-- @column short_kernel_classes The operation classes of the kernels shorter than short_kernel_ns (rules/operation_classes.yaml): a list of {op_class, calls, share} (share of those kernels), the most frequent first.
 -- @column overhead_ratio Gap time / (kernel time + gap time) of the device (launch_overhead).
 -- @column window_ns The device window (ns).
 -- @check device_id not_null
@@ -42,8 +43,15 @@ per_id AS (
     SELECT device_id, name_id, count(*) AS n, sum(dur_ns) AS ns
     FROM kernels WHERE dur_ns < ${short_kernel_ns} GROUP BY device_id, name_id
 ),
-names AS (SELECT name_id, any_value(coalesce(short_name, name)) AS name FROM kernels
-          WHERE name_id IN (SELECT name_id FROM per_id) GROUP BY name_id),
+names AS (SELECT name_id, any_value(coalesce(short_name, name)) AS name, op_class_of(any_value(name)) AS op_class
+          FROM kernels WHERE name_id IN (SELECT name_id FROM per_id) GROUP BY name_id),
+short_classes AS (
+    SELECT device_id, list({'op_class': op_class, 'calls': n, 'share': n / total} ORDER BY n DESC, op_class)
+               AS short_kernel_classes
+    FROM (SELECT p.device_id, n.op_class, sum(p.n) AS n, sum(sum(p.n)) OVER (PARTITION BY p.device_id) AS total
+          FROM per_id p JOIN names n USING (name_id) GROUP BY p.device_id, n.op_class)
+    GROUP BY device_id
+),
 short_names AS (
     SELECT p.device_id, n.name, sum(p.n) AS n, sum(p.ns) / sum(p.n) AS mean_ns,
            row_number() OVER (PARTITION BY p.device_id ORDER BY sum(p.n) DESC, n.name) AS rank
@@ -59,11 +67,12 @@ SELECT u.device_id, u.idle_gpu_side_ns AS gpu_side_idle_ns,
        coalesce(g.n, 0) AS gpu_side_gap_count, g.median_ns AS median_gpu_side_gap_ns,
        coalesce(k.n, 0) AS kernel_count, k.median_ns AS median_kernel_ns, coalesce(k.short_n, 0) AS short_kernel_count,
        CASE WHEN k.n > 0 THEN k.short_n / k.n ELSE 0 END AS short_kernel_share,
-       coalesce(t.top_short_kernels, []) AS top_short_kernels,
+       coalesce(t.top_short_kernels, []) AS top_short_kernels, coalesce(c.short_kernel_classes, []) AS short_kernel_classes,
        l.overhead_ratio, u.window_ns
 FROM gpu_utilization u
 JOIN launch_overhead l USING (device_id)
 LEFT JOIN gaps g USING (device_id)
 LEFT JOIN k USING (device_id)
 LEFT JOIN top t USING (device_id)
+LEFT JOIN short_classes c USING (device_id)
 ORDER BY u.device_id

@@ -91,6 +91,40 @@ def breakdown(report: Report) -> list[dict[str, Any]]:
     return out
 
 
+# Fixed colour of each bundled operation class (rules/operation_classes.yaml), so a class looks the same in every
+# report: compute in blues, attention in violet, glue (norm, activation, elementwise, reduction) in warm colours,
+# data movement in teal and green, `other` in grey. A team's own class takes a colour of TEAM_CLASS_COLOURS by
+# its name.
+CLASS_COLOURS = {
+    "gemm": "#1d4ed8", "attention": "#7c3aed", "moe": "#0891b2", "communication": "#059669", "kv-cache": "#a21caf",
+    "quantize": "#4f46e5", "norm": "#f59e0b", "activation": "#ea580c", "rotary": "#ca8a04", "sampling": "#be185d",
+    "reduction": "#b45309", "elementwise": "#dc2626", "memcpy": "#0d9488", "memset": "#65a30d", "other": "#9ca3af",
+}
+TEAM_CLASS_COLOURS = ("#0f766e", "#9d174d", "#3730a3", "#854d0e", "#166534", "#6b21a8")
+
+
+def class_colour(op_class: str) -> str:
+    if op_class in CLASS_COLOURS:
+        return CLASS_COLOURS[op_class]
+    return TEAM_CLASS_COLOURS[sum(op_class.encode()) % len(TEAM_CLASS_COLOURS)]
+
+
+def operations(report: Report) -> list[dict[str, Any]]:
+    """Per phase (or the run) and GPU: its time by operation class, the segments of one stacked bar."""
+    out = []
+    for b in report.operations:
+        x, segments = 0.0, []
+        for c in b.classes:
+            w = c.share * WIDTH
+            text = (f"{c.op_class} {fmt_ratio(c.share, 0)}" if w >= CHAR_WIDTH * (len(c.op_class) + 6)
+                    else fmt_ratio(c.share, 0) if w >= CHAR_WIDTH * 5 else "")
+            segments.append(dict(op_class=c.op_class, colour=class_colour(c.op_class), ns=c.total_ns, share=c.share,
+                                 count=c.op_count, x=_r(x), w=_r(w), text=text))
+            x += w
+        out.append(dict(phase=b.phase, device_id=b.device_id, total_ns=b.total_ns, segments=segments))
+    return out
+
+
 def _gap_split(report: Report) -> dict[int, tuple[float, float]]:
     """Per GPU, the time between kernels (the gaps of kernel_gaps, summed by gap_histogram) split into idle time
     and time in which only copies or memsets ran: (idle share, copy share), 0-1 each."""
@@ -260,7 +294,7 @@ def _clear_of_line(bars: list[dict[str, Any]], line_x: float) -> None:
 
 def charts(report: Report) -> dict[str, Any]:
     return dict(width=WIDTH, left=LEFT, right=RIGHT, breakdown=breakdown(report), rhythm=rhythm(report),
-                timeline=timeline(report), histogram=gap_histogram(report))
+                timeline=timeline(report), histogram=gap_histogram(report), operations=operations(report))
 
 
 # Segments of a rank's bar in the multi-rank report: (key, label, CSS colour).

@@ -153,6 +153,9 @@ class Finding(Model):
     """The other GPUs on which the rule fired, when it fired on several: the finding then describes the worst
     one (subject 'GPUs 0, 1, 3'; message, impact, evidence and row are that GPU's) and lists the rest here."""
     evidence: list[Evidence]
+    agrees: list[str] = Field(default_factory=list)
+    """Rules that fired on the same subject from other evidence and were folded into this finding (fp32-gemms
+    takes in tensor-cores-idle); their evidence is appended, labelled with the rule id."""
     remediation: list[str]
     """Steps, most effective first."""
     references: list[str]
@@ -382,6 +385,28 @@ class GpuWindow(Model):
     parts: list[WindowShare]
 
 
+class ClassShare(Model):
+    """One operation class of a GPU's time (the operation_classes fact)."""
+
+    op_class: str = Field(description="Operation class (rules/operation_classes.yaml), memcpy, memset or other.")
+    share: float = Field(ge=0, le=1, description="Share of the GPU's time in kernels, copies and memsets.")
+    total_ns: int = Field(ge=0, description="Sum of the class's durations (ns).")
+    op_count: int = Field(ge=0, description="Kernels (copies, memsets) of the class.")
+    mean_ns: float | None = Field(None, description="Mean duration (ns).")
+    top_kernels: list[dict[str, Any]] = Field(default_factory=list, description="Its heaviest kernels: {name, "
+                                                                                "calls, total_ns, share}.")
+
+
+class OperationBreakdown(Model):
+    """Where one GPU's time went by operation, over the run or one phase; the classes in descending time."""
+
+    phase: str | None = Field(None, description="The inference phase, or null for the whole run (judged whole).")
+    device_id: int
+    total_ns: int = Field(ge=0, description="The GPU's time in kernels, copies and memsets (sum of durations, ns).")
+    classes: list[ClassShare]
+    line: str = Field(description="One line for people: 'decode: attention 61 % · gemm 22 % · norm 6 %'.")
+
+
 class Report(Document):
     """Output of `diagnose PROFILE --format json`."""
 
@@ -405,6 +430,9 @@ class Report(Document):
     (gpu_utilization, launch_overhead, gpu_metrics_summary) computed over that phase's work alone."""
     throughput: Throughput | None = None
     """Null when neither --tokens nor decode steps give one."""
+    operations: list[OperationBreakdown] = []
+    """Per phase (or the whole run) and GPU, where the GPU's time went by operation class: GEMM, attention, norm,
+    elementwise, communication ... (the operation_classes fact)."""
     window: list[GpuWindow] = []
     """Per GPU that did work, its window split into kernels running, only copies running and idle time by cause
     (engine/reports/breakdown.py)."""

@@ -79,25 +79,28 @@ _KINDS: dict[type, _Kind] = {
         # `phases`: which NVTX texts each phase matched, kept longer than the window breakdown: it says whether the
         # per-phase numbers (decode steps, step time, per-phase findings) count the right ranges at all.
         # `phase_lines`: lines for each phase's verdict line (Verdict.phases). When space runs short the window
-        # breakdown goes first, then the reasons of skipped rules, then the batch projection (the line under the
-        # verdict: what a larger batch would buy), then the step statistics (`steps`: how each phase's steps run,
-        # and whether the phases were inferred), then the key metrics.
+        # breakdown goes first, then the reasons of skipped rules and a fourth finding, then the batch projection
+        # (the line under the verdict: what a larger batch would buy), then the step statistics (`steps`: how each
+        # phase's steps run, and whether the phases were inferred), then the class breakdown (`operations`: one
+        # line per phase), then the key metrics.
         terminal_plans=(dict(full=3, listed=6, msg_lines=4, step_lines=3, skipped=3, metrics=True, window=True,
-                             phases=True, steps=True, phase_lines=2, batch_what_if=True),
+                             phases=True, steps=True, operations=True, batch_what_if=True, phase_lines=2),
                         dict(full=2, listed=5, msg_lines=3, step_lines=2, skipped=2, metrics=True, window=True,
-                             phases=True, steps=True, phase_lines=2, batch_what_if=True),
+                             phases=True, steps=True, operations=True, batch_what_if=True, phase_lines=2),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=True,
-                             phases=True, steps=True, batch_what_if=True),
+                             phases=True, steps=True, operations=True, batch_what_if=True),
                         dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=1, metrics=True, window=False,
-                             phases=True, steps=True, batch_what_if=True),
-                        dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=0, metrics=True, window=False,
-                             phases=True, steps=True, batch_what_if=True),
-                        dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=0, metrics=True, window=False,
-                             phases=True, steps=True, batch_what_if=False),
-                        dict(full=1, listed=4, msg_lines=2, step_lines=1, skipped=0, metrics=True, window=False,
-                             phases=True, steps=False, batch_what_if=False),
+                             phases=True, steps=True, operations=True, batch_what_if=True),
+                        dict(full=1, listed=3, msg_lines=2, step_lines=1, skipped=0, metrics=True, window=False,
+                             phases=True, steps=True, operations=True, batch_what_if=True),
+                        dict(full=1, listed=3, msg_lines=2, step_lines=1, skipped=0, metrics=True, window=False,
+                             phases=True, steps=True, operations=True, batch_what_if=False),
+                        dict(full=1, listed=3, msg_lines=2, step_lines=1, skipped=0, metrics=True, window=False,
+                             phases=True, steps=False, operations=True, batch_what_if=False),
+                        dict(full=1, listed=3, msg_lines=2, step_lines=1, skipped=0, metrics=True, window=False,
+                             phases=True, steps=False, operations=False, batch_what_if=False),
                         dict(full=1, listed=3, msg_lines=2, step_lines=1, skipped=0, metrics=False, window=False,
-                             phases=False, steps=False, batch_what_if=False)),
+                             phases=False, steps=False, operations=False, batch_what_if=False)),
         markdown_plans=(dict(top_kernels=15, details=True), dict(top_kernels=8, details=True),
                         dict(top_kernels=5, details=False), dict(top_kernels=3, details=False)),
         screen=True),
