@@ -23,7 +23,7 @@ from ..vocabulary import Severity
 
 FORMATS = ("terminal", "md", "html", "json")
 GITHUB_COMMENT_LIMIT = 65_536
-TERMINAL_LINES = 40  # a single profile's terminal summary fits one screen: TERMINAL_LINES x TERMINAL_WIDTH
+TERMINAL_LINES = 48  # a single profile's terminal summary fits one screen: TERMINAL_LINES x TERMINAL_WIDTH
 SEVERITY_COLOUR = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _EXTENSIONS = {"terminal": "txt", "md": "md", "html": "html"}
 _TRUNCATED = "\n\n_Report truncated to fit GitHub's comment limit; see the JSON or HTML report for everything._\n"
