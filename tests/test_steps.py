@@ -106,6 +106,10 @@ def test_tensorrt_llm_labels_judge_decode_on_its_own() -> None:
     assert [(f.phase, f.severity) for f in launch] == [("decode", "warning")]
     assert (report.verdict.primary, report.verdict.phase) == ("launch-bound", "decode")
     assert report.verdict.headline.startswith("In decode (bounds time per output token): GPU starved by kernel-launch overhead")
+    # the process that ran the work is trtllm-serve and the steps are the executor's: TensorRT-LLM's advice, not
+    # that of the library whose kernel names it shares
+    assert report.profile.stack.name == "tensorrt-llm"
+    assert "cuda_graph" in launch[0].remediation[0] and not any("vLLM" in step for step in launch[0].remediation)
 
 
 def test_vllm_v1_steps_without_phase_words_get_inferred_phases(exports: Path) -> None:

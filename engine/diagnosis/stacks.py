@@ -16,6 +16,8 @@ from ..vocabulary import STACKS
 _SOURCES = {"kernels": "kernels", "nvtx": "NVTX ranges", "process": "processes"}
 # Rows of this source are processes that launched no GPU work: context, never the stack.
 _HOST = "host"
+# Rows of this source are processes that launched GPU work.
+_PROCESS = "process"
 
 
 def _example(row: dict) -> str:
@@ -40,7 +42,11 @@ def detect_stack(facts: FactSet) -> StackInfo:
     rows = facts.rows("software_stack") if "software_stack" in facts.results else []
     deciding = [r for r in rows if r.get("source") != _HOST]
     found = {s.key for s in STACKS if any(r.get("stack") == s.key for r in deciding)}
-    stack = next((s for s in STACKS if s.key in found), STACKS[-1])
+    # A process that launched the GPU work and is named after a serving stack (`trtllm-serve`, `vllm serve`)
+    # says which server ran, whatever kernel library it borrowed (serving stacks share attention and cache
+    # kernels): its stack wins over the other stacks' kernel names.
+    served = {s.key for s in STACKS if any(r.get("stack") == s.key and r.get("source") == _PROCESS for r in deciding)}
+    stack = next((s for s in STACKS if s.key in (served or found)), STACKS[-1])
     evidence = [_evidence(r) for r in deciding if r.get("stack") == stack.key]
     evidence = evidence or ["no kernel, NVTX or process name of a known framework"]
     evidence += [_on_host(r) for r in rows if r.get("source") == _HOST]

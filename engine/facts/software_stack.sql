@@ -52,7 +52,7 @@ range_stack AS (
     SELECT CASE
              WHEN regexp_matches(label, '(?i)vllm|EngineCore') THEN 'vllm'
              WHEN regexp_matches(label, '(?i)sglang') THEN 'sglang'
-             WHEN regexp_matches(label, '(?i)tensorrt[-_ ]?llm') THEN 'tensorrt-llm'
+             WHEN regexp_matches(label, '(?i)tensorrt[-_ ]?llm|\[Executor\] _forward_step') THEN 'tensorrt-llm'
              WHEN regexp_matches(label, '(?i)tensorrt') THEN 'tensorrt'
              WHEN regexp_matches(label, '(?i)\bXlaModule|\bjax\b|\bxla\b') THEN 'jax'
              WHEN regexp_matches(label, '(?i)\b(cudf|rmm|dask_cuda)\b') THEN 'rapids'
