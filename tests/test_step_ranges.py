@@ -147,3 +147,16 @@ def test_step_patterns_are_read_from_diagnose_yaml(tmp_path: Path, exports: Path
         config_file.write_text(text)
         with pytest.raises(ConfigError, match=problem):
             load_config_file(config_file)
+
+
+def test_overlapping_ranges_are_steps_each_and_empty_ranges_none(tmp_path: Path) -> None:
+    path = tmp_path / "overlap.sqlite"
+    generate("eager_decode", path)
+    with sqlite3.connect(path) as con:
+        # start/end ranges need not nest: each step range now runs 0.8 ms into the next one
+        con.execute("UPDATE NVTX_EVENTS SET end = end + 800000 WHERE text = 'execute_model'")
+    rows = _steps(path)
+    assert len(rows) == 25 and all(a["end_ns"] > b["start_ns"] for a, b in zip(rows, rows[1:]))
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE NVTX_EVENTS SET end = start WHERE text = 'execute_model'")
+    assert [r["source"] for r in _steps(path)][:1] == ["sync"]  # instants mark no step: the syncs do

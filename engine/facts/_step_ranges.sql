@@ -4,7 +4,8 @@
 -- @doc text matches a step pattern (step_of(), engine/facts/compute.py: vLLM V1 `gpu_model_runner: forward`,
 -- @doc `execute_model`, TensorRT-LLM `_forward_step N: ...`, ranges named step or iteration; `steps:` in
 -- @doc diagnose.yaml replaces them) or a phase pattern (a 'decode' range per decode step); of such ranges nested
--- @doc on one thread only the innermost counts, so a 'decode' range around an `execute_model` range is one step.
+-- @doc on one thread only the innermost counts, so a 'decode' range around an `execute_model` range is one step
+-- @doc (ranges that overlap without nesting count each; a range of no length is no step).
 -- @doc Without any such range the steps are found from the calls of the thread that issues the most GPU work:
 -- @doc the span from the return of one synchronisation to the return of the next (a serving loop waits for each
 -- @doc step's sampled tokens), when that thread synchronised at least step_min_repeats times; otherwise the span
@@ -30,15 +31,15 @@ WITH classified AS MATERIALIZED (
 candidates AS (
     SELECT r.pid, r.global_tid, r.start_ns, r.end_ns, r.text, c.label_phase
     FROM nvtx_ranges r JOIN classified c ON c.text = r.text
-    WHERE r.end_ns >= r.start_ns
+    WHERE r.end_ns > r.start_ns
 ),
 -- A candidate holding another one on its thread is no step itself: the next candidate by start (the longer
--- first on a tie) begins before it ends.
+-- first on a tie) lies inside it. Ranges that merely overlap (start/end ranges need not nest) are steps each.
 nvtx_steps AS (
     SELECT pid, global_tid, start_ns, end_ns, text, 'nvtx' AS source, label_phase
-    FROM (SELECT *, lead(start_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns DESC) AS next_start
-          FROM candidates)
-    WHERE next_start IS NULL OR next_start >= end_ns
+    FROM (SELECT *, lead(start_ns) OVER w AS next_start, lead(end_ns) OVER w AS next_end
+          FROM candidates WINDOW w AS (PARTITION BY global_tid ORDER BY start_ns, end_ns DESC))
+    WHERE next_start IS NULL OR next_start >= end_ns OR next_end > end_ns
 ),
 launchers AS (
     SELECT a.global_tid, count(*) AS n
