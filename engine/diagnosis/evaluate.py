@@ -13,7 +13,9 @@ from ..facts.compute import FactSet
 from ..reports.model import Evidence, Finding, RuleOutcome, Verdict
 from .rules import Condition, Operand, Rule, RuleError, key_position, step_text, template_fields
 from .phase_verdict import GOAL_WORDS, goal_of, judged_alone_phases, lower_first, phase_verdicts, ranking_cost
+from .stacks import detect_stack
 from .startup import startup_note
+from .whatif import serves_llm
 from ..vocabulary import IDLE_CAUSES, Kind, Severity, WindowPart
 from ..text import column_label
 from ..units import PARAM_UNITS, column_unit, fmt_param, fmt_ratio, fmt_value
@@ -433,7 +435,10 @@ def _server_idle_note(facts: FactSet) -> str:
     if idle.get("off_cpu_count"):
         how.append(f"{idle['off_cpu_count']:,} with the issuing thread off the CPU")
     recognised = "".join(f"; {h}" for h in how)
-    return (f" Waiting for requests {fmt_ratio(idle.get('idle_fraction'), 0)} of the capture ({stretches} with no GPU "
+    # Only a run that serves an LLM waits for requests; any other program with nothing in flight works on the host
+    # or waits for something the trace cannot name.
+    what = "Waiting for requests" if serves_llm(detect_stack(facts).name, facts, None) else "Nothing in flight for"
+    return (f" {what} {fmt_ratio(idle.get('idle_fraction'), 0)} of the capture ({stretches} with no GPU "
             f"work, no CUDA calls and no engine step{recognised}); this verdict judges the "
             f"{fmt_value(idle.get('active_ns'), 'ns')} of active work.")
 
