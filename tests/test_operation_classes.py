@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "fixtures" / "examples"
 needs_real = pytest.mark.real_exports
 
-# Real kernel names (from the exports of ../shared/real-profiles and the public sources the class file cites) and
+# Real kernel names (from the real exports the tests read and the public sources the class file cites) and
 # the class each must get; every class of the bundled file appears.
 NAMES = {
     "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<(unsigned long)4096>)": "communication",
