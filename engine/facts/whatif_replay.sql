@@ -21,6 +21,9 @@
 -- @column kernel_step_ns Median kernel time per step (ns).
 -- @column attention_step_ns Median attention-kernel time per step (ns).
 -- @column graph_step_ns Median time per step in CUDA-graph replays traced whole, whose kernels are not named (ns).
+-- @column batch_factor Median times its batch the batch projection runs a step (_whatif_steps.batch_factor).
+-- @column batch_low_step_ns Median step replayed at that batch, low end: attention kernels batch_factor times as long, each operation starting once issued and once the one before it ended (ns).
+-- @column batch_high_step_ns The same, high end: the other kernels grown too (_whatif_steps.batch_high_ns) (ns).
 -- @column node_gap_ns Per-node replay gap used (ns).
 -- @column node_gap_measured True when node_gap_ns was measured in node-traced graph replays of this profile.
 -- @column pinned_gbps Pinned host-device bandwidth used (GB/s).
@@ -46,6 +49,8 @@ SELECT device_id, phase, any_value(source) AS source, count(*) AS steps,
        CAST(median(kernel_ns) AS BIGINT) AS kernel_step_ns,
        CAST(median(attention_ns) AS BIGINT) AS attention_step_ns,
        CAST(median(graph_ns) AS BIGINT) AS graph_step_ns,
+       median(batch_factor) AS batch_factor, CAST(median(batch_low_ns) AS BIGINT) AS batch_low_step_ns,
+       CAST(median(batch_high_ns) AS BIGINT) AS batch_high_step_ns,
        any_value(node_gap_ns) AS node_gap_ns, any_value(node_gap_measured) AS node_gap_measured,
        any_value(pinned_gbps) AS pinned_gbps, any_value(pinned_measured) AS pinned_measured,
        median(batch) AS batch_median, count(DISTINCT batch) AS batch_sizes,
