@@ -186,6 +186,33 @@ def test_compare_shows_projection_beside_measurement(tmp_path):
     text = render(cmp, "terminal", colour=False)
     assert "projected" in text and "measured" in text and "WHAT-IF CHECK" in text
     assert "What-if check" in render(cmp, "md")
+    assert p.applied and p.before_step_source == "nvtx"
+
+
+def test_compare_checks_no_projection_while_the_cause_is_still_present():
+    """Comparing a run with itself: the finding is still there at its full cost, so no fix was applied and its
+    projection is not set beside a measurement."""
+    from nsys_diagnose.reports.compare import compare
+    from nsys_diagnose.reports.render import render
+
+    _, before = scenario_analysis("reference_batch1_decode")
+    cmp = compare(before, before)
+    p = next(p for p in cmp.projections if p.rule == "launch-bound")
+    assert not p.applied and p.measured_step_ns is None and p.error is None
+    assert "cause still present" in p.line and "measured" not in p.line
+    assert "cause still present" in render(cmp, "md")
+
+
+def test_too_few_steps_give_no_projection():
+    """A projection from a handful of steps says too little: below five, none per finding and no batch one."""
+    from nsys_diagnose.diagnosis import whatif
+
+    row = {"device_id": 0, "phase": None, "source": "nvtx", "steps": 4, "measured_step_ns": 1_000_000,
+           "launch_gaps_step_ns": 500_000, "batch_factor": 8, "batch_low_step_ns": 1_000_000,
+           "batch_high_step_ns": 1_100_000}
+    assert whatif.what_if("launch-gaps", row) is None
+    assert whatif.what_if("launch-gaps", {**row, "steps": 5}) is not None
+    assert whatif.what_if("launch-gaps", {**row, "source": "window", "steps": 1}).basis == "window"
 
 
 @pytest.mark.parametrize("value, says", [("1", "at least 2"), ("0", "at least 2"), ("x", "at least 2"),
