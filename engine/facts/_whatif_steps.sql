@@ -15,6 +15,7 @@
 -- @needs _timeline _idle_gaps _sync_calls _steps
 -- @param whatif_node_gap_ns 1000 range 0 1000000
 -- @param whatif_pinned_gbps 25 range 0.1 10000
+-- @param whatif_pinned_gbps_low 12 range 0.1 10000
 -- @param whatif_batch 8 range 2 4096
 -- @param whatif_gemm_growth 0.05 range 0 1
 -- @column device_id CUDA device index.
@@ -35,12 +36,14 @@
 -- @column sync_ns Chain time without the syncs: sync-caused gaps become node_gap_ns (ns).
 -- @column allocation_ns Chain time without allocation calls in the loop: allocation gaps become node_gap_ns (ns).
 -- @column copies_pinned_ns Chain time with pageable host-device copies at pinned_gbps (ns).
+-- @column copies_pinned_slow_ns The same at pinned_gbps_low (ns): equal to copies_pinned_ns when the bandwidth was measured.
 -- @column batch_factor How many times the step's batch the batch projection runs: whatif_batch over the step's batch, else whatif_batch (the profile does not say).
 -- @column batch_low_ns Chain time replayed with batch_factor times the batch, low end: attention kernels take batch_factor times as long, the other operations as measured, each operation starting when it was issued and the one before it ended (ns).
 -- @column batch_high_ns The same, high end: the other kernels also take 1 + whatif_gemm_growth * (batch_factor - 1) times as long (ns).
 -- @column node_gap_ns Gap between consecutive kernels of one CUDA-graph replay: the median measured in node-traced replays (at least 20 gaps), else whatif_node_gap_ns (ns).
 -- @column node_gap_measured True when node_gap_ns was measured in this profile.
--- @column pinned_gbps Bandwidth of pinned host-device copies of at least 1 MiB measured in this profile, else whatif_pinned_gbps (GB/s).
+-- @column pinned_gbps Bandwidth of pinned host-device copies of at least 1 MiB measured in this profile, else whatif_pinned_gbps (GB/s), the high end of what pinned copies reach in practice (PCIe 4.0 x16).
+-- @column pinned_gbps_low The measured bandwidth, else whatif_pinned_gbps_low (GB/s): the low end (PCIe 3.0 x16 in practice), for the GPUs whose link the profile does not show.
 -- @column pinned_measured True when pinned_gbps was measured in this profile.
 -- The gap between kernels of one node-traced graph replay (kernels of one replay share its correlation id).
 WITH node_gaps AS (
@@ -61,6 +64,7 @@ host_device AS (
 ),
 pinned AS (
     SELECT CASE WHEN sum(dur_ns) > 0 THEN sum(bytes) / sum(dur_ns) ELSE ${whatif_pinned_gbps} END AS pinned_gbps,
+           CASE WHEN sum(dur_ns) > 0 THEN sum(bytes) / sum(dur_ns) ELSE ${whatif_pinned_gbps_low} END AS pinned_gbps_low,
            sum(dur_ns) > 0 AS pinned_measured
     FROM host_device WHERE pinned AND bytes >= 1048576
 ),
@@ -121,10 +125,15 @@ per_step AS (
            sum(CASE WHEN r.pageable_bytes IS NOT NULL
                     THEN r.busy_ns * least(r.pageable_bytes / p.pinned_gbps / r.copy_dur_ns, 1.0)
                     ELSE r.busy_ns END) AS pinned_busy_ns,
+           sum(CASE WHEN r.pageable_bytes IS NOT NULL
+                    THEN r.busy_ns * least(r.pageable_bytes / p.pinned_gbps_low / r.copy_dur_ns, 1.0)
+                    ELSE r.busy_ns END) AS pinned_slow_busy_ns,
            any_value(n.node_gap_ns) AS node_gap_ns, any_value(n.node_gap_measured) AS node_gap_measured,
-           any_value(p.pinned_gbps) AS pinned_gbps, any_value(p.pinned_measured) AS pinned_measured
+           any_value(p.pinned_gbps) AS pinned_gbps, any_value(p.pinned_gbps_low) AS pinned_gbps_low,
+           any_value(p.pinned_measured) AS pinned_measured
     FROM placed r CROSS JOIN node_gap n
     CROSS JOIN (SELECT coalesce(pinned_gbps, ${whatif_pinned_gbps}) AS pinned_gbps,
+                       coalesce(pinned_gbps_low, ${whatif_pinned_gbps_low}) AS pinned_gbps_low,
                        coalesce(pinned_measured, false) AS pinned_measured FROM pinned) p
     WHERE r.step_key IS NOT NULL
     GROUP BY r.device_id, r.step_key
@@ -196,9 +205,10 @@ SELECT p.device_id, p.step_id, coalesce(s.source, 'window') AS source,
                       p.busy_ns + p.gap_ns)) AS host_gaps_ns,
        p.busy_ns + p.sync_gap_ns AS sync_ns, p.busy_ns + p.allocation_gap_ns AS allocation_ns,
        CAST(round(p.pinned_busy_ns) AS BIGINT) + p.gap_ns AS copies_pinned_ns,
+       CAST(round(p.pinned_slow_busy_ns) AS BIGINT) + p.gap_ns AS copies_pinned_slow_ns,
        x.batch_factor, CAST(round(x.batch_low_ns) AS BIGINT) AS batch_low_ns,
        CAST(round(x.batch_high_ns) AS BIGINT) AS batch_high_ns,
-       p.node_gap_ns, p.node_gap_measured, p.pinned_gbps, p.pinned_measured
+       p.node_gap_ns, p.node_gap_measured, p.pinned_gbps, p.pinned_gbps_low, p.pinned_measured
 FROM per_step p
 JOIN replayed x ON x.device_id = p.device_id AND x.step_id = p.step_id
 JOIN spans sp ON sp.device_id = p.device_id AND sp.step_id = p.step_id
