@@ -314,3 +314,27 @@ def test_a_run_that_serves_no_llm_gets_no_batch_projection_unless_asked(tmp_path
     # a serving stack gets one by default, in tokens/s and TPOT
     _, reference = scenario_analysis("reference_batch1_decode")
     assert "tokens/s" in reference.batch_what_if.line and "TPOT" in reference.batch_what_if.line
+
+
+def test_no_batch_projection_for_a_window_or_a_handful_of_steps():
+    """A GPU without steps is projected over its judged window, which is no step: no batch or TPOT there; nor
+    from fewer than five steps."""
+    from nsys_diagnose.diagnosis import whatif
+
+    row = {"device_id": 0, "phase": None, "source": "nvtx", "steps": 40, "measured_step_ns": 1_000_000,
+           "kernel_step_ns": 400_000, "attention_step_ns": 40_000, "batch_factor": 8,
+           "batch_low_step_ns": 1_000_000, "batch_high_step_ns": 1_100_000}
+
+    class Facts:
+        def __init__(self, r):
+            self.results = {whatif.FACT: None}
+            self._rows = [r]
+
+        def rows(self, name):
+            return self._rows
+
+    assert whatif.batch_projection(Facts(row), 8, None, None) is not None
+    assert whatif.batch_projection(Facts({**row, "source": "window", "steps": 1}), 8, None, None) is None
+    assert whatif.batch_projection(Facts({**row, "steps": 4}), 8, None, None) is None
+    # a replay of another batch than the one asked is no projection of it
+    assert whatif.batch_projection(Facts(row), 16, None, None) is None
