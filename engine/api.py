@@ -210,7 +210,10 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
         with open_export(path, progress=progress, cache=cache, threads=threads, share=share,
                          cache_dir=cache_dir) as export:
             try:
-                facts = facts_of(export, params={k: s.value for k, s in config.fact_params.items()},
+                params = {k: s.value for k, s in config.fact_params.items()}
+                if what_if_batch:  # the batch projection is replayed in SQL (_whatif_steps)
+                    params["whatif_batch"] = what_if_batch
+                facts = facts_of(export, params=params,
                                  phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress,
                                  startup_patterns=config.startup_patterns, step_patterns=config.step_patterns,
                                  op_classes=op_classes)

@@ -29,6 +29,7 @@ from pathlib import Path  # noqa: E402
 try:
     from ..api import diagnose
     from ..diagnosis.config import resolve_config
+    from ..diagnosis.whatif import MAX_BATCH
     from ..errors import InputError
     from ..reports.render import FORMATS, render
     from ..vocabulary import Severity
@@ -74,6 +75,9 @@ def _what_if(text: str) -> int:
     if not value.isdigit() or int(value) < 2:
         raise argparse.ArgumentTypeError(f"batch={value} is not a batch to project; give a whole number of at least "
                                          f"2 requests per step, e.g. batch=8")
+    if int(value) > MAX_BATCH:
+        raise argparse.ArgumentTypeError(f"batch={value} is beyond any step this tool can project from a profile; "
+                                         f"give at most {MAX_BATCH} requests per step")
     return int(value)
 
 

@@ -68,10 +68,15 @@ SMALL_BATCH = 4
 DEFAULT_BATCH = 8
 # Decode GEMMs read the same weights whatever the batch, so they stay nearly flat until they turn compute-bound
 # (Pope et al., "Efficiently Scaling Transformer Inference", MLSys 2023): the low end
-# keeps them flat, the high end lets them grow 5 % per extra current batch.
+# keeps them flat, the high end lets them grow 5 % per extra current batch (facts.whatif_gemm_growth, whose
+# default this is: the replay itself is SQL).
 GEMM_GROWTH_HIGH = 0.05
-# Fits of step time against batch size need this many steps and two sizes.
+# Fits of step time against batch size need this many steps and two sizes; no projection, per finding or of the
+# batch, is made from fewer steps (a one-step estimate says too little).
 FIT_MIN_STEPS = 5
+MIN_STEPS = 5
+# The largest batch projected (`--what-if batch=N`): far beyond any measured step.
+MAX_BATCH = 4096
 
 
 def fmt_step(ns: float | None) -> str:
@@ -125,6 +130,8 @@ def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None =
         return None
     projected = min(int(projected), int(measured))
     basis = "window" if row.get("source") == "window" else "steps"
+    if basis == "steps" and (row.get("steps") or 0) < MIN_STEPS:
+        return None  # say nothing rather than project from a handful of steps
     speedup = measured / projected if projected > 0 else None
     steps_ps = 1e9 / measured if basis == "steps" else None
     tokens = throughput.tokens_per_s if throughput is not None else None
@@ -134,16 +141,23 @@ def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None =
     if tokens is not None:
         assumptions.append("Tokens/s scales with the speed-up: the whole run is taken to be made of such steps.")
     where = _where(row, basis)
+    slow = None
+    if transform == "copies-pinned" and not row.get("pinned_measured") and row.get("copies_pinned_slow_step_ns"):
+        slow = max(min(int(row["copies_pinned_slow_step_ns"]), int(measured)), projected)
     gain = (f"~{_factor(speedup)} {'steps/s' if basis == 'steps' else 'faster'}"
             if speedup is not None and speedup >= 1.01 else "no measurable gain")
+    if slow is not None and slow > projected and speedup is not None and speedup >= 1.01:
+        gain = f"~{_factor(measured / slow)}..{_factor(speedup)} {'steps/s' if basis == 'steps' else 'faster'}"
     host = row.get("host_work_ns") or 0
     if transform == "host-gaps" and host >= projected * 0.99:
         # the constraint binds: overlapping cannot make a step shorter than the host's own work
         gain += f"; the host's own work, {fmt_step(host)} per step, sets the pace"
-    line = f"{spec.label}: {where} {fmt_step(measured)} → ~{fmt_step(projected)} ({gain})"
+    to = fmt_range(projected, slow) if slow is not None and slow > projected else fmt_step(projected)
+    line = f"{spec.label}: {where} {fmt_step(measured)} → ~{to} ({gain})"
     return WhatIf(transform=transform, label=spec.label, device_id=row.get("device_id"), phase=row.get("phase"),
                   basis=basis, step_source=None if basis == "window" else row.get("source"),
                   steps=int(row.get("steps") or 0), measured_step_ns=int(measured), projected_step_ns=projected,
+                  projected_step_slow_ns=slow,
                   speedup=speedup, measured_steps_per_s=steps_ps,
                   projected_steps_per_s=steps_ps * speedup if steps_ps and speedup else None,
                   measured_tokens_per_s=tokens,
@@ -163,8 +177,10 @@ def _pinned_note(row: dict[str, Any]) -> str:
     bw = f"{row.get('pinned_gbps') or 0:.1f} GB/s"
     if row.get("pinned_measured"):
         return f"Pinned bandwidth {bw}, measured on this profile's pinned copies of 1 MiB or more."
-    return (f"Pinned bandwidth {bw}: the default (facts.whatif_pinned_gbps, about PCIe 4.0 x16 in practice), as the "
-            f"profile has no large pinned copy to measure it.")
+    low = f"{row.get('pinned_gbps_low') or 0:.0f}"
+    return (f"Pinned bandwidth {low}..{row.get('pinned_gbps') or 0:.0f} GB/s, a range: the profile has no large "
+            f"pinned copy to measure it, and pinned copies reach about 12 GB/s on PCIe 3.0 x16 (a T4) to 25 GB/s "
+            f"on PCIe 4.0 x16 in practice (facts.whatif_pinned_gbps_low, facts.whatif_pinned_gbps).")
 
 
 def attach(findings: list[Finding], transforms: dict[str, str], facts: FactSet,
@@ -196,18 +212,24 @@ def batch_projection(facts: FactSet, batch: int | None, primary: Finding | None,
     rows = facts.rows(FACT) if FACT in facts.results else []
     device = (primary.row or {}).get("device_id") if primary is not None else None
     row = _pick(rows, device, "decode") or _pick(rows, device, primary.phase if primary else None)
-    if row is None or not row.get("measured_step_ns"):
+    # a whole-window row is no step: no per-step projection; nor from a handful of steps
+    if (row is None or not row.get("measured_step_ns") or row.get("source") == "window"
+            or (row.get("steps") or 0) < MIN_STEPS):
         return None
     current = row.get("batch_median")
+    replayed = row.get("batch_factor")
+    # the batch the replay (_whatif_steps, facts.whatif_batch) ran: --what-if batch=N sets it, else its default
+    replayed_batch = round(replayed * (current or 1)) if replayed else None
     if batch is None:
         if (not serving or primary_transform not in BATCH_TRANSFORMS
                 or (current is not None and current > SMALL_BATCH)):
             return None
-        batch = DEFAULT_BATCH
-    return _project(row, batch, current, serving)
+        batch = replayed_batch or DEFAULT_BATCH
+    return _project(row, batch, current, serving, replayed_batch == batch)
 
 
-def _project(row: dict[str, Any], batch: int, current: float | None, serving: bool = True) -> BatchWhatIf | None:
+def _project(row: dict[str, Any], batch: int, current: float | None, serving: bool = True,
+             replayed: bool = True) -> BatchWhatIf | None:
     measured = float(row["measured_step_ns"])
     factor = batch / current if current else float(batch)
     if factor <= 1:
@@ -226,22 +248,25 @@ def _project(row: dict[str, Any], batch: int, current: float | None, serving: bo
                               f"({fmt_step(intercept)} + {fmt_step(slope)} per request, R² {row.get('fit_r2') or 0:.2f}); "
                               f"extrapolated beyond the sizes measured."]
     else:
+        if not replayed or row.get("batch_low_step_ns") is None:
+            return None  # the replay ran another batch: no projection rather than a wrong one
         now = measured
         kernels = float(row.get("kernel_step_ns") or 0)
         attention = min(float(row.get("attention_step_ns") or 0), kernels)
         other = kernels - attention
-        fixed = max(measured - kernels, 0.0)
-        low = fixed + other + attention * factor
-        high = fixed + other * (1 + GEMM_GROWTH_HIGH * (factor - 1)) + attention * factor
+        low, high = float(row["batch_low_step_ns"]), float(row["batch_high_step_ns"])
+        low, high = min(low, high), max(low, high)
         method = "model"
         assumptions = [
             known,
-            f"The fixed per-step cost ({fmt_step(fixed)}: gaps, launches, host work) stays per step, spread over the "
-            f"batch; the host work in it is taken not to grow with the batch.",
-            f"Attention kernels ({fmt_step(attention)}, by name: flash_fwd, paged_attention, fmha, FlashAttn, "
-            f"BatchDecodeWith..., unified_attention, xformers) grow with the total KV length, × {factor:g}.",
-            f"The other kernels ({fmt_step(other)}, decode GEMMs) stay flat (low) to +{GEMM_GROWTH_HIGH * 100:.0f} % per extra "
-            f"current batch (high), until they turn compute-bound.",
+            "Each step's chain of GPU operations is replayed with the new durations: an operation starts once the "
+            "host had issued it (its measured start, when the GPU waited for it) and the one before it ended. Idle "
+            "gaps the host's launches left are filled by longer kernels, not added to them; the host's own work is "
+            "taken not to grow with the batch.",
+            f"Attention kernels ({fmt_step(attention)} per median step, by name: flash_fwd, paged_attention, fmha, "
+            f"FlashAttn, BatchDecodeWith..., unified_attention, xformers) grow with the total KV length, × {factor:g}.",
+            f"The other kernels ({fmt_step(other)}, decode GEMMs) stay flat (low) to +{GEMM_GROWTH_HIGH * 100:.0f} % "
+            f"per extra current batch (high), until they turn compute-bound; copies stay as measured.",
             "KV-cache capacity may cap the batch; graphs pad it to a captured size.",
         ]
         graphs = float(row.get("graph_step_ns") or 0)
@@ -256,7 +281,10 @@ def _project(row: dict[str, Any], batch: int, current: float | None, serving: bo
     gains = f"~{gain_low:.1f}×" if method == "fit" else f"~{gain_low:.1f}×..{gain_high:.1f}×"
     rises = f"{rise_low * 100:.0f} %" if method == "fit" else f"{rise_low * 100:.0f}..{rise_high * 100:.0f} %"
     rate, latency = ("tokens/s", "TPOT") if serving else ("work per second", "the step time")
-    line = (f"{label}: {gains} {rate}; {where} {fmt_step(now)} → {span}, so {latency} rises {rises}"
+    # below half a per cent both ways the longer kernels fit in the step's idle gaps: nothing to rise
+    cost = (f"so {latency} stays as measured" if max(abs(rise_low), abs(rise_high)) < 0.005
+            else f"so {latency} rises {rises}")
+    line = (f"{label}: {gains} {rate}; {where} {fmt_step(now)} → {span}, {cost}"
             f"{' (least-squares fit)' if method == 'fit' else ''}")
     return BatchWhatIf(batch=batch, current_batch=current, factor=factor, method=method,
                        device_id=row.get("device_id"), phase=row.get("phase"), measured_step_ns=int(now),

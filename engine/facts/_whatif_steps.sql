@@ -9,15 +9,19 @@
 -- @doc (or busy pieces) of given causes and keeps every other edge as measured, so a retained dependency (a
 -- @doc sync, a copy, the host's scheduling between steps) keeps its delay; the replayed chain is the sum of the
 -- @doc re-timed pieces, never a total subtracted from the run. An operation belongs to the step whose range
--- @doc (_step_ranges) holds its issuing call on the same thread, and its gap with it; without any step on a
+-- @doc (_steps: from its start to
+-- @doc the end of its iteration, span_end_ns) holds its issuing call on the same thread, and its gap with it; without any step on a
 -- @doc device, all of its operations form one step (step_id -1 - device_id) spanning the judged window.
--- @needs _timeline _idle_gaps _sync_calls _step_ranges
+-- @needs _timeline _idle_gaps _sync_calls _steps
 -- @param whatif_node_gap_ns 1000 range 0 1000000
 -- @param whatif_pinned_gbps 25 range 0.1 10000
+-- @param whatif_pinned_gbps_low 12 range 0.1 10000
+-- @param whatif_batch 8 range 2 4096
+-- @param whatif_gemm_growth 0.05 range 0 1
 -- @column device_id CUDA device index.
--- @column step_id The step (_step_ranges.step_id); -1 - device_id for the whole window when the device has no step.
+-- @column step_id The step (_steps.step_id); -1 - device_id for the whole window when the device has no step.
 -- @column source How the step was found: nvtx, graph-launch, sync, or window (no steps: the judged window).
--- @column phase The step's phase: its label's, else the phase of most of its operations (_timeline.phase).
+-- @column phase The step's phase (_steps.phase: its label's or inferred), else the phase of most of its operations (_timeline.phase).
 -- @column batch Requests in the step (TensorRT-LLM ctx + gen reqs) when its text carries them, else NULL.
 -- @column op_count GPU operations of the step.
 -- @column busy_ns Busy time the step's operations add to the device's union of busy intervals (ns).
@@ -32,9 +36,14 @@
 -- @column sync_ns Chain time without the syncs: sync-caused gaps become node_gap_ns (ns).
 -- @column allocation_ns Chain time without allocation calls in the loop: allocation gaps become node_gap_ns (ns).
 -- @column copies_pinned_ns Chain time with pageable host-device copies at pinned_gbps (ns).
+-- @column copies_pinned_slow_ns The same at pinned_gbps_low (ns): equal to copies_pinned_ns when the bandwidth was measured.
+-- @column batch_factor How many times the step's batch the batch projection runs: whatif_batch over the step's batch, else whatif_batch (the profile does not say).
+-- @column batch_low_ns Chain time replayed with batch_factor times the batch, low end: attention kernels take batch_factor times as long, the other operations as measured, each operation starting when it was issued and the one before it ended (ns).
+-- @column batch_high_ns The same, high end: the other kernels also take 1 + whatif_gemm_growth * (batch_factor - 1) times as long (ns).
 -- @column node_gap_ns Gap between consecutive kernels of one CUDA-graph replay: the median measured in node-traced replays (at least 20 gaps), else whatif_node_gap_ns (ns).
 -- @column node_gap_measured True when node_gap_ns was measured in this profile.
--- @column pinned_gbps Bandwidth of pinned host-device copies of at least 1 MiB measured in this profile, else whatif_pinned_gbps (GB/s).
+-- @column pinned_gbps Bandwidth of pinned host-device copies of at least 1 MiB measured in this profile, else whatif_pinned_gbps (GB/s), the high end of what pinned copies reach in practice (PCIe 4.0 x16).
+-- @column pinned_gbps_low The measured bandwidth, else whatif_pinned_gbps_low (GB/s): the low end (PCIe 3.0 x16 in practice), for the GPUs whose link the profile does not show.
 -- @column pinned_measured True when pinned_gbps was measured in this profile.
 -- The gap between kernels of one node-traced graph replay (kernels of one replay share its correlation id).
 WITH node_gaps AS (
@@ -55,6 +64,7 @@ host_device AS (
 ),
 pinned AS (
     SELECT CASE WHEN sum(dur_ns) > 0 THEN sum(bytes) / sum(dur_ns) ELSE ${whatif_pinned_gbps} END AS pinned_gbps,
+           CASE WHEN sum(dur_ns) > 0 THEN sum(bytes) / sum(dur_ns) ELSE ${whatif_pinned_gbps_low} END AS pinned_gbps_low,
            sum(dur_ns) > 0 AS pinned_measured
     FROM host_device WHERE pinned AND bytes >= 1048576
 ),
@@ -67,18 +77,19 @@ attention AS (
                                                    'batch(prefill|decode)with|single(prefill|decode)withkv|'
                                                    'unified_attention|xformers'))
 ),
+-- The steps as the STEPS block counts them (_steps): a step holds the work its thread issued from its start to
+-- where its iteration of the loop ends (span_end_ns: the next step's start, or the start of a quiet stretch).
 steps AS (
-    SELECT step_id, global_tid, start_ns, end_ns, source, label_phase,
+    SELECT step_id, global_tid, start_ns, end_ns, span_end_ns, source, phase AS label_phase,
            CASE WHEN ctx_reqs IS NOT NULL OR gen_reqs IS NOT NULL THEN coalesce(ctx_reqs, 0) + coalesce(gen_reqs, 0) END
-               AS batch,
-           coalesce(lead(start_ns) OVER (PARTITION BY global_tid ORDER BY start_ns), end_ns) AS next_start_ns
-    FROM _step_ranges
+               AS batch
+    FROM _steps
 ),
 ops AS (
     SELECT t.device_id, t.start_ns, t.end_ns, t.is_compute, t.is_graph, t.phase, t.global_tid, t.pid, t.correlation_id,
            greatest(t.end_ns - greatest(t.start_ns, coalesce(t.prev_end_ns, t.start_ns)), 0) AS busy_ns,
            greatest(t.start_ns - coalesce(t.prev_end_ns, t.start_ns), 0) AS gap_ns,
-           CASE WHEN t.api_start_ns < s.end_ns THEN s.step_id END AS step_id
+           CASE WHEN t.api_start_ns < s.span_end_ns THEN s.step_id END AS step_id
     FROM _timeline t ASOF LEFT JOIN steps s ON s.global_tid = t.global_tid AND t.api_start_ns >= s.start_ns
 ),
 devices AS (SELECT device_id, bool_or(step_id IS NOT NULL) AS has_steps FROM ops GROUP BY device_id),
@@ -114,30 +125,75 @@ per_step AS (
            sum(CASE WHEN r.pageable_bytes IS NOT NULL
                     THEN r.busy_ns * least(r.pageable_bytes / p.pinned_gbps / r.copy_dur_ns, 1.0)
                     ELSE r.busy_ns END) AS pinned_busy_ns,
+           sum(CASE WHEN r.pageable_bytes IS NOT NULL
+                    THEN r.busy_ns * least(r.pageable_bytes / p.pinned_gbps_low / r.copy_dur_ns, 1.0)
+                    ELSE r.busy_ns END) AS pinned_slow_busy_ns,
            any_value(n.node_gap_ns) AS node_gap_ns, any_value(n.node_gap_measured) AS node_gap_measured,
-           any_value(p.pinned_gbps) AS pinned_gbps, any_value(p.pinned_measured) AS pinned_measured
+           any_value(p.pinned_gbps) AS pinned_gbps, any_value(p.pinned_gbps_low) AS pinned_gbps_low,
+           any_value(p.pinned_measured) AS pinned_measured
     FROM placed r CROSS JOIN node_gap n
     CROSS JOIN (SELECT coalesce(pinned_gbps, ${whatif_pinned_gbps}) AS pinned_gbps,
+                       coalesce(pinned_gbps_low, ${whatif_pinned_gbps_low}) AS pinned_gbps_low,
                        coalesce(pinned_measured, false) AS pinned_measured FROM pinned) p
     WHERE r.step_key IS NOT NULL
     GROUP BY r.device_id, r.step_key
 ),
--- Each step's span on its thread: from its start to the next step's start (the host's scheduling between steps
--- belongs to the step after it, as the gap before its first operation does); the whole window for a device
--- without steps, on the thread that issued most of its work.
+-- The batch projection replays the step's chain with new durations (the attention kernels' busy pieces times the
+-- factor; the other kernels' flat or grown; copies as measured). Operation k may start once it was issued and
+-- the one before it ended: its ready time r_k is its measured start when an idle gap preceded it (the GPU waited
+-- for the host to issue it), else none, and the step's first operation is ready at its measured start. With S_k
+-- the sum of the new durations of operations 1..k, the max-plus recurrence end_k = max(r_k, end_(k-1)) + d_k
+-- unrolls to end_k = S_k + max over j <= k of (r_j - S_(j-1)): the step ends at S_n + that maximum over all its
+-- operations, one running sum and one aggregate. With the measured durations it gives the measured chain.
+scaled AS (
+    SELECT r.device_id, r.step_key, r.start_ns, r.gap_ns, f.factor,
+           r.busy_ns * CASE WHEN r.is_attention THEN f.factor ELSE 1 END AS low_ns,
+           r.busy_ns * CASE WHEN r.is_attention THEN f.factor
+                            WHEN r.is_compute THEN 1 + ${whatif_gemm_growth} * (f.factor - 1) ELSE 1 END AS high_ns
+    FROM placed r
+    JOIN (SELECT r.step_key, ${whatif_batch} / coalesce(nullif(any_value(s.batch), 0), 1) AS factor
+          FROM placed r LEFT JOIN steps s ON s.step_id = r.step_key WHERE r.step_key IS NOT NULL GROUP BY r.step_key) f
+      USING (step_key)
+),
+chained AS (
+    SELECT device_id, step_key, start_ns, gap_ns, factor, low_ns, high_ns,
+           row_number() OVER w = 1 OR gap_ns > 0 AS ready,
+           sum(low_ns) OVER w AS s_low, sum(high_ns) OVER w AS s_high
+    FROM scaled
+    WINDOW w AS (PARTITION BY device_id, step_key ORDER BY start_ns ROWS UNBOUNDED PRECEDING)
+),
+replayed AS (
+    SELECT device_id, step_key AS step_id, any_value(factor) AS batch_factor,
+           sum(low_ns) + max(start_ns - (s_low - low_ns)) FILTER (WHERE ready) - min(start_ns - gap_ns) AS batch_low_ns,
+           sum(high_ns) + max(start_ns - (s_high - high_ns)) FILTER (WHERE ready) - min(start_ns - gap_ns)
+               AS batch_high_ns
+    FROM chained GROUP BY device_id, step_key
+),
+-- Each step's span on its thread: from its start to where its iteration ends (_steps.span_end_ns; the host's
+-- scheduling between steps belongs to the step after it, as the gap before its first operation does); the whole
+-- window for a device without steps, on the thread that issued most of its work.
 spans AS (
     SELECT p.device_id, p.step_id, coalesce(s.global_tid, p.main_tid) AS global_tid,
            coalesce(s.start_ns, p.first_ns) AS span_start_ns,
-           coalesce(s.next_start_ns, p.last_ns) AS span_end_ns
+           coalesce(s.span_end_ns, p.last_ns) AS span_end_ns
     FROM per_step p LEFT JOIN steps s ON s.step_id = p.step_id
+),
+-- Time blocked in synchronising calls up to any instant, per thread: a running sum over the thread's calls (in
+-- start order, taken not to overlap), read at a span's two ends by as-of lookups, as _server_idle does for the
+-- OS waits: no join of every span with every call.
+blocking AS (
+    SELECT global_tid, start_ns, end_ns,
+           sum(end_ns - start_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING)
+               - (end_ns - start_ns) AS before_ns
+    FROM _sync_calls WHERE kind IN ('sync', 'sync_copy') AND end_ns >= start_ns
 ),
 blocked AS (
     SELECT sp.device_id, sp.step_id,
-           sum(least(c.end_ns, sp.span_end_ns) - greatest(c.start_ns, sp.span_start_ns)) AS blocked_ns
-    FROM spans sp JOIN _sync_calls c
-      ON c.global_tid = sp.global_tid AND c.start_ns < sp.span_end_ns AND c.end_ns > sp.span_start_ns
-    WHERE c.kind IN ('sync', 'sync_copy')
-    GROUP BY sp.device_id, sp.step_id
+           coalesce(e.before_ns + greatest(least(sp.span_end_ns, e.end_ns) - e.start_ns, 0), 0)
+               - coalesce(b.before_ns + greatest(least(sp.span_start_ns, b.end_ns) - b.start_ns, 0), 0) AS blocked_ns
+    FROM spans sp
+    ASOF LEFT JOIN blocking e ON e.global_tid = sp.global_tid AND sp.span_end_ns >= e.start_ns
+    ASOF LEFT JOIN blocking b ON b.global_tid = sp.global_tid AND sp.span_start_ns >= b.start_ns
 )
 SELECT p.device_id, p.step_id, coalesce(s.source, 'window') AS source,
        coalesce(s.label_phase, p.op_phase) AS phase, s.batch, p.op_count, p.busy_ns, p.gap_ns,
@@ -149,8 +205,12 @@ SELECT p.device_id, p.step_id, coalesce(s.source, 'window') AS source,
                       p.busy_ns + p.gap_ns)) AS host_gaps_ns,
        p.busy_ns + p.sync_gap_ns AS sync_ns, p.busy_ns + p.allocation_gap_ns AS allocation_ns,
        CAST(round(p.pinned_busy_ns) AS BIGINT) + p.gap_ns AS copies_pinned_ns,
-       p.node_gap_ns, p.node_gap_measured, p.pinned_gbps, p.pinned_measured
+       CAST(round(p.pinned_slow_busy_ns) AS BIGINT) + p.gap_ns AS copies_pinned_slow_ns,
+       x.batch_factor, CAST(round(x.batch_low_ns) AS BIGINT) AS batch_low_ns,
+       CAST(round(x.batch_high_ns) AS BIGINT) AS batch_high_ns,
+       p.node_gap_ns, p.node_gap_measured, p.pinned_gbps, p.pinned_gbps_low, p.pinned_measured
 FROM per_step p
+JOIN replayed x ON x.device_id = p.device_id AND x.step_id = p.step_id
 JOIN spans sp ON sp.device_id = p.device_id AND sp.step_id = p.step_id
 LEFT JOIN blocked b ON b.device_id = p.device_id AND b.step_id = p.step_id
 LEFT JOIN steps s ON s.step_id = p.step_id

@@ -16,14 +16,19 @@
 -- @column sync_step_ns Median step replayed with the sync-caused gaps at the per-node gap (ns).
 -- @column allocation_step_ns Median step replayed with the allocation-caused gaps at the per-node gap (ns).
 -- @column copies_pinned_step_ns Median step replayed with pageable host-device copies at the pinned bandwidth (ns).
+-- @column copies_pinned_slow_step_ns The same at the low pinned bandwidth (pinned_gbps_low) (ns).
 -- @column host_work_ns Median time per step the step's thread was not blocked in a synchronisation (ns).
 -- @column busy_step_ns Median busy time per step (ns).
 -- @column kernel_step_ns Median kernel time per step (ns).
 -- @column attention_step_ns Median attention-kernel time per step (ns).
 -- @column graph_step_ns Median time per step in CUDA-graph replays traced whole, whose kernels are not named (ns).
+-- @column batch_factor Median times its batch the batch projection runs a step (_whatif_steps.batch_factor).
+-- @column batch_low_step_ns Median step replayed at that batch, low end: attention kernels batch_factor times as long, each operation starting once issued and once the one before it ended (ns).
+-- @column batch_high_step_ns The same, high end: the other kernels grown too (_whatif_steps.batch_high_ns) (ns).
 -- @column node_gap_ns Per-node replay gap used (ns).
 -- @column node_gap_measured True when node_gap_ns was measured in node-traced graph replays of this profile.
 -- @column pinned_gbps Pinned host-device bandwidth used (GB/s).
+-- @column pinned_gbps_low Low end of the pinned bandwidth (GB/s): pinned_gbps when measured.
 -- @column pinned_measured True when pinned_gbps was measured in this profile.
 -- @column batch_median Median requests per step (TensorRT-LLM ctx + gen reqs), NULL when the steps do not say.
 -- @column batch_sizes Distinct batch sizes among the steps that say.
@@ -41,13 +46,17 @@ SELECT device_id, phase, any_value(source) AS source, count(*) AS steps,
        CAST(median(sync_ns) AS BIGINT) AS sync_step_ns,
        CAST(median(allocation_ns) AS BIGINT) AS allocation_step_ns,
        CAST(median(copies_pinned_ns) AS BIGINT) AS copies_pinned_step_ns,
+       CAST(median(copies_pinned_slow_ns) AS BIGINT) AS copies_pinned_slow_step_ns,
        CAST(median(host_work_ns) AS BIGINT) AS host_work_ns,
        CAST(median(busy_ns) AS BIGINT) AS busy_step_ns,
        CAST(median(kernel_ns) AS BIGINT) AS kernel_step_ns,
        CAST(median(attention_ns) AS BIGINT) AS attention_step_ns,
        CAST(median(graph_ns) AS BIGINT) AS graph_step_ns,
+       median(batch_factor) AS batch_factor, CAST(median(batch_low_ns) AS BIGINT) AS batch_low_step_ns,
+       CAST(median(batch_high_ns) AS BIGINT) AS batch_high_step_ns,
        any_value(node_gap_ns) AS node_gap_ns, any_value(node_gap_measured) AS node_gap_measured,
-       any_value(pinned_gbps) AS pinned_gbps, any_value(pinned_measured) AS pinned_measured,
+       any_value(pinned_gbps) AS pinned_gbps, any_value(pinned_gbps_low) AS pinned_gbps_low,
+       any_value(pinned_measured) AS pinned_measured,
        median(batch) AS batch_median, count(DISTINCT batch) AS batch_sizes,
        CASE WHEN count(DISTINCT batch) >= 2 THEN regr_slope(measured_ns, batch) END AS fit_slope_ns,
        CASE WHEN count(DISTINCT batch) >= 2 THEN regr_intercept(measured_ns, batch) END AS fit_intercept_ns,

@@ -18,7 +18,7 @@ from ..diagnosis.whatif import fmt_step
 from ..errors import DiagnoseError
 from .metrics import (PHASE_KEY, Metric, compared, definition, fmt_change, fmt_metric, number, phase_values,
                       raw_value)
-from .model import Report
+from .model import Finding, Report
 from ..units import DURATION_UNITS
 from ..vocabulary import Severity
 
@@ -305,14 +305,24 @@ def _timeline(report: Report) -> list[dict[str, float]]:
     return out
 
 
-def _after_step(after: Report, device_id: int | None, phase: str | None, basis: str) -> int | None:
-    """The after run's median step (whatif_replay) of the device and phase a projection was made for."""
+def _after_row(after: Report, device_id: int | None, phase: str | None, basis: str) -> dict[str, Any] | None:
+    """The after run's whatif_replay row of the device and phase a projection was made for."""
     rows = [r for r in after.facts.get("whatif_replay", []) if r.get("device_id") == device_id]
     row = (next((r for r in rows if phase is not None and r.get("phase") == phase), None)
            or next((r for r in rows if r.get("phase") is None), None))
     if row is None or (basis == "window") != (row.get("source") == "window"):
         return None  # a window is not comparable with a step
-    return row.get("measured_step_ns")
+    return row
+
+
+def _applied(f: Finding, after: Report) -> bool:
+    """Whether the after run shows the fix applied: it no longer has the finding (same rule, subject and phase), or
+    the finding's cost (impact) fell by at least half. Otherwise a projection has nothing to be checked against."""
+    same = next((a for a in after.findings if a.rule == f.rule and a.subject == f.subject and a.phase == f.phase),
+                None)
+    if same is None:
+        return True
+    return f.impact is not None and same.impact is not None and same.impact <= f.impact / 2
 
 
 def _projections(before: Report, after: Report) -> list[ProjectionCheck]:
@@ -321,15 +331,26 @@ def _projections(before: Report, after: Report) -> list[ProjectionCheck]:
         w = f.what_if
         if w is None:
             continue
-        measured = _after_step(after, w.device_id, w.phase, w.basis)
+        row = _after_row(after, w.device_id, w.phase, w.basis)
+        applied = _applied(f, after)
+        measured = row.get("measured_step_ns") if row is not None and applied else None
         error = measured / w.projected_step_ns - 1 if measured and w.projected_step_ns else None
         where = f"{w.phase} step" if w.phase else ("step" if w.basis == "steps" else "window")
-        seen = (f"measured {fmt_step(measured)} ({error:+.0%})".replace("%", " %") if error is not None
-                else "not measured in the after run")
+        if not applied:
+            seen = "cause still present in the after run (the finding remains at more than half its cost): not checked"
+        elif error is not None:
+            seen = f"measured {fmt_step(measured)} ({error:+.0%})".replace("%", " %")
+        else:
+            seen = "not measured in the after run"
+        after_source = row.get("source") if row is not None else None
+        differ = w.step_source is not None and after_source is not None and after_source != w.step_source
+        if differ and applied:
+            seen += f"; the steps were found differently ({w.step_source} before, {after_source} after)"
         out.append(ProjectionCheck(
             rule=f.rule, subject=f.subject, transform=w.transform, label=w.label, phase=w.phase,
             device_id=w.device_id, before_step_ns=w.measured_step_ns, projected_step_ns=w.projected_step_ns,
-            measured_step_ns=measured, error=error,
+            measured_step_ns=measured, error=error, applied=applied,
+            before_step_source=w.step_source, after_step_source=after_source,
             line=f"{w.label}: {where} {fmt_step(w.measured_step_ns)} before, projected "
                  f"{fmt_step(w.projected_step_ns)}, {seen}"))
     return out

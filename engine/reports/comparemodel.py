@@ -56,9 +56,17 @@ class ProjectionCheck(Model):
     projected_step_ns: int
     """What the before run projected without the cause."""
     measured_step_ns: int | None
-    """The same step measured in the after run (median over its steps); null when it has none to compare."""
+    """The same step measured in the after run (median over its steps); null when it has none to compare or the
+    fix was not applied (applied false)."""
     error: float | None
     """measured / projected - 1: above 0 the projection was optimistic."""
+    applied: bool = True
+    """Whether the after run shows the fix applied: the finding (same rule, subject and phase) is gone or its cost
+    fell by at least half. When false the cause is still present and the projection is not checked."""
+    before_step_source: str | None = None
+    """How the before run found the steps (nvtx, graph-launch, sync), null for a window."""
+    after_step_source: str | None = None
+    """How the after run found them; when the two differ the steps compared are not the same kind."""
     line: str
 
 

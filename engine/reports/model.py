@@ -86,6 +86,10 @@ class WhatIf(Model):
     """Median measured step (or the window): busy time plus the idle gaps before its operations."""
     projected_step_ns: int = Field(ge=0)
     """Median step replayed with the cause removed."""
+    projected_step_slow_ns: int | None = Field(None, ge=0)
+    """copies-pinned without a pinned bandwidth measured in the profile: the step at the low end of what pinned
+    copies reach (facts.whatif_pinned_gbps_low, PCIe 3.0 x16), projected_step_ns being the high end
+    (facts.whatif_pinned_gbps, PCIe 4.0 x16); null otherwise."""
     speedup: float | None = None
     """measured / projected: the factor on steps per second."""
     measured_steps_per_s: float | None = None
