@@ -191,7 +191,7 @@ def test_a_missing_metric_says_why_the_profile_lacks_it(nvtx_then_eager, spec, w
 def test_gate_form_is_in_the_json_and_optional_gates_show_as_not_evaluated(nvtx_then_eager):
     c = compare(*nvtx_then_eager, gates=["gpu_utilization:-5pt", "phase_decode_ns?:+5%", "step_time_ns?:+2ms"])
     data = json.loads(render(c, "json"))
-    assert data["schema_version"] == "1.1" and c.gate_crossed
+    assert data["schema_version"] == "1.2" and c.gate_crossed
     assert [(g["unit"], g["optional"], g["crossed"]) for g in data["gates"]] == [
         ("points", False, True), ("percent", True, False), ("ms", True, False)]
     assert data["gates"][0]["observed"] == pytest.approx(-18.1, abs=0.1)

@@ -8,7 +8,7 @@ from typing import Literal
 from .model import Document, MetricInfo, Model
 from ..vocabulary import Severity
 
-COMPARISON_SCHEMA_VERSION = "1.1"
+COMPARISON_SCHEMA_VERSION = "1.2"
 Assessment = Literal["improved", "regressed", "unchanged", "changed", "n/a"]
 GateUnit = Literal["percent", "points", "absolute", "ns", "us", "ms", "s"]
 
