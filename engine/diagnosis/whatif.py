@@ -277,8 +277,11 @@ def _project(row: dict[str, Any], batch: int, current: float | None, serving: bo
     gain_low, gain_high = factor * now / high, factor * now / low
     rise_low, rise_high = low / now - 1, high / now - 1
     label = f"batch {batch}" if current else f"batch {batch}× current"
-    span = fmt_step(low) if method == "fit" else fmt_range(low, high)
-    gains = f"~{gain_low:.1f}×" if method == "fit" else f"~{gain_low:.1f}×..{gain_high:.1f}×"
+    # A range whose ends print alike is one value (the kernels fill the launch gaps at both ends of the model).
+    single = method == "fit" or fmt_range(low, high).split("..")[0] == fmt_range(low, high).split("..")[1].split()[0]
+    span = fmt_step(low) if single else fmt_range(low, high)
+    gains = (f"~{gain_low:.1f}×" if method == "fit" or f"{gain_low:.1f}" == f"{gain_high:.1f}"
+             else f"~{gain_low:.1f}×..{gain_high:.1f}×")
     rises = f"{rise_low * 100:.0f} %" if method == "fit" else f"{rise_low * 100:.0f}..{rise_high * 100:.0f} %"
     rate, latency = ("tokens/s", "TPOT") if serving else ("work per second", "the step time")
     # below half a per cent both ways the longer kernels fit in the step's idle gaps: nothing to rise
