@@ -263,8 +263,8 @@ def _project(row: dict[str, Any], batch: int, current: float | None, serving: bo
             "host had issued it (its measured start, when the GPU waited for it) and the one before it ended. Idle "
             "gaps the host's launches left are filled by longer kernels, not added to them; the host's own work is "
             "taken not to grow with the batch.",
-            f"Attention kernels ({fmt_step(attention)} per median step, by name: flash_fwd, paged_attention, fmha, "
-            f"FlashAttn, BatchDecodeWith..., unified_attention, xformers) grow with the total KV length, × {factor:g}.",
+            f"Attention kernels ({fmt_step(attention)} per median step, the operation class attention: flash_fwd, "
+            f"paged_attention, fmha, BatchDecodeWith... by name) grow with the total KV length, × {factor:g}.",
             f"The other kernels ({fmt_step(other)}, decode GEMMs) stay flat (low) to +{GEMM_GROWTH_HIGH * 100:.0f} % "
             f"per extra current batch (high), until they turn compute-bound; copies stay as measured.",
             "KV-cache capacity may cap the batch; graphs pad it to a captured size.",

@@ -35,14 +35,11 @@
 -- @column busy_share kernel_ns / period_ns, at most 1: how busy the GPU kept per step.
 -- @column ctx_reqs Context (prefill) requests in the step (TensorRT-LLM step text), else NULL.
 -- @column gen_reqs Generation (decode) requests in the step (TensorRT-LLM step text), else NULL.
--- GEMM and attention kernels by demangled name, a small subset of the operation classes of the public kernel
--- names: cuBLAS (`sm90_xmma_gemm_`, `nvjet_`, `ampere_*gemm`), CUTLASS, Marlin and scaled_mm GEMMs of vLLM's
--- csrc/quantization, FlashAttention (`flash_fwd`), FlashInfer (`BatchPrefillWith...`), vLLM paged attention and
--- TensorRT-LLM fmha. Matched once per distinct name, as in _gpu_ops.
+-- GEMM and attention kernels: their operation classes (op_class_of(), rules/operation_classes.yaml). Each
+-- distinct name is classified once, as in _gpu_ops.
 WITH heavy_names AS (
     SELECT name_id FROM (SELECT name_id, any_value(name) AS name FROM kernels GROUP BY name_id)
-    WHERE regexp_matches(name, '(?i)gemm|gemv|nvjet|xmma|cutlass|marlin|scaled_mm|flash_?(fwd|attn)|fmha'
-                               '|paged_attention|unified_attention|prefillwith|decodewith|cutlass_mla|xformers')
+    WHERE op_class_of(name) IN ('gemm', 'attention')
 ),
 step_threads AS (SELECT DISTINCT global_tid FROM _step_ranges),
 ops AS (

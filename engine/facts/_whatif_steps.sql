@@ -27,7 +27,7 @@
 -- @column busy_ns Busy time the step's operations add to the device's union of busy intervals (ns).
 -- @column gap_ns Idle gaps before the step's operations (ns).
 -- @column measured_ns busy_ns + gap_ns: the step's measured chain time (ns).
--- @column attention_ns Busy time of attention kernels (demangled name matches flash_fwd, paged_attention, fmha, FlashAttn, BatchDecodeWith..., unified_attention, xformers) (ns).
+-- @column attention_ns Busy time of attention kernels (operation class attention, rules/operation_classes.yaml) (ns).
 -- @column kernel_ns Busy time of all kernels and graph replays (ns).
 -- @column graph_ns Busy time of CUDA-graph replays traced whole (graph trace mode hides their kernels and names) (ns).
 -- @column host_work_ns Time the step's thread was not blocked in a synchronising call, from the step's start to the next step's start (ns): what the host itself spends per step.
@@ -68,14 +68,12 @@ pinned AS (
            sum(dur_ns) > 0 AS pinned_measured
     FROM host_device WHERE pinned AND bytes >= 1048576
 ),
--- Attention kernels by a short list of name fragments (docs of FlashAttention, FlashInfer, vLLM, TensorRT-LLM,
--- xFormers); each distinct name is matched once.
+-- Attention kernels: the class attention of op_class_of() (rules/operation_classes.yaml); each distinct name is
+-- classified once.
 attention AS (
     SELECT k.pid, k.correlation_id, k.start_ns, k.device_id FROM kernels k
     WHERE k.name_id IN (SELECT name_id FROM (SELECT name_id, any_value(name) AS name FROM kernels GROUP BY name_id)
-                        WHERE regexp_matches(name, '(?i)flash_?fwd|flashattn|paged_attention|fmha|'
-                                                   'batch(prefill|decode)with|single(prefill|decode)withkv|'
-                                                   'unified_attention|xformers'))
+                        WHERE op_class_of(name) = 'attention')
 ),
 -- The steps as the STEPS block counts them (_steps): a step holds the work its thread issued from its start to
 -- where its iteration of the loop ends (span_end_ns: the next step's start, or the start of a quiet stretch).
