@@ -532,9 +532,14 @@ def bundled_rules_dir() -> Path:
     return Path(str(importlib.resources.files("nsys_diagnose.bundled_rules")))
 
 
+# Capture presets (engine/capture/presets.py) live beside the rules, in a directory of their own, and are no rules.
+PRESETS_DIR = "capture-presets"
+
+
 def rule_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.yaml")
-                  if not p.name.endswith(".test.yaml") and p.name not in (CATEGORY_FILE, CLASSES_FILE))
+                  if not p.name.endswith(".test.yaml") and p.name not in (CATEGORY_FILE, CLASSES_FILE)
+                  and PRESETS_DIR not in p.relative_to(directory).parts[:-1])
 
 
 def rule_categories(extra_dirs: list[Path] | None = None) -> dict[str, Category]:
