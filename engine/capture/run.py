@@ -117,6 +117,7 @@ def run_capture(plan: Plan, say, environ: dict[str, str]) -> CaptureResult:
         try:
             if len(received) == 1:
                 os.killpg(child.pid, signum)
+                say("stopping the program; nsys is writing what it captured (press Ctrl-C again to abort)")
             else:
                 os.killpg(child.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -126,16 +127,12 @@ def run_capture(plan: Plan, say, environ: dict[str, str]) -> CaptureResult:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) != signal.SIG_IGN:
             previous[sig] = signal.signal(sig, handler)
-    announced = False
     try:
         while True:
             try:
                 code = child.wait(timeout=0.1)
                 break
             except subprocess.TimeoutExpired:
-                if received and not announced:
-                    announced = True
-                    say("stopping the program; nsys is writing what it captured (press Ctrl-C again to abort)")
                 if len(received) >= 2:
                     child.wait()
                     raise KeyboardInterrupt
