@@ -21,6 +21,7 @@ class CaptureOptions:
     capture_range: str | None = None    # "cudaProfilerApi"
     gpu_metrics: bool = False
     force: bool = False
+    extra: tuple[str, ...] = ()         # --nsys-arg: switches passed as given, after the preset's
 
 
 @dataclass
@@ -95,6 +96,13 @@ def build_plan(nsys: Nsys, preset: Preset, command: list[str], out_dir: Path, op
         switch = _spelled(nsys, name, flags[name], value, warnings)
         if switch:
             argv.append(switch)
+    for extra in options.extra:
+        name = extra.split("=", 1)[0]
+        if not nsys.accepts(name):
+            warnings.append(f"nsys {nsys.version} has no {name} switch: --nsys-arg={extra} dropped.")
+            continue
+        # the user's own value replaces the preset's for the same switch
+        argv = [a for a in argv if a.split("=", 1)[0] != name] + [extra]
     base = out_dir / "profile"
     argv.append(f"--output={base}")
     if options.force and nsys.accepts("--force-overwrite"):

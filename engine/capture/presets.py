@@ -7,14 +7,16 @@ import fnmatch
 import functools
 import importlib.resources
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..diagnosis.rules import PRESETS_DIR
 from ..errors import SetupError
 
+# Capture presets live beside the rules, in a directory of their own, and are no rules (engine/diagnosis/rules.py).
+PRESETS_DIR = "capture-presets"
 FLAGS_FILE = "nsys-flags.yaml"
 FALLBACK = "cuda"  # a command no preset recognises
 
@@ -126,10 +128,34 @@ def guess_preset(argv: list[str]) -> tuple[str, str]:
     return FALLBACK, f"no preset recognises {program or 'the command'}"
 
 
-def preset_for_stack(stack: str) -> Preset:
-    """The preset whose capture suits a diagnosed stack (engine/vocabulary.py STACKS), else the generic one."""
+def preset_for_stack(lineage: Sequence[str]) -> Preset:
+    """The preset whose capture suits a diagnosed stack, given its lineage (engine/vocabulary.py STACKS: vllm,
+    pytorch), else the generic one."""
     presets = load_presets()
-    return next((p for p in presets.values() if stack in p.stacks), presets[FALLBACK])
+    for stack in lineage:
+        found = next((p for p in presets.values() if stack in p.stacks), None)
+        if found is not None:
+            return found
+    return presets[FALLBACK]
+
+
+def preset_sets(preset: Preset, switch: str) -> bool:
+    """Whether the preset already passes `--name=value` (for --trace: traces at least those APIs)."""
+    name, _, value = switch.partition("=")
+    if name == "--trace":
+        return set(value.split(",")) <= set(preset.trace)
+    return preset.flags.get(name.removeprefix("--")) == value
+
+
+def capture_line(lineage: Sequence[str], profile: str, switches: Sequence[str], nsys: str) -> str:
+    """The remediation step of a capture problem: the `diagnose profile` line that fixes it for the profile's
+    stack, and the raw nsys switches beside it."""
+    preset = preset_for_stack(lineage)
+    options = [profile] if profile else []
+    options += [f"--nsys-arg={s}" for s in switches if not preset_sets(preset, s)]
+    line = " ".join(["diagnose profile", f"--preset {preset.preset}", *options, "-- <your command>"])
+    env = "".join(f"{k}={v} " for k, v in preset.env.items())
+    return f"Capture again with: {line} (by hand: {env}nsys profile {nsys} ...)."
 
 
 def parallel_size(preset: Preset, argv: list[str]) -> int | None:

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
     explicit = args.out_dir is not None
     out_dir = Path(os.path.abspath(args.out_dir if explicit else default_out_dir()))
     options = CaptureOptions(duration_s=args.duration_s, delay_s=args.delay_s, capture_range=args.capture_range,
-                             gpu_metrics=args.gpu_metrics, force=args.force)
+                             gpu_metrics=args.gpu_metrics, force=args.force, extra=tuple(args.nsys_args))
     environ = dict(os.environ)
     plan = build_plan(nsys, preset, command, out_dir, options, environ)
     for warning in plan.warnings:

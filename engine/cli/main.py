@@ -210,6 +210,13 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _nsys_switch(text: str) -> str:
+    if not text.startswith("--") or len(text.split("=", 1)[0]) < 3:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an nsys switch; write it whole, e.g. "
+                                         f"--nsys-arg=--cuda-graph-trace=node")
+    return text
+
+
 def capture_parser() -> argparse.ArgumentParser:
     from ..capture.flags import RANGE_CHOICES
     from ..capture.presets import preset_names
@@ -240,6 +247,10 @@ def capture_parser() -> argparse.ArgumentParser:
                         "note says how its stack brackets them")
     p.add_argument("--gpu-metrics", action="store_true",
                    help="sample GPU metrics (SM activity, tensor cores, DRAM) where the installed nsys supports it")
+    p.add_argument("--nsys-arg", dest="nsys_args", action="append", default=[], type=_nsys_switch,
+                   metavar="--SWITCH=VALUE", help="pass this switch to `nsys profile` as well (replacing the "
+                                                  "preset's value of the same switch); repeatable, e.g. "
+                                                  "--nsys-arg=--cuda-graph-trace=node")
     p.add_argument("--out-dir", type=Path, metavar="DIR",
                    help="directory for the report, the .nsys-rep and the .sqlite (default: a new "
                         "./nsys-diagnose-<timestamp>/)")
