@@ -57,6 +57,8 @@ with open(CONF["log"], "a") as f:
     f.write(json.dumps({{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in CONF["watch_env"]}}}}) + "\n")
 args = sys.argv[1:]
 if args == ["--version"]:
+    if CONF.get("broken"):
+        print("nsys: error while loading shared libraries: libQt6Core.so.6", file=sys.stderr); sys.exit(127)
     print("NVIDIA Nsight Systems version " + CONF["version"])
     sys.exit(0)
 if args[:1] == ["profile"] and args[1:] == ["--help"]:
@@ -77,6 +79,8 @@ if args[:1] == ["profile"]:
     while rest and rest[0].startswith("-"):
         rest.pop(0)
     base = next(a.split("=", 1)[1] for a in args if a.startswith("--output="))
+    if CONF.get("say"):
+        print(CONF["say"], flush=True)
     stopped = []
     signal.signal(signal.SIGINT, lambda s, f: stopped.append(s))
     child = subprocess.Popen(rest)
@@ -110,7 +114,8 @@ WATCH_ENV = ["VLLM_WORKER_MULTIPROC_METHOD", "TLLM_LLMAPI_ENABLE_NVTX"]
 
 
 def make_fake_nsys(root: Path, version: str, export_from: Path | None = None, *, qdstrm: bool = False,
-                   write_nothing: bool = False, finish_delay: float = 0) -> tuple[Path, Path]:
+                   write_nothing: bool = False, finish_delay: float = 0, broken: bool = False,
+                   say: str = "") -> tuple[Path, Path]:
     """A fake nsys in root/nsight/bin/nsys (with a QdstrmImporter in root/nsight/host-linux-x64, where Debian's
     package keeps it); returns (nsys, log of its calls, one JSON line each)."""
     bin_dir = root / "nsight" / "bin"
@@ -118,7 +123,7 @@ def make_fake_nsys(root: Path, version: str, export_from: Path | None = None, *,
     log = root / "nsys-calls.jsonl"
     conf = {"version": version, "profile_help": profile_help(version), "export": VERSIONS[version]["export"],
             "export_from": str(export_from or ""), "log": str(log), "watch_env": WATCH_ENV, "qdstrm": qdstrm,
-            "write_nothing": write_nothing, "finish_delay": finish_delay}
+            "write_nothing": write_nothing, "finish_delay": finish_delay, "broken": broken, "say": say}
     (bin_dir / "fake.json").write_text(json.dumps(conf))
     nsys = bin_dir / "nsys"
     nsys.write_text(SCRIPT.format(python=sys.executable))

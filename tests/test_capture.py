@@ -157,7 +157,8 @@ def test_an_earlier_capture_is_never_overwritten_without_force(tmp_path, export)
     before = (out / "profile.sqlite").stat().st_mtime_ns
     again = run_cli("profile", "--nsys", nsys, "--out-dir", out, "--", sys.executable, "-c", "pass")
     assert again.returncode == 2
-    assert f"{out} already holds a capture (profile.nsys-rep); choose another --out-dir, or pass --force" in again.stderr
+    assert f"{out} already holds a capture (profile.nsys-rep); choose another --out-dir, or pass --force" \
+        in again.stderr
     assert (out / "profile.sqlite").stat().st_mtime_ns == before
     assert run_cli("profile", "--nsys", nsys, "--out-dir", out, "--force", "--", sys.executable, "-c",
                    "pass").returncode == 0
@@ -302,3 +303,60 @@ def test_a_second_ctrl_c_aborts(tmp_path, export):
     assert proc.returncode == 130
     assert stdout == "" and "interrupted" in stderr and "Traceback" not in stderr
     assert not (out / "report.md").exists()
+
+
+def test_expected_gpus_turn_a_missing_gpu_into_a_capture_finding(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", tmp_path / "run", "-f", "json", "--expect-gpus", "2",
+                   "--", sys.executable, "-c", "pass")
+    assert done.returncode == 0, done.stderr
+    findings = {f["rule"]: f for f in json.loads(done.stdout)["findings"]}
+    assert findings["fewer-gpus-than-expected"]["message"].startswith(
+        "Only 1 GPU did work in the capture, but the run should use 2")
+    assert findings["fewer-ranks-than-expected"]["severity"] == "warning"  # --expect-ranks follows --expect-gpus
+    assert json.loads((tmp_path / "run" / "capture.json").read_text())["settings"] == [
+        "facts.expected_gpus=2", "facts.expected_ranks=2"]
+
+
+def test_capture_findings_lead_with_the_diagnose_profile_line_for_the_profiles_stack():
+    from conftest import scenario_analysis
+
+    worker = next(f for f in scenario_analysis("worker_kernels_untraced")[1].findings
+                  if f.rule == "worker-without-kernels")
+    assert worker.message.startswith("VllmWorker-1 (pid 70111) made 7,325 kernel or graph launch calls")
+    # the vllm preset traces forks already: no --nsys-arg, and its environment in the line by hand
+    assert worker.remediation[0] == (
+        "Capture again with: diagnose profile --preset vllm -- <your command> (by hand: "
+        "VLLM_WORKER_MULTIPROC_METHOD=spawn nsys profile --trace=cuda,nvtx --trace-fork-before-exec=true ...).")
+    graph = next(f for f in scenario_analysis("graph_decode_graph")[1].findings
+                 if f.rule == "graph-mode-hides-kernels")
+    assert graph.remediation[0] == (
+        "Capture again with: diagnose profile --preset pytorch --nsys-arg=--cuda-graph-trace=node -- <your command> "
+        "(by hand: nsys profile --cuda-graph-trace=node --trace=cuda,nvtx ...).")
+
+
+def test_nsys_arg_replaces_the_presets_switch_and_unknown_switches_are_dropped(tmp_path):
+    plan = _plan(tmp_path, V2022, "vllm", ["vllm", "serve", "m"],
+                 extra=("--cuda-graph-trace=graph", "--python-sampling=true"))
+    assert "--cuda-graph-trace=graph" in _switches(plan) and "--cuda-graph-trace=node" not in _switches(plan)
+    assert plan.warnings == [f"nsys {V2022} has no --python-sampling switch: --nsys-arg=--python-sampling=true "
+                             f"dropped."]
+
+
+def test_an_nsys_that_cannot_run_is_one_sentence(tmp_path):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, broken=True)
+    done = run_cli("profile", "--nsys", nsys, "--", "python", "bench.py")
+    assert done.returncode == 2
+    assert f"{nsys} --version failed (nsys: error while loading shared libraries: libQt6Core.so.6), so this nsys " \
+           f"is unusable here" in done.stderr
+    assert "--nsys PATH or NSYS_DIAGNOSE_NSYS" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_gpu_metrics_without_the_privilege_say_how_to_grant_it(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export, say="ERR_NVGPUCTRPERM - The user does not have permission "
+                                                          "to access NVIDIA GPU Performance Counters")
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", tmp_path / "run", "--gpu-metrics", "--",
+                   sys.executable, "-c", "pass")
+    assert done.returncode == 0, done.stderr
+    assert "GPU metrics need access to the GPU performance counters: run the capture as root" in done.stderr
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in done.stderr

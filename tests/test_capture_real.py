@@ -18,8 +18,9 @@ NSYS = os.environ.get("NSYS_DIAGNOSE_NSYS") or shutil.which("nsys")
 PROGRAM = Path(__file__).with_name("nvtx_ctypes_program.py")
 
 pytestmark = pytest.mark.skipif(
-    NSYS is None, reason="SKIPPED: no nsys on PATH (nor NSYS_DIAGNOSE_NSYS), so the end-to-end capture with the real "
-                         "Nsight Systems did not run; install nsys (Debian: nsight-systems, contrib non-free) to run it")
+    NSYS is None, reason="SKIPPED: no nsys on PATH (nor NSYS_DIAGNOSE_NSYS), so the end-to-end capture with the "
+                         "real Nsight Systems did not run; install nsys (Debian: nsight-systems, contrib non-free) "
+                         "to run it")
 
 
 def test_real_nsys_captures_the_nvtx_ranges_of_a_cpu_only_program(tmp_path):
