@@ -84,12 +84,12 @@ if args[:1] == ["profile"]:
     stopped = []
     signal.signal(signal.SIGINT, lambda s, f: stopped.append(s))
     child = subprocess.Popen(rest)
-    while True:
-        try:
-            code = child.wait()
-            break
-        except InterruptedError:
-            continue
+    duration = next((float(a.split("=", 1)[1]) for a in args if a.startswith("--duration=")), None)
+    try:
+        code = child.wait(timeout=duration)
+    except subprocess.TimeoutExpired:  # the end of the capture window: nsys sends SIGTERM (--kill's default)
+        child.send_signal(signal.SIGTERM)
+        code = child.wait()
     if stopped:
         time.sleep(CONF.get("finish_delay", 0))  # writing a large report takes a while
     if CONF.get("write_nothing"):

@@ -360,3 +360,14 @@ def test_gpu_metrics_without_the_privilege_say_how_to_grant_it(tmp_path, export)
     assert done.returncode == 0, done.stderr
     assert "GPU metrics need access to the GPU performance counters: run the capture as root" in done.stderr
     assert "NVreg_RestrictProfilingToAdminUsers=0" in done.stderr
+
+
+def test_a_program_that_nsys_stops_at_the_end_of_duration_did_not_fail(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    out = tmp_path / "run"
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", out, "--duration", "1", "--", sys.executable, "-c",
+                   "import time; time.sleep(30)")
+    assert done.returncode == 0, done.stderr
+    assert "the program was stopped by nsys at the end of the capture window (1 s), as --duration asks" in done.stderr
+    record = json.loads((out / "capture.json").read_text())
+    assert record["program_exit_status"] == 143 and record["ended_by_duration"] is True

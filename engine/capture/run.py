@@ -64,10 +64,25 @@ class CaptureResult:
     seconds: float = 0.0
     log_tail: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    window_end_s: float | None = None    # --delay + --duration: when nsys ends the capture (and the program)
+
+    @property
+    def ended_by_duration(self) -> bool:
+        """nsys stopped the program at the end of --duration, as asked: it sends SIGTERM (`--kill`'s default, nsys
+        profile --help) and passes on the status 128 + 15, or 128 + 9 when the program had to be killed."""
+        return (self.window_end_s is not None and self.interrupted is None and self.seconds >= self.window_end_s
+                and self.returncode in (128 + signal.SIGTERM, 128 + signal.SIGKILL))
+
+    @property
+    def failed(self) -> bool:
+        return self.returncode != 0 and not self.ended_by_duration and self.interrupted is None
 
     def program_status(self) -> str:
         if self.interrupted is not None:
             return f"stopped by {signal.Signals(self.interrupted).name} after {self.seconds:.1f} s"
+        if self.ended_by_duration:
+            return (f"was stopped by nsys at the end of the capture window ({self.window_end_s:g} s), as --duration "
+                    f"asks")
         if self.returncode == 0:
             return "exited with status 0"
         if self.returncode > 128 and self.returncode - 128 in signal.Signals._value2member_map_:
@@ -97,7 +112,7 @@ class _Tee(threading.Thread):
                 del self.tail[:-LOG_TAIL]
 
 
-def run_capture(plan: Plan, say, environ: dict[str, str]) -> CaptureResult:
+def run_capture(plan: Plan, say, environ: dict[str, str], window_end_s: float | None = None) -> CaptureResult:
     """Run nsys in a process group of its own. The first Ctrl-C (or SIGTERM, SIGHUP) is passed to that group:
     the program stops and nsys writes what it has; a second one kills the group and aborts (KeyboardInterrupt)."""
     log = plan.report.parent / "capture.log"
@@ -143,7 +158,7 @@ def run_capture(plan: Plan, say, environ: dict[str, str]) -> CaptureResult:
     if len(received) >= 2:
         raise KeyboardInterrupt
     result = CaptureResult(returncode=code, interrupted=received[0] if received else None,
-                           seconds=time.monotonic() - started, log_tail=list(tee.tail))
+                           seconds=time.monotonic() - started, log_tail=list(tee.tail), window_end_s=window_end_s)
     if any(marker in line for line in tee.tail for marker in COUNTER_PERMISSION):
         result.notes.append(COUNTER_HINT)
     return result

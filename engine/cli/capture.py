@@ -74,9 +74,10 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
     config = resolve_config(args.config, args.rule_dirs, [*sets, *args.sets])
     prepare_out_dir(out_dir, force=args.force, explicit=explicit)
     _say(f"capturing with nsys {nsys.version} into {out_dir}", quiet=quiet)
-    result = run_capture(plan, lambda text: _say(text), environ)
+    window_end = (args.delay_s or 0) + args.duration_s if args.duration_s else None
+    result = run_capture(plan, lambda text: _say(text), environ, window_end)
     status = result.program_status()
-    if result.interrupted is not None or result.returncode != 0:
+    if result.interrupted is not None or result.failed:
         _say(f"the program {status}; diagnosing the partial capture nsys wrote")
     else:
         _say(f"the program {status}", quiet=quiet)
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
     code = deliver(args, document, document.findings, outputs, [str(sqlite), str(report)], stop, progress)
     if result.interrupted is not None:
         return 128 + result.interrupted
-    if result.returncode != 0:
+    if result.failed:
         return EXIT_PROGRAM_FAILED
     return code
 
@@ -106,7 +107,8 @@ def _record(out_dir: Path, plan, version: str, result, command: list[str], sets:
     data = {"nsys_version": version, "preset": plan.preset.preset, "command": command,
             "nsys_command": plan.profile_argv, "export_command": plan.export_argv, "environment": plan.env,
             "warnings": plan.warnings, "program_exit_status": result.returncode,
-            "stopped_by_signal": result.interrupted, "program": result.program_status(), "seconds": result.seconds,
+            "stopped_by_signal": result.interrupted, "ended_by_duration": result.ended_by_duration,
+            "program": result.program_status(), "seconds": result.seconds,
             "settings": sets}
     emit(json.dumps(data, indent=2) + "\n", out_dir / "capture.json", inputs=[])
 
