@@ -371,3 +371,14 @@ def test_a_program_that_nsys_stops_at_the_end_of_duration_did_not_fail(tmp_path,
     assert "the program was stopped by nsys at the end of the capture window (1 s), as --duration asks" in done.stderr
     record = json.loads((out / "capture.json").read_text())
     assert record["program_exit_status"] == 143 and record["ended_by_duration"] is True
+
+
+def test_more_gpus_asked_than_visible_is_a_warning_and_the_range_note_is_printed(tmp_path, monkeypatch):
+    nsys, _ = make_fake_nsys(tmp_path, V2024)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    done = run_cli("profile", "--nsys", nsys, "--dry-run", "--range", "cudaProfilerApi", "--", "python", "-m",
+                   "sglang.launch_server", "--tp", "2")
+    assert done.returncode == 0
+    assert "warning: the command asks for 2 GPUs but CUDA_VISIBLE_DEVICES shows 1" in done.stderr
+    assert "note: With --range cudaProfilerApi, bracket the load with POST /start_profile and POST /stop_profile" \
+        in done.stderr

@@ -40,6 +40,14 @@ def _expectations(args: argparse.Namespace, parallel: int | None) -> list[str]:
     return ([f"facts.expected_gpus={gpus}"] if gpus else []) + ([f"facts.expected_ranks={ranks}"] if ranks else [])
 
 
+def _visible_gpus(environ: dict[str, str]) -> int | None:
+    """GPUs CUDA_VISIBLE_DEVICES lets the program see, None when it is unset (all of them)."""
+    value = environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    return len([d for d in value.split(",") if d.strip()])
+
+
 def run(args: argparse.Namespace, stop: StopRequest) -> int:
     command = list(args.command)
     if not command:
@@ -65,6 +73,12 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
     for warning in plan.warnings:
         _say(f"warning: {warning}")
     parallel = parallel_size(preset, command)
+    visible = _visible_gpus(environ)
+    if parallel and visible is not None and parallel > visible:
+        _say(f"warning: the command asks for {parallel} GPUs but CUDA_VISIBLE_DEVICES shows {visible}; the capture "
+             f"will be checked for {args.expect_gpus or parallel}.")
+    if args.capture_range:
+        _say(f"note: {' '.join(preset.range_note.split())}", quiet=quiet)
     sets = _expectations(args, parallel)
     if args.dry_run:
         return _dry_run(plan, nsys.version, sets, args)
