@@ -10,7 +10,6 @@ python-gil is a --trace value since 2023."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 import sys
 from pathlib import Path

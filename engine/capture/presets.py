@@ -175,3 +175,19 @@ def parallel_size(preset: Preset, argv: list[str]) -> int | None:
     for value in sizes.values():
         product *= value
     return product
+
+
+def visible_gpus(environ: dict[str, str]) -> int | None:
+    """GPUs CUDA_VISIBLE_DEVICES lets the program see, None when it is unset (all of them)."""
+    value = environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    return len([d for d in value.split(",") if d.strip()])
+
+
+def expected_settings(gpus: int | None, ranks: int | None, parallel: int | None) -> list[str]:
+    """The fact settings that make the capture rules check the GPUs and processes the run should have used
+    (rules/capture/fewer-*-than-expected.yaml): given, else the command's parallel size; ranks default to GPUs."""
+    gpus = gpus or parallel
+    ranks = ranks or gpus
+    return ([f"facts.expected_gpus={gpus}"] if gpus else []) + ([f"facts.expected_ranks={ranks}"] if ranks else [])

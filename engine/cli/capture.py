@@ -13,7 +13,7 @@ from pathlib import Path
 from ..api import diagnose
 from ..capture.flags import CaptureOptions, build_plan
 from ..capture.nsys import INSTALL_HINT, NsysError, installed_nsys
-from ..capture.presets import guess_preset, load_presets, parallel_size
+from ..capture.presets import expected_settings, guess_preset, load_presets, parallel_size, visible_gpus
 from ..capture.run import default_out_dir, export_sqlite, finish_report, prepare_out_dir, run_capture
 from ..diagnosis.config import resolve_config
 from ..errors import InputError
@@ -31,21 +31,6 @@ def _say(text: str, *, quiet: bool = False) -> None:
     if not quiet:
         sys.stderr.write(f"{PROG}: {one_line(text)}\n")
         sys.stderr.flush()
-
-
-def _expectations(args: argparse.Namespace, parallel: int | None) -> list[str]:
-    """Fact settings that make the capture rules check the GPUs and processes the run should have used."""
-    gpus = args.expect_gpus or parallel
-    ranks = args.expect_ranks or gpus
-    return ([f"facts.expected_gpus={gpus}"] if gpus else []) + ([f"facts.expected_ranks={ranks}"] if ranks else [])
-
-
-def _visible_gpus(environ: dict[str, str]) -> int | None:
-    """GPUs CUDA_VISIBLE_DEVICES lets the program see, None when it is unset (all of them)."""
-    value = environ.get("CUDA_VISIBLE_DEVICES")
-    if value is None:
-        return None
-    return len([d for d in value.split(",") if d.strip()])
 
 
 def run(args: argparse.Namespace, stop: StopRequest) -> int:
@@ -73,13 +58,13 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
     for warning in plan.warnings:
         _say(f"warning: {warning}")
     parallel = parallel_size(preset, command)
-    visible = _visible_gpus(environ)
+    visible = visible_gpus(environ)
     if parallel and visible is not None and parallel > visible:
         _say(f"warning: the command asks for {parallel} GPUs but CUDA_VISIBLE_DEVICES shows {visible}; the capture "
              f"will be checked for {args.expect_gpus or parallel}.")
     if args.capture_range:
         _say(f"note: {' '.join(preset.range_note.split())}", quiet=quiet)
-    sets = _expectations(args, parallel)
+    sets = expected_settings(args.expect_gpus, args.expect_ranks, parallel)
     if args.dry_run:
         return _dry_run(plan, nsys.version, sets, args)
     outputs = output_formats(args.outputs, args.format)
