@@ -218,6 +218,15 @@ def test_missing_nsys_is_one_sentence_saying_how_to_get_or_point_to_it(tmp_path,
     assert named.returncode == 2 and f"{tmp_path / 'no-such-nsys'} (from NSYS_DIAGNOSE_NSYS)" in named.stderr
 
 
+def test_no_program_or_one_named_like_a_switch_is_one_sentence(tmp_path):
+    nsys, log = make_fake_nsys(tmp_path, V2024)
+    none = run_cli("profile", "--nsys", nsys)
+    assert none.returncode == 2 and "give the program to profile after --" in none.stderr
+    dashed = run_cli("profile", "--nsys", nsys, "--", "-o.sh")
+    assert dashed.returncode == 2 and "name it by a path, e.g. ./-o.sh" in dashed.stderr
+    assert calls(log) == []  # refused before nsys was even asked its version
+
+
 def test_an_nsys_without_export_is_too_old(tmp_path):
     nsys, _ = make_fake_nsys(tmp_path, OLD)
     done = run_cli("profile", "--nsys", nsys, "--", "python", "bench.py")

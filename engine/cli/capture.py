@@ -37,6 +37,9 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
     command = list(args.command)
     if not command:
         raise InputError("give the program to profile after --, e.g. `diagnose profile -- python bench.py`.")
+    if command[0].startswith("-"):  # nsys would take it for one of its own switches
+        raise InputError(f"the program {command[0]!r} starts with '-', which nsys would read as a switch; name it "
+                         f"by a path, e.g. ./{command[0]}.")
     quiet = args.quiet
     presets = load_presets()
     if args.preset:

@@ -233,8 +233,9 @@ def capture_parser() -> argparse.ArgumentParser:
                "profile.sqlite, report.md, capture.log and capture.json; nothing is overwritten without --force. "
                "Ctrl-C stops the program and lets nsys write what it captured, which is then diagnosed; a second "
                "Ctrl-C aborts. " + EXIT_CODES_HELP.replace(
-                   "3 internal error", "4 the program failed or was stopped (its partial capture is still "
-                   "diagnosed and reported), 3 internal error"))
+                   "report it), ", "report it), 4 the program failed (its partial capture is still diagnosed and "
+                   "reported), ").replace("129 SIGHUP)", "129 SIGHUP; after one Ctrl-C the partial capture is "
+                                                         "diagnosed and reported first)"))
     p.add_argument("command", nargs="*", metavar="CMD", help="the program to profile and its arguments, after --")
     p.add_argument("--preset", choices=preset_names(),
                    help="the capture preset (default: guessed from CMD); `--dry-run` prints what it sets and why")
