@@ -14,6 +14,7 @@ shards can be concatenated.
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import shutil
@@ -215,6 +216,39 @@ def _directory(directory: Path) -> list[Path]:
         return sorted(directory.iterdir())
     except OSError as exc:
         raise InputError(f"{directory}: cannot list the directory ({exc.strerror or exc}).") from None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Shards: one part of the profiles for each job of a CI matrix or Slurm array
+# ------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count` (1-based, as `split -n r/I/N` counts)."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Shard":
+        index, slash, count = text.strip().partition("/")
+        if not (slash and index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+            raise InputError(f"--shard {text!r} is not a shard; give I/N, whole numbers with 1 <= I <= N (shard I "
+                             f"of N), e.g. --shard 1/4 ... --shard 4/4.")
+        return cls(int(index), int(count))
+
+    def holds(self, path: Path) -> bool:
+        return shard_of(path, self.count) == self.index
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def shard_of(path: Path, count: int) -> int:
+    """The shard (1 to `count`) of a profile: a SHA-256 of its path as given (POSIX separators), so every job of a
+    matrix, on any machine and under any PYTHONHASHSEED, puts a path in the same shard, whatever other files exist.
+    Shards are balanced by chance, not exactly."""
+    digest = hashlib.sha256(os.fsencode(Path(path).as_posix())).digest()
+    return int.from_bytes(digest[:8], "big") % count + 1
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,231 @@
+"""`diagnose batch --executor dask`: the same rows as the local worker pool, computed on a Dask distributed cluster
+(https://distributed.dask.org), either an existing one (`--scheduler tcp://host:8786` or a scheduler file) or a
+`LocalCluster` of worker processes started here.
+
+    rows = diagnose_batch_dask(profiles, config, scheduler="tcp://10.0.0.5:8786")
+
+Every profile is one task that runs `diagnose_row` (engine/batch.py) on a worker, so a row is what local mode
+gives. The workers read the profiles themselves: the paths must name the same files on every worker (a shared file
+system). Dask reschedules the tasks of a worker that died; a profile whose task killed its worker more often than
+the scheduler allows (`distributed.scheduler.allowed-failures`, 3 by default) is an "internal error:" row, and a
+profile the cluster lost another way (the scheduler went away, a task was cancelled) is a row that says so: the
+batch always ends with one row per profile.
+
+Dask is an optional extra (`pip install 'nsys-diagnose[dask]'`), imported only here and only when asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .batch import (INTERNAL, Done, Work, WorkerSettings, diagnose_row, error_row, one_sentence, usable_cpus,
+                    worker_count)
+from .diagnosis.config import Config
+from .errors import InputError, SetupError
+from .reading.cache import cache_secret, usable_cache_dir
+from .version import tool_version
+
+INSTALL_HINT = ("--executor dask needs Dask distributed, which is not installed; install it with "
+                "pip install 'nsys-diagnose[dask]'.")
+CONNECT_TIMEOUT_S = 10  # Dask retries a refused connection until then
+POLL_S = 0.1
+
+
+def require_dask() -> None:
+    """Raise SetupError (one sentence: how to install it) when Dask distributed is not installed."""
+    _distributed()
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise SetupError(INSTALL_HINT) from None
+    return distributed
+
+
+@dataclass
+class Cluster:
+    """Where the batch runs, as the summary line names it."""
+
+    description: str = ""
+    workers: int = 0
+
+
+def describe_local(workers: int) -> str:
+    return f"a local Dask cluster of {workers} worker process{'es' if workers != 1 else ''}"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The task, run on a worker
+# ------------------------------------------------------------------------------------------------------------
+def _task(given: str, absolute: str, settings: WorkerSettings, host_threads: dict[str, int], version: str,
+          work: Work) -> dict[str, Any] | None:
+    """One profile's row, computed on a Dask worker. DuckDB's threads and memory limit are shared among the tasks
+    that this worker's machine runs side by side (the Dask threads of every worker on that host, as the scheduler
+    counted them when the batch started), as local mode shares them among its processes."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    if tool_version() != version:
+        return error_row(given, f"the Dask worker {worker.address} runs nsys-diagnose {tool_version()}, this command "
+                                f"{version}; install the same version on every worker so every row is judged alike.")
+    side_by_side = max(1, host_threads.get(worker.ip, worker.state.nthreads))
+    settings = dataclasses.replace(settings, threads=max(1, usable_cpus() // side_by_side), share=side_by_side)
+    row = work(absolute, settings)
+    if row is None:
+        return None
+    # The worker read the absolute path (its working directory is not this command's); the row names the profile
+    # as it was given, as in local mode.
+    if row.get("error") and absolute != given:
+        row["error"] = row["error"].replace(absolute, given)
+    row["path"] = given
+    return row
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The client side
+# ------------------------------------------------------------------------------------------------------------
+def _lost(exc: BaseException, distributed: Any) -> str:
+    """The row's error for a task that ended without a row."""
+    if isinstance(exc, distributed.KilledWorker):
+        return (f"{INTERNAL}the Dask workers diagnosing this profile died every time it was tried (killed, out of "
+                f"memory or a crash in a library); diagnose the profile alone to see what happens.")
+    if isinstance(exc, ImportError):
+        return (f"the Dask worker cannot import nsys-diagnose ({' '.join(str(exc).split())[:200]}); install "
+                f"nsys-diagnose[dask] on every worker.")
+    return f"{INTERNAL}{one_sentence(exc).removeprefix(INTERNAL)}"
+
+
+def _cancelled() -> str:
+    return (f"{INTERNAL}the Dask cluster lost this profile before it finished (the scheduler went away or cancelled "
+            f"the task); diagnose it again.")
+
+
+def connect(scheduler: str | None, workers: int, distributed: Any) -> tuple[Any, Any, Cluster]:
+    """(client, local cluster or None, where). `scheduler`: an address (tcp://host:8786), a scheduler file written
+    by `dask scheduler --scheduler-file`, or None for a LocalCluster of `workers` processes."""
+    if scheduler is None:
+        import dask
+
+        # One thread per worker process: a diagnosis holds the GIL in Python between its DuckDB queries. A worker
+        # holds only the task it runs (saturation 1.0): when a worker dies, the scheduler counts that against every
+        # task the worker held, and a profile queued behind one that kills its worker must not pay for it.
+        with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+            cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                               dashboard_address=None, silence_logs=logging.CRITICAL)
+        try:
+            return distributed.Client(cluster), cluster, Cluster(describe_local(workers), workers)
+        except BaseException:
+            cluster.close()
+            raise
+    try:
+        if os.path.isfile(scheduler):
+            client = distributed.Client(scheduler_file=scheduler, timeout=CONNECT_TIMEOUT_S)
+        else:
+            client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, ValueError, TypeError) as exc:
+        raise InputError(f"cannot reach the Dask scheduler at {scheduler} ({' '.join(str(exc).split())[:200]}); "
+                         f"check the address (tcp://HOST:PORT) or scheduler file, and that `dask scheduler` is "
+                         f"running there.") from None
+    count = len(client.scheduler_info().get("workers", {}))
+    return client, None, Cluster(f"the Dask cluster at {scheduler} ({count} worker{'s' if count != 1 else ''} when "
+                                 f"the batch started)", count)
+
+
+def _host_threads(client: Any) -> dict[str, int]:
+    hosts: dict[str, int] = {}
+    for info in client.scheduler_info().get("workers", {}).values():
+        hosts[info["host"]] = hosts.get(info["host"], 0) + int(info.get("nthreads") or 1)
+    return hosts
+
+
+def diagnose_batch_dask(profiles: Sequence[Path], config: Config, *, scheduler: str | None = None,
+                        jobs: int | None = None, cache: bool = True, cache_dir: str | os.PathLike[str] | None = None,
+                        on_done: Done | None = None, check_stop: Callable[[], None] | None = None,
+                        on_connect: Callable[[Cluster], None] | None = None,
+                        work: Work = diagnose_row) -> list[dict[str, Any]]:
+    """One row per profile, in the order given, as `diagnose_batch` returns them. `scheduler`: see `connect`;
+    `jobs`: the worker processes of the LocalCluster started when no scheduler is given. On an interruption the
+    tasks not yet finished are cancelled (a task already running on a remote worker runs to its end; its row is
+    dropped), a LocalCluster is shut down, and the exception propagates."""
+    distributed = _distributed()
+    if scheduler is None:
+        import dask
+
+        scheduler = dask.config.get("scheduler-address", None)  # Dask's own setting: DASK_SCHEDULER_ADDRESS
+    total = len(profiles)
+    if total == 0:
+        return []
+    if scheduler is None and cache:
+        directory = usable_cache_dir(cache_dir)[0]
+        if directory is not None:
+            cache_secret(directory)  # create this user's cache key once, before workers race to create it
+    client, cluster, where = connect(scheduler, worker_count(total, jobs), distributed)
+    futures: dict[Any, int] = {}
+    try:
+        if on_connect is not None:
+            on_connect(where)
+        settings = WorkerSettings(config, cache, os.fspath(cache_dir) if cache_dir is not None else None)
+        hosts, version = _host_threads(client), tool_version()
+        for index, path in enumerate(profiles):
+            given = str(path)
+            future = client.submit(_task, given, os.path.join(os.getcwd(), given), settings, hosts, version, work,
+                                   key=f"nsys-diagnose-{index}-{os.urandom(6).hex()}", pure=False)
+            futures[future] = index
+        return _collect(futures, profiles, distributed, on_done, check_stop)
+    except BaseException:
+        _cancel(client, futures)
+        raise
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _collect(futures: dict[Any, int], profiles: Sequence[Path], distributed: Any, on_done: Done | None,
+             check_stop: Callable[[], None] | None) -> list[dict[str, Any]]:
+    total = len(profiles)
+    rows: dict[int, dict[str, Any]] = {}
+    pending = set(futures)
+    while pending:
+        # Polled rather than waited on: distributed.wait raises for the whole set when one task is cancelled, and
+        # the stop check must run every fraction of a second anyway.
+        done = {f for f in pending if f.status != "pending"}
+        pending -= done
+        if check_stop is not None:
+            check_stop()
+        if not done:
+            time.sleep(POLL_S)
+        for future in done:
+            index = futures[future]
+            given = str(profiles[index])
+            if future.status == "finished":
+                try:
+                    row = future.result()
+                except Exception as exc:  # noqa: BLE001 - e.g. a row that could not be sent back
+                    row = error_row(given, _lost(exc, distributed))
+                if row is None:  # the worker was asked to stop
+                    raise KeyboardInterrupt
+            elif future.status == "error":
+                row = error_row(given, _lost(future.exception(), distributed))
+            else:  # cancelled or lost with the scheduler
+                row = error_row(given, _cancelled())
+            rows[index] = row
+            if on_done is not None:
+                on_done(row, len(rows), total)
+    return [rows[i] for i in range(total)]
+
+
+def _cancel(client: Any, futures: dict[Any, int]) -> None:
+    try:
+        client.cancel([f for f in futures if not f.done()], force=True)
+    except Exception:  # noqa: BLE001 - stopping anyway: a scheduler that is gone has nothing left to cancel
+        pass
