@@ -295,7 +295,7 @@ _STOP_SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal,
 
 
 @contextmanager
-def _stop_signals_held() -> Iterator[None]:
+def stop_signals_held() -> Iterator[None]:
     """Block the stop signals while worker processes are started: the blocked mask is inherited through fork and
     exec, so Ctrl-C on the terminal (which reaches the whole process group) waits in a starting worker until its
     handler is in place, instead of ending its interpreter start-up with a traceback. Here, they are delivered
@@ -323,13 +323,17 @@ def _start_worker(pids: SimpleQueue, stopping: Any) -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
-def diagnose_row(path: str, settings: WorkerSettings) -> dict[str, Any] | None:
-    """One profile's row (None when the batch is being stopped). Runs in a worker process."""
+def diagnose_row(path: str, settings: WorkerSettings,
+                 check: Callable[[str], None] | None = None) -> dict[str, Any] | None:
+    """One profile's row (None when the batch is being stopped). Runs in a worker process. `check(stage)`, called
+    at every stage of the diagnosis, raises KeyboardInterrupt to stop it (default: the stop signals and Event of
+    the local pool)."""
+    check = check or _WorkerStop.check
     start = time.monotonic()
     _WorkerStop.busy = True
     try:
-        _WorkerStop.check()
-        report = diagnose(path, settings.config, progress=_WorkerStop.check, cache=settings.cache,
+        check("starting")
+        report = diagnose(path, settings.config, progress=check, cache=settings.cache,
                           cache_dir=settings.cache_dir, threads=settings.threads, share=settings.share)
         return report_row(path, report, time.monotonic() - start)
     except KeyboardInterrupt:
@@ -449,7 +453,7 @@ class _WorkerPool:
         context = get_context("spawn")
         # The resource tracker that multiprocessing starts with the first semaphore, like the workers, starts with
         # the stop signals held: a SIGHUP of the whole process group must not kill it in the middle of the batch.
-        with _stop_signals_held():
+        with stop_signals_held():
             self.pids: SimpleQueue = context.SimpleQueue()
             self.stopping = context.Event()
             self.executor = ProcessPoolExecutor(max_workers=self.size, mp_context=context,
@@ -457,7 +461,7 @@ class _WorkerPool:
 
     def submit(self, work: Work, path: str, settings: WorkerSettings) -> Future:
         assert self.executor is not None
-        with _stop_signals_held():  # submit starts the worker processes
+        with stop_signals_held():  # submit starts the worker processes
             return self.executor.submit(work, path, settings)
 
     def close(self) -> None:

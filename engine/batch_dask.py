@@ -19,23 +19,30 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .batch import (INTERNAL, Done, Work, WorkerSettings, diagnose_row, error_row, one_sentence, usable_cpus,
-                    worker_count)
+from .batch import (INTERNAL, Done, WorkerSettings, diagnose_row, error_row, one_sentence, stop_signals_held,
+                    usable_cpus, worker_count)
 from .diagnosis.config import Config
 from .errors import InputError, SetupError
-from .reading.cache import cache_secret, usable_cache_dir
+from .reading.cache import SCRATCH_PREFIX, cache_secret, usable_cache_dir
 from .version import tool_version
 
 INSTALL_HINT = ("--executor dask needs Dask distributed, which is not installed; install it with "
                 "pip install 'nsys-diagnose[dask]'.")
 CONNECT_TIMEOUT_S = 10  # Dask retries a refused connection until then
 POLL_S = 0.1
+STOP_WAIT_S = 30  # a stopped batch waits this long for the diagnoses in progress to clean up after themselves
+
+Check = Callable[[str], None]
+# diagnose_row's shape: (path, settings, check) -> row, or None once `check` stopped the diagnosis
+Work = Callable[[str, WorkerSettings, Check], "dict[str, Any] | None"]
 
 
 def require_dask() -> None:
@@ -57,6 +64,7 @@ class Cluster:
 
     description: str = ""
     workers: int = 0
+    scratch: str | None = None  # the working directory of a LocalCluster's workers
 
 
 def describe_local(workers: int) -> str:
@@ -66,8 +74,25 @@ def describe_local(workers: int) -> str:
 # ------------------------------------------------------------------------------------------------------------
 # The task, run on a worker
 # ------------------------------------------------------------------------------------------------------------
+_STOPPED: set[str] = set()  # on a worker: the batches whose command was stopped
+
+
+def _stop_batch(batch: str) -> None:
+    """Run on every worker when the command is stopped: the diagnoses of that batch stop at their next stage and
+    remove their temporary files, as the local pool's workers do. Other batches sharing the worker go on."""
+    _STOPPED.add(batch)
+
+
+def _checker(batch: str) -> Check:
+    def check(stage: str = "") -> None:
+        if batch in _STOPPED:
+            raise KeyboardInterrupt
+
+    return check
+
+
 def _task(given: str, absolute: str, settings: WorkerSettings, host_threads: dict[str, int], version: str,
-          work: Work) -> dict[str, Any] | None:
+          work: Work, batch: str) -> dict[str, Any] | None:
     """One profile's row, computed on a Dask worker. DuckDB's threads and memory limit are shared among the tasks
     that this worker's machine runs side by side (the Dask threads of every worker on that host, as the scheduler
     counted them when the batch started), as local mode shares them among its processes."""
@@ -79,7 +104,7 @@ def _task(given: str, absolute: str, settings: WorkerSettings, host_threads: dic
                                 f"{version}; install the same version on every worker so every row is judged alike.")
     side_by_side = max(1, host_threads.get(worker.ip, worker.state.nthreads))
     settings = dataclasses.replace(settings, threads=max(1, usable_cpus() // side_by_side), share=side_by_side)
-    row = work(absolute, settings)
+    row = work(absolute, settings, _checker(batch))
     if row is None:
         return None
     # The worker read the absolute path (its working directory is not this command's); the row names the profile
@@ -118,13 +143,25 @@ def connect(scheduler: str | None, workers: int, distributed: Any) -> tuple[Any,
         # One thread per worker process: a diagnosis holds the GIL in Python between its DuckDB queries. A worker
         # holds only the task it runs (saturation 1.0): when a worker dies, the scheduler counts that against every
         # task the worker held, and a profile queued behind one that kills its worker must not pay for it.
-        with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
-            cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                               dashboard_address=None, silence_logs=logging.CRITICAL)
+        # The worker processes start with the stop signals blocked, so that Ctrl-C on the terminal (which reaches
+        # the whole process group) does not kill them in the middle of a profile: this command stops them instead,
+        # through _stop_batch, and each removes its temporary files. Dask's own working files go to a scratch
+        # directory of this run (removed with the cluster, or by a later run's sweep when this one was killed), not
+        # to a dask-scratch-space left in the temporary directory.
+        scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-dask-")
+        where = Cluster(describe_local(workers), workers, scratch)
+        settings = {"distributed.scheduler.worker-saturation": 1.0, "temporary-directory": scratch}
         try:
-            return distributed.Client(cluster), cluster, Cluster(describe_local(workers), workers)
+            with dask.config.set(settings), stop_signals_held():
+                cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                   dashboard_address=None, silence_logs=logging.CRITICAL)
         except BaseException:
-            cluster.close()
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        try:
+            return distributed.Client(cluster), cluster, where
+        except BaseException:
+            close_local(cluster, where)
             raise
     try:
         if os.path.isfile(scheduler):
@@ -138,6 +175,14 @@ def connect(scheduler: str | None, workers: int, distributed: Any) -> tuple[Any,
     count = len(client.scheduler_info().get("workers", {}))
     return client, None, Cluster(f"the Dask cluster at {scheduler} ({count} worker{'s' if count != 1 else ''} when "
                                  f"the batch started)", count)
+
+
+def close_local(cluster: Any, where: Cluster) -> None:
+    try:
+        cluster.close()
+    finally:
+        if where.scratch is not None:
+            shutil.rmtree(where.scratch, ignore_errors=True)
 
 
 def _host_threads(client: Any) -> dict[str, int]:
@@ -174,20 +219,20 @@ def diagnose_batch_dask(profiles: Sequence[Path], config: Config, *, scheduler: 
         if on_connect is not None:
             on_connect(where)
         settings = WorkerSettings(config, cache, os.fspath(cache_dir) if cache_dir is not None else None)
-        hosts, version = _host_threads(client), tool_version()
+        hosts, version, batch = _host_threads(client), tool_version(), f"nsys-diagnose-{os.urandom(8).hex()}"
         for index, path in enumerate(profiles):
             given = str(path)
             future = client.submit(_task, given, os.path.join(os.getcwd(), given), settings, hosts, version, work,
-                                   key=f"nsys-diagnose-{index}-{os.urandom(6).hex()}", pure=False)
+                                   batch, key=f"{batch}-{index}", pure=False)
             futures[future] = index
         return _collect(futures, profiles, distributed, on_done, check_stop)
     except BaseException:
-        _cancel(client, futures)
+        _stop(client, futures, batch if futures else None, wait=cluster is not None)
         raise
     finally:
         client.close()
         if cluster is not None:
-            cluster.close()
+            close_local(cluster, where)
 
 
 def _collect(futures: dict[Any, int], profiles: Sequence[Path], distributed: Any, on_done: Done | None,
@@ -198,7 +243,8 @@ def _collect(futures: dict[Any, int], profiles: Sequence[Path], distributed: Any
     while pending:
         # Polled rather than waited on: distributed.wait raises for the whole set when one task is cancelled, and
         # the stop check must run every fraction of a second anyway.
-        done = {f for f in pending if f.status != "pending"}
+        # "lost": the worker holding a finished row died before it was fetched; the scheduler computes it again.
+        done = {f for f in pending if f.status in ("finished", "error", "cancelled")}
         pending -= done
         if check_stop is not None:
             check_stop()
@@ -218,14 +264,25 @@ def _collect(futures: dict[Any, int], profiles: Sequence[Path], distributed: Any
                 row = error_row(given, _lost(future.exception(), distributed))
             else:  # cancelled or lost with the scheduler
                 row = error_row(given, _cancelled())
+            future.release()  # the row is here: the worker need not keep it
             rows[index] = row
             if on_done is not None:
                 on_done(row, len(rows), total)
     return [rows[i] for i in range(total)]
 
 
-def _cancel(client: Any, futures: dict[Any, int]) -> None:
+def _stop(client: Any, futures: dict[Any, int], batch: str | None, *, wait: bool) -> None:
+    """Ask the workers to stop this batch: a diagnosis in progress stops at its next stage and removes its temporary
+    files, a task not started yet returns at once. With `wait` (a LocalCluster about to be shut down), wait for all
+    of them to return; otherwise cancel them on the scheduler and leave the remote workers to it."""
     try:
-        client.cancel([f for f in futures if not f.done()], force=True)
-    except Exception:  # noqa: BLE001 - stopping anyway: a scheduler that is gone has nothing left to cancel
+        if batch is not None:
+            client.run(_stop_batch, batch)
+        if wait:
+            deadline = time.monotonic() + STOP_WAIT_S
+            while any(f.status == "pending" for f in futures) and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+        else:
+            client.cancel(list(futures), force=True)
+    except Exception:  # noqa: BLE001 - stopping anyway: a scheduler that is gone has nothing left to stop
         pass

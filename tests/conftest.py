@@ -50,6 +50,8 @@ SLOW_TESTS = {
     "test_compare.py": ["test_cli_exit_codes"],
     "test_batch.py": ["test_a_worker_that_dies_is_an_internal_error_row_not_the_end_of_the_batch",
                       "test_a_stop_signal_stops_the_workers_and_leaves_nothing"],
+    "test_batch_dask.py": ["test_a_worker_killed_mid_task_is_retried_then_an_internal_error_row",
+                           "test_ctrl_c_stops_the_local_cluster_and_leaves_nothing"],
     "test_cli.py": ["test_both_module_entry_points_run_every_command", "test_tokens_turn_time_into_throughput",
                     "test_rule_options_go_before_or_after_the_subcommand",
                     "test_a_file_named_like_a_command_is_a_profile", "test_config_file_in_working_directory_is_used"],

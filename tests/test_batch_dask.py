@@ -106,7 +106,7 @@ def test_shards_of_either_executor_partition_the_profiles(scheduler, inputs, loc
     assert shards == local
 
 
-def _killer(path: str, settings: batch.WorkerSettings) -> dict:
+def _killer(path: str, settings: batch.WorkerSettings, check) -> dict:
     """A task that kills its worker process mid-task, as the kernel's OOM killer would: always on a.sqlite; on
     b.sqlite only the first time (a marker file beside it remembers)."""
     marker = Path(path).with_suffix(".tried")
@@ -173,3 +173,33 @@ def test_the_real_exports_give_the_rows_of_local_mode_on_a_dask_cluster(schedule
     assert _batch(*exports, "--out", str(on_dask), "--executor", "dask", "--scheduler", scheduler, "-q")[0] == 0
     expected = _rows(local)
     assert sorted(expected) == sorted(exports) and _rows(on_dask) == expected
+
+
+def test_ctrl_c_stops_the_local_cluster_and_leaves_nothing(tmp_path):
+    """Ctrl-C reaches the whole process group, the local Dask cluster's workers too: each stops its diagnosis at
+    the next stage and removes its temporary files, then the cluster is shut down; no results file is written."""
+    import shutil
+    import subprocess
+    import time
+
+    from nsys_diagnose.fixtures.generator import generate_large
+
+    profiles, scratch, out = tmp_path / "big", tmp_path / "tmp", tmp_path / "out"
+    for d in (profiles, scratch, out):
+        d.mkdir()
+    generate_large(profiles / "a.sqlite", kernels=400_000)
+    shutil.copyfile(profiles / "a.sqlite", profiles / "b.sqlite")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "diagnose"), "batch", str(profiles), "--executor",
+                             "dask", "-j", "2", "--no-cache", "-q", "--out", str(out / "results.parquet")],
+                            env=dict(os.environ, TMPDIR=str(scratch)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    diagnosing = lambda: [p for p in scratch.iterdir() if "-dask-" not in p.name]  # noqa: E731
+    while proc.poll() is None and len(diagnosing()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # until both workers are reading their export
+    if proc.poll() is not None:
+        pytest.skip("the batch finished before the signal could be sent")
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "diagnose batch: interrupted", err
+    assert "Traceback" not in err and list(scratch.iterdir()) == [] and list(out.iterdir()) == []
