@@ -244,7 +244,7 @@ def _collect(futures: dict[Any, int], profiles: Sequence[Path], distributed: Any
         # Polled rather than waited on: distributed.wait raises for the whole set when one task is cancelled, and
         # the stop check must run every fraction of a second anyway.
         # "lost": the worker holding a finished row died before it was fetched; the scheduler computes it again.
-        done = {f for f in pending if f.status in ("finished", "error", "cancelled")}
+        done = {f for f in pending if f.status not in ("pending", "lost")}
         pending -= done
         if check_stop is not None:
             check_stop()
@@ -260,10 +260,10 @@ def _collect(futures: dict[Any, int], profiles: Sequence[Path], distributed: Any
                     row = error_row(given, _lost(exc, distributed))
                 if row is None:  # the worker was asked to stop
                     raise KeyboardInterrupt
-            elif future.status == "error":
-                row = error_row(given, _lost(future.exception(), distributed))
-            else:  # cancelled or lost with the scheduler
+            elif future.status == "cancelled":  # by the scheduler, or lost with it
                 row = error_row(given, _cancelled())
+            else:  # the task raised (a worker died too often; it could not be unpickled there)
+                row = error_row(given, _lost(future.exception(), distributed))
             future.release()  # the row is here: the worker need not keep it
             rows[index] = row
             if on_done is not None:
