@@ -153,8 +153,11 @@ def connect(scheduler: str | None, workers: int, distributed: Any) -> tuple[Any,
         settings = {"distributed.scheduler.worker-saturation": 1.0, "temporary-directory": scratch}
         try:
             with dask.config.set(settings), stop_signals_held():
+                # Loopback only, and the scheduler's web server on a free port: Dask's default, 8787, may belong to
+                # another cluster on this machine, and taking it would print a warning.
                 cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                   dashboard_address=None, silence_logs=logging.CRITICAL)
+                                                   host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                                   silence_logs=logging.CRITICAL)
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
