@@ -200,10 +200,10 @@ def diagnose_batch_dask(profiles: Sequence[Path], config: Config, *, scheduler: 
                         on_done: Done | None = None, check_stop: Callable[[], None] | None = None,
                         on_connect: Callable[[Cluster], None] | None = None,
                         work: Work = diagnose_row) -> list[dict[str, Any]]:
-    """One row per profile, in the order given, as `diagnose_batch` returns them. `scheduler`: see `connect`;
-    `jobs`: the worker processes of the LocalCluster started when no scheduler is given. On an interruption the
-    tasks not yet finished are cancelled (a task already running on a remote worker runs to its end; its row is
-    dropped), a LocalCluster is shut down, and the exception propagates."""
+    """One row per profile, in the order given, as `diagnose_batch` returns them. `scheduler`: see `connect` (None:
+    Dask's scheduler-address setting, else a LocalCluster of `jobs` worker processes). `work` runs on the workers
+    (tests give their own). On an interruption (`check_stop` raises KeyboardInterrupt) the workers stop this batch's
+    diagnoses (see _stop), a LocalCluster is shut down, and the exception propagates."""
     distributed = _distributed()
     if scheduler is None:
         import dask
@@ -218,11 +218,12 @@ def diagnose_batch_dask(profiles: Sequence[Path], config: Config, *, scheduler: 
             cache_secret(directory)  # create this user's cache key once, before workers race to create it
     client, cluster, where = connect(scheduler, worker_count(total, jobs), distributed)
     futures: dict[Any, int] = {}
+    batch = f"nsys-diagnose-{os.urandom(8).hex()}"  # names this batch's tasks on a cluster others may share
     try:
         if on_connect is not None:
             on_connect(where)
         settings = WorkerSettings(config, cache, os.fspath(cache_dir) if cache_dir is not None else None)
-        hosts, version, batch = _host_threads(client), tool_version(), f"nsys-diagnose-{os.urandom(8).hex()}"
+        hosts, version = _host_threads(client), tool_version()
         for index, path in enumerate(profiles):
             given = str(path)
             future = client.submit(_task, given, os.path.join(os.getcwd(), given), settings, hosts, version, work,
@@ -230,7 +231,7 @@ def diagnose_batch_dask(profiles: Sequence[Path], config: Config, *, scheduler: 
             futures[future] = index
         return _collect(futures, profiles, distributed, on_done, check_stop)
     except BaseException:
-        _stop(client, futures, batch if futures else None, wait=cluster is not None)
+        _stop(client, futures, batch, wait=cluster is not None)
         raise
     finally:
         client.close()
@@ -274,12 +275,12 @@ def _collect(futures: dict[Any, int], profiles: Sequence[Path], distributed: Any
     return [rows[i] for i in range(total)]
 
 
-def _stop(client: Any, futures: dict[Any, int], batch: str | None, *, wait: bool) -> None:
+def _stop(client: Any, futures: dict[Any, int], batch: str, *, wait: bool) -> None:
     """Ask the workers to stop this batch: a diagnosis in progress stops at its next stage and removes its temporary
     files, a task not started yet returns at once. With `wait` (a LocalCluster about to be shut down), wait for all
     of them to return; otherwise cancel them on the scheduler and leave the remote workers to it."""
     try:
-        if batch is not None:
+        if futures:
             client.run(_stop_batch, batch)
         if wait:
             deadline = time.monotonic() + STOP_WAIT_S

@@ -139,6 +139,12 @@ def test_without_dask_installed_the_dask_executor_is_one_sentence(monkeypatch, t
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_scheduler_without_the_dask_executor_is_one_sentence(tmp_path):
+    code, err = _batch(str(EXAMPLES), "--out", str(tmp_path / "r.parquet"), "--scheduler", "tcp://127.0.0.1:8786")
+    assert code == 2 and err == ("diagnose batch: error: --scheduler names a Dask scheduler; add --executor dask to "
+                                 "run the batch there.\n")
+
+
 def test_an_unreachable_scheduler_is_one_sentence(monkeypatch, tmp_path):
     from nsys_diagnose import batch_dask
 

@@ -1,5 +1,7 @@
 """`diagnose batch PROFILE|DIR|GLOB... --out results.parquet`: diagnose many independent profiles in parallel and
-write one row per profile (engine/batch.py does the work; the command line itself is defined in main.py).
+write one row per profile (engine/batch.py does the work in local processes, engine/batch_dask.py on a Dask
+cluster with --executor dask; --shard I/N keeps one shard of the profiles; the command line itself is defined in
+main.py).
 
 Exit codes: 0 every profile diagnosed (and none has a finding at or above --fail-on), 1 a finding at or above
 --fail-on, 2 usage, input or configuration error, or some profiles could not be diagnosed (the results file is
