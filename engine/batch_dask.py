@@ -22,7 +22,8 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,8 +131,9 @@ def _lost(exc: BaseException, distributed: Any) -> str:
 
 
 def _cancelled() -> str:
-    return (f"{INTERNAL}the Dask cluster lost this profile before it finished (the scheduler went away or cancelled "
-            f"the task); diagnose it again.")
+    # Not "internal error:": a scheduler that went away is the cluster's trouble, not a bug in nsys-diagnose.
+    return ("the Dask cluster lost this profile before it finished (the scheduler went away or cancelled the task); "
+            "diagnose it again.")
 
 
 def connect(scheduler: str | None, workers: int, distributed: Any) -> tuple[Any, Any, Cluster]:
@@ -216,7 +218,31 @@ def diagnose_batch_dask(profiles: Sequence[Path], config: Config, *, scheduler: 
         directory = usable_cache_dir(cache_dir)[0]
         if directory is not None:
             cache_secret(directory)  # create this user's cache key once, before workers race to create it
-    client, cluster, where = connect(scheduler, worker_count(total, jobs), distributed)
+    with _quiet_dask():
+        return _run(profiles, config, scheduler, jobs, cache, cache_dir, on_done, check_stop, on_connect, work,
+                    distributed)
+
+
+@contextmanager
+def _quiet_dask() -> Iterator[None]:
+    """Dask's client logs what it retries and gives up on (a scheduler that went away, a worker that died); the
+    rows and the summary say what that cost, so its log stays out of the command's output."""
+    # Dask's logging configuration gives some of its loggers levels of their own: silence each, not only the root.
+    names = ["distributed", *(n for n in logging.root.manager.loggerDict if n.startswith("distributed."))]
+    levels = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def _run(profiles: Sequence[Path], config: Config, scheduler: str | None, jobs: int | None, cache: bool,
+         cache_dir: str | os.PathLike[str] | None, on_done: Done | None, check_stop: Callable[[], None] | None,
+         on_connect: Callable[[Cluster], None] | None, work: Work, distributed: Any) -> list[dict[str, Any]]:
+    client, cluster, where = connect(scheduler, worker_count(len(profiles), jobs), distributed)
     futures: dict[Any, int] = {}
     batch = f"nsys-diagnose-{os.urandom(8).hex()}"  # names this batch's tasks on a cluster others may share
     try:

@@ -131,6 +131,39 @@ def test_a_worker_killed_mid_task_is_retried_then_an_internal_error_row(schedule
     assert sorted(done) == ["a.sqlite", "b.sqlite", "c.sqlite", "d.sqlite"]
 
 
+def _slow(path: str, settings: batch.WorkerSettings, check) -> dict:
+    import time
+
+    time.sleep(1)
+    return batch.error_row(path, "diagnosed")
+
+
+def test_a_scheduler_that_goes_away_leaves_a_row_for_every_profile(tmp_path):
+    """The cluster's scheduler stops once the first row is back: the profiles it had not finished are rows that
+    say so (not "internal error:": the cluster's trouble, not a bug), and the batch returns."""
+    from nsys_diagnose.batch_dask import diagnose_batch_dask
+
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       silence_logs=logging.CRITICAL)
+    paths = [tmp_path / f"p{i}.sqlite" for i in range(8)]
+
+    def first_row_then_stop(row, finished, total):
+        if finished == 1:
+            cluster.close()
+
+    try:
+        rows = diagnose_batch_dask(paths, Config(), scheduler=cluster.scheduler_address, cache=False, work=_slow,
+                                   on_done=first_row_then_stop)
+    finally:
+        cluster.close()
+    assert [r["path"] for r in rows] == [str(p) for p in paths]
+    errors = [r["error"] for r in rows]
+    assert "diagnosed" in errors and 0 < errors.count(
+        "the Dask cluster lost this profile before it finished (the scheduler went away or cancelled the task); "
+        "diagnose it again.") == len(errors) - errors.count("diagnosed")
+    assert not any(batch.is_internal(r) for r in rows)
+
+
 def test_without_dask_installed_the_dask_executor_is_one_sentence(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "distributed", None)  # `import distributed` raises ImportError
     code, err = _batch(str(EXAMPLES), "--out", str(tmp_path / "r.parquet"), "--executor", "dask")
