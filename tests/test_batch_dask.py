@@ -39,7 +39,7 @@ EXAMPLES = REPO / "fixtures" / "examples"
 def scheduler():
     config = {"distributed.scheduler.worker-saturation": 1.0, "distributed.scheduler.allowed-failures": 1}
     with dask.config.set(config), distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
             silence_logs=logging.CRITICAL) as cluster:
         yield cluster.scheduler_address
 
@@ -143,8 +143,8 @@ def test_a_scheduler_that_goes_away_leaves_a_row_for_every_profile(tmp_path):
     say so (not "internal error:": the cluster's trouble, not a bug), and the batch returns."""
     from nsys_diagnose.batch_dask import diagnose_batch_dask
 
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                       silence_logs=logging.CRITICAL)
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
     paths = [tmp_path / f"p{i}.sqlite" for i in range(8)]
 
     def first_row_then_stop(row, finished, total):
