@@ -173,10 +173,10 @@ def connect(scheduler: str | None, workers: int, distributed: Any) -> tuple[Any,
             client = distributed.Client(scheduler_file=scheduler, timeout=CONNECT_TIMEOUT_S)
         else:
             client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_S)
-    except (OSError, ValueError, TypeError) as exc:
-        raise InputError(f"cannot reach the Dask scheduler at {scheduler} ({' '.join(str(exc).split())[:200]}); "
-                         f"check the address (tcp://HOST:PORT) or scheduler file, and that `dask scheduler` is "
-                         f"running there.") from None
+    except Exception as exc:  # noqa: BLE001 - whatever Dask makes of a bad address or file, it is one sentence
+        why = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise InputError(f"cannot reach the Dask scheduler at {scheduler} ({why}); check the address "
+                         f"(tcp://HOST:PORT) or scheduler file, and that `dask scheduler` is running there.") from None
     count = len(client.scheduler_info().get("workers", {}))
     return client, None, Cluster(f"the Dask cluster at {scheduler} ({count} worker{'s' if count != 1 else ''} when "
                                  f"the batch started)", count)

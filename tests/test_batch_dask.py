@@ -178,15 +178,22 @@ def test_a_scheduler_without_the_dask_executor_is_one_sentence(tmp_path):
                                  "run the batch there.\n")
 
 
-def test_an_unreachable_scheduler_is_one_sentence(monkeypatch, tmp_path):
+@pytest.mark.parametrize("where", ["refusing port", "scheduler file without an address", "no address"])
+def test_an_unreachable_scheduler_is_one_sentence(where, monkeypatch, tmp_path):
     from nsys_diagnose import batch_dask
 
     monkeypatch.setattr(batch_dask, "CONNECT_TIMEOUT_S", 1)
-    with socket_that_refuses() as address:
-        code, err = _batch(str(EXAMPLES), "--out", str(tmp_path / "r.parquet"), "--executor", "dask",
+    out, bad_file = tmp_path / "out", tmp_path / "scheduler.json"
+    out.mkdir()
+    bad_file.write_text('{"type": "Scheduler"}')
+    with socket_that_refuses() as refusing:
+        address = {"refusing port": refusing, "scheduler file without an address": str(bad_file),
+                   "no address": "sched.example"}[where]
+        code, err = _batch(str(EXAMPLES), "--out", str(out / "r.parquet"), "--executor", "dask",
                            "--scheduler", address)
     assert code == 2 and err.startswith(f"diagnose batch: error: cannot reach the Dask scheduler at {address} (")
-    assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
+    assert err.endswith("and that `dask scheduler` is running there.\n") and err.count("\n") == 1
+    assert list(out.iterdir()) == []
 
 
 @contextlib.contextmanager
