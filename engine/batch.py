@@ -14,6 +14,7 @@ shards can be concatenated.
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import shutil
@@ -218,6 +219,39 @@ def _directory(directory: Path) -> list[Path]:
 
 
 # ------------------------------------------------------------------------------------------------------------
+# Shards: one part of the profiles for each job of a CI matrix or Slurm array
+# ------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count` (1-based, as `split -n r/I/N` counts)."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Shard":
+        index, slash, count = text.strip().partition("/")
+        if not (slash and index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+            raise InputError(f"--shard {text!r} is not a shard; give I/N, whole numbers with 1 <= I <= N (shard I "
+                             f"of N), e.g. --shard 1/4 ... --shard 4/4.")
+        return cls(int(index), int(count))
+
+    def holds(self, path: Path) -> bool:
+        return shard_of(path, self.count) == self.index
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def shard_of(path: Path, count: int) -> int:
+    """The shard (1 to `count`) of a profile: a SHA-256 of its path as given (POSIX separators), so every job of a
+    matrix, on any machine and under any PYTHONHASHSEED, puts a path in the same shard, whatever other files exist.
+    Shards are balanced by chance, not exactly."""
+    digest = hashlib.sha256(os.fsencode(Path(path).as_posix())).digest()
+    return int.from_bytes(digest[:8], "big") % count + 1
+
+
+# ------------------------------------------------------------------------------------------------------------
 # The workers
 # ------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -261,7 +295,7 @@ _STOP_SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal,
 
 
 @contextmanager
-def _stop_signals_held() -> Iterator[None]:
+def stop_signals_held() -> Iterator[None]:
     """Block the stop signals while worker processes are started: the blocked mask is inherited through fork and
     exec, so Ctrl-C on the terminal (which reaches the whole process group) waits in a starting worker until its
     handler is in place, instead of ending its interpreter start-up with a traceback. Here, they are delivered
@@ -289,13 +323,17 @@ def _start_worker(pids: SimpleQueue, stopping: Any) -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
-def diagnose_row(path: str, settings: WorkerSettings) -> dict[str, Any] | None:
-    """One profile's row (None when the batch is being stopped). Runs in a worker process."""
+def diagnose_row(path: str, settings: WorkerSettings,
+                 check: Callable[[str], None] | None = None) -> dict[str, Any] | None:
+    """One profile's row (None when the batch is being stopped). Runs in a worker process. `check(stage)`, called
+    at every stage of the diagnosis, raises KeyboardInterrupt to stop it (default: the stop signals and Event of
+    the local pool)."""
+    check = check or _WorkerStop.check
     start = time.monotonic()
     _WorkerStop.busy = True
     try:
-        _WorkerStop.check()
-        report = diagnose(path, settings.config, progress=_WorkerStop.check, cache=settings.cache,
+        check("starting")
+        report = diagnose(path, settings.config, progress=check, cache=settings.cache,
                           cache_dir=settings.cache_dir, threads=settings.threads, share=settings.share)
         return report_row(path, report, time.monotonic() - start)
     except KeyboardInterrupt:
@@ -415,7 +453,7 @@ class _WorkerPool:
         context = get_context("spawn")
         # The resource tracker that multiprocessing starts with the first semaphore, like the workers, starts with
         # the stop signals held: a SIGHUP of the whole process group must not kill it in the middle of the batch.
-        with _stop_signals_held():
+        with stop_signals_held():
             self.pids: SimpleQueue = context.SimpleQueue()
             self.stopping = context.Event()
             self.executor = ProcessPoolExecutor(max_workers=self.size, mp_context=context,
@@ -423,7 +461,7 @@ class _WorkerPool:
 
     def submit(self, work: Work, path: str, settings: WorkerSettings) -> Future:
         assert self.executor is not None
-        with _stop_signals_held():  # submit starts the worker processes
+        with stop_signals_held():  # submit starts the worker processes
             return self.executor.submit(work, path, settings)
 
     def close(self) -> None:

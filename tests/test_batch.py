@@ -297,3 +297,50 @@ def test_a_signal_after_the_stop_event_does_not_cut_the_clean_up_short(monkeypat
     else:
         pytest.fail("a set stop Event did not stop the diagnosis")
     assert not scratch.exists()
+
+
+def test_shards_partition_the_profiles_by_path_the_same_under_any_hash_seed():
+    paths = [Path(f"runs/job{i}/rank{r}.sqlite") for i in range(250) for r in range(4)]
+    shards = [batch.shard_of(p, 4) for p in paths]
+    counts = [shards.count(i) for i in (1, 2, 3, 4)]
+    assert sum(counts) == len(paths) and min(counts) > 200  # every profile in one shard, and none starved
+    # The partition is a contract: CI matrices and Slurm arrays run on other machines, other Python builds, other
+    # hash seeds, and must agree on it; these values pin it.
+    assert [batch.shard_of(Path(p), 4) for p in ("runs/llama-8b/rank0.sqlite", "nightly/a.sqlite")] == [1, 3]
+    code = ("import sys; from pathlib import Path; from nsys_diagnose.batch import shard_of; "
+            "print([shard_of(Path(p), 4) for p in sys.argv[1:]])")
+    for seed in ("0", "12345"):
+        out = subprocess.run([sys.executable, "-c", code, *map(str, paths[:40])], capture_output=True, text=True,
+                             env=dict(os.environ, PYTHONHASHSEED=seed), check=True).stdout
+        assert out.strip() == str(shards[:40])
+
+
+def test_the_shards_of_a_batch_together_are_the_whole_batch(tmp_path):
+    for i in range(8):
+        (tmp_path / f"p{i}.sqlite").write_text("not an export\n")  # a row each at once: its error
+    whole = {r["path"] for r in batch.diagnose_batch(batch.find_profiles([str(tmp_path)]).profiles, Config(),
+                                                       jobs=1, cache=False)}
+    seen: set[str] = set()
+    for index in (1, 2, 3):
+        out = tmp_path / "out" / f"shard-{index}.parquet"
+        out.parent.mkdir(exist_ok=True)
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            assert cli.main(["batch", str(tmp_path), "--out", str(out), "--shard", f"{index}/3", "-j", "1"]) == (
+                2 if any(batch.shard_of(Path(p), 3) == index for p in whole) else 0)
+        paths = {r["path"] for r in _rows(out)}
+        assert not paths & seen and all(batch.shard_of(Path(p), 3) == index for p in paths)
+        assert f"shard {index}/3 of the 8 profiles found" in err.getvalue()
+        seen |= paths
+    assert seen == whole
+
+
+@pytest.mark.parametrize("shard", ["0/4", "5/4", "1/0", "-1/4", "a/b", "1-4", "1/4/2", ""])
+def test_a_bad_shard_is_one_sentence_and_exit_2(shard, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:  # argparse refuses it, before anything is read
+        cli.main(["batch", str(EAGER), "--out", str(tmp_path / "r.parquet"), f"--shard={shard}"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("usage: diagnose batch") and err[-1] == (
+        f"diagnose batch: error: argument --shard: {shard!r} is not a shard; give I/N, whole numbers with 1 <= I <= "
+        f"N (shard I of N), e.g. --shard 1/4 ... --shard 4/4.")
+    assert list(tmp_path.iterdir()) == []

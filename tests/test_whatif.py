@@ -163,6 +163,75 @@ def test_copies_pinned_on_pageable_copies():
     assert ".." in w.line.split("→")[1]
 
 
+def _fused_steps_by_hand(path: Path, glue: set[str]) -> list[tuple[int, int]]:
+    """(measured, projected with the glue fused) of each step of a run whose host issues far ahead of the GPU (every
+    gap is the GPU's own, none a wait for the host): each run of k consecutive glue kernels takes 1/k of its time and
+    loses the gaps before its second to last kernel; every other duration and gap stays."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    spans = con.execute("SELECT start, end FROM NVTX_EVENTS WHERE text = 'execute_model' ORDER BY start").fetchall()
+    ops = con.execute(
+        "SELECT r.start, g.start, g.end, s.value FROM "
+        "(SELECT correlationId, start, end, demangledName AS name FROM CUPTI_ACTIVITY_KIND_KERNEL "
+        "UNION ALL SELECT correlationId, start, end, NULL FROM CUPTI_ACTIVITY_KIND_MEMCPY) g "
+        "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = g.correlationId "
+        "LEFT JOIN StringIds s ON s.id = g.name ORDER BY g.start").fetchall()
+    con.close()
+    starts = [s for s, _ in spans]
+    bounds = list(zip(starts, starts[1:] + [spans[-1][1]]))
+    steps: dict[int, list[tuple[int, int, bool]]] = {}
+    prev_end = None
+    for call, start, end, name in ops:
+        gap = 0 if prev_end is None else max(start - prev_end, 0)
+        prev_end = end
+        for i, (lo, hi) in enumerate(bounds):
+            if lo <= call < hi:
+                steps.setdefault(i, []).append((gap, end - start, name in glue))
+    out = []
+    for ops_of_step in steps.values():
+        measured = sum(g + d for g, d, _ in ops_of_step)
+        fused, i = ops_of_step[0][0], 0  # the gap before the step's first operation stays
+        while i < len(ops_of_step):
+            j = i
+            while j + 1 < len(ops_of_step) and ops_of_step[i][2] and ops_of_step[j + 1][2]:
+                j += 1
+            run = ops_of_step[i:j + 1]
+            fused += (run[0][0] if i else 0) + sum(d for _, d, _ in run) / len(run)
+            i = j + 1
+        out.append((measured, round(fused)))
+    return out
+
+
+def test_fusion_projection_matches_hand_arithmetic():
+    """The fused replay on an eager run whose glue takes ~42 % of the GPU: each repeated run of k glue kernels at
+    1/k of its time, its inner launches gone, everything else as measured."""
+    from conftest import _SCENARIO_DIR
+    from nsys_diagnose.fixtures.generator import _GLUE_CLASSES
+
+    _, report = scenario_analysis("eager_unfused_glue")
+    by_hand = _fused_steps_by_hand(_SCENARIO_DIR[0] / "eager_unfused_glue.sqlite",
+                                   {spec.demangled for spec in _GLUE_CLASSES})
+    assert len(by_hand) == 6
+    finding = next(f for f in report.findings if f.rule == "unfused-elementwise")
+    w = finding.what_if
+    assert w is not None and w.transform == "fused" and w.basis == "steps" and w.steps == 6
+    assert w.measured_step_ns == pytest.approx(statistics.median(m for m, _ in by_hand), rel=0.01)
+    assert w.projected_step_ns == pytest.approx(statistics.median(p for _, p in by_hand), rel=0.01)
+    # per layer 520 us of kernels of which 136 us go (runs of 2, 6, 2 and 2 glue kernels): ~1.35x steps/s
+    assert 1.3 < w.speedup < 1.45 and "with the glue fused: step 17." in w.line and "steps/s" in w.line
+    assert any("1/k of the run's time" in a for a in w.assumptions)
+
+
+def test_fusion_projection_changes_nothing_without_fusion_candidates():
+    """A run with no repeated run of glue kernels replays to its measured steps: the transform only moves what it
+    fuses."""
+    for name in ("reference_batch1_decode", "healthy_graph_decode", "sync_storm", "long_context_decode"):
+        _, report = scenario_analysis(name)
+        candidates = {r["device_id"] for r in report.facts.get("fusion_candidates", []) if r["top_sequences"]}
+        for row in report.facts["whatif_replay"]:
+            if row["device_id"] not in candidates:
+                assert row["fused_step_ns"] == row["measured_step_ns"], (name, row)
+
+
 def test_no_what_if_on_info_or_symptom_findings():
     for name in ("reference_batch1_decode", "sync_storm", "healthy_graph_decode"):
         _, report = scenario_analysis(name)

@@ -1,5 +1,7 @@
 """`diagnose batch PROFILE|DIR|GLOB... --out results.parquet`: diagnose many independent profiles in parallel and
-write one row per profile (engine/batch.py does the work; the command line itself is defined in main.py).
+write one row per profile (engine/batch.py does the work in local processes, engine/batch_dask.py on a Dask
+cluster with --executor dask; --shard I/N keeps one shard of the profiles; the command line itself is defined in
+main.py).
 
 Exit codes: 0 every profile diagnosed (and none has a finding at or above --fail-on), 1 a finding at or above
 --fail-on, 2 usage, input or configuration error, or some profiles could not be diagnosed (the results file is
@@ -19,7 +21,7 @@ from typing import Any, TextIO
 from ..batch import (STATUS_OK, TABLE_FORMATS, check_config, diagnose_batch, find_profiles, has_finding_at_least,
                      output_mode, summary, table_format, worker_count, write_table)
 from ..diagnosis.config import resolve_config
-from ..errors import OutputError
+from ..errors import InputError, OutputError
 from ..units import fmt_ratio
 from .exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, one_line
 from .interrupt import StopRequest
@@ -92,19 +94,38 @@ def _run(args: argparse.Namespace, stop: StopRequest, progress: BatchProgress) -
     if table_format(output) is None:
         raise OutputError(f"--out {output}: the results file must end in {', '.join(TABLE_FORMATS)} (the format "
                           f"follows the extension).")
+    if args.scheduler is not None and args.executor != "dask":
+        raise InputError("--scheduler names a Dask scheduler; add --executor dask to run the batch there.")
+    if args.executor == "dask":
+        from ..batch_dask import require_dask  # Dask is an optional extra: imported only when asked for
+
+        require_dask()
     found = find_profiles(args.inputs)
     inputs = [p for p in found.profiles if not p.is_dir()]
     _check_results_path(output, inputs, args.cache_dir)  # fail fast: before any diagnosis work
     config = resolve_config(args.config, args.rule_dirs, args.sets)
     check_config(config)
-    total = len(found.profiles)
+    profiles = [p for p in found.profiles if args.shard.holds(p)] if args.shard else found.profiles
+    total = len(profiles)
     progress.begin(total)
-    def check_stop() -> None:  # every half second while the workers run
+    def check_stop() -> None:  # every fraction of a second while the workers run
         stop.check()
         progress.tick()
 
-    rows = diagnose_batch(found.profiles, config, jobs=args.jobs, cache=args.cache, cache_dir=args.cache_dir,
-                          on_done=progress.done, check_stop=check_stop)
+    where = f"with {worker_count(total, args.jobs)} worker processes"
+    if args.executor == "dask" and total:
+        from ..batch_dask import diagnose_batch_dask
+
+        def connected(cluster: Any) -> None:
+            nonlocal where
+            where = f"on {cluster.description}"
+
+        rows = diagnose_batch_dask(profiles, config, scheduler=args.scheduler, jobs=args.jobs, cache=args.cache,
+                                   cache_dir=args.cache_dir, on_done=progress.done, check_stop=check_stop,
+                                   on_connect=connected)
+    else:
+        rows = diagnose_batch(profiles, config, jobs=args.jobs, cache=args.cache, cache_dir=args.cache_dir,
+                              on_done=progress.done, check_stop=check_stop)
     stop.check()
     _check_results_path(output, inputs, args.cache_dir)  # again: the batch can take long enough for a change
     write_table(rows, output, mode=output_mode(output, current_umask()))
@@ -114,8 +135,11 @@ def _run(args: argparse.Namespace, stop: StopRequest, progress: BatchProgress) -
         (found.skipped, f"skipped {found.skipped} non-export entr{'y' if found.skipped == 1 else 'ies'}"),
         (found.duplicates, f"{found.duplicates} file{'s' if found.duplicates > 1 else ''} reached twice, "
                            f"diagnosed once")) if n]
-    progress.say(f"{total} profiles: {counts['ok']} ok, {counts['errors']} failed, in {elapsed:.1f} s with "
-                 f"{worker_count(total, args.jobs)} worker processes{''.join('; ' + e for e in extra)}; wrote {output}")
+    if args.shard:
+        extra.insert(0, f"shard {args.shard} of the {len(found.profiles)} profiles found")
+    done = (f"{total} profiles: {counts['ok']} ok, {counts['errors']} failed, in {elapsed:.1f} s {where}" if total
+            else "no profile to diagnose, an empty results file")
+    progress.say(f"{done}{''.join('; ' + e for e in extra)}; wrote {output}")
     if counts["internal"]:
         _error(f"internal error: {counts['internal']} of {total} profiles hit a bug in nsys-diagnose (rows whose "
                f"error starts with \"internal error:\" in {output}); diagnose one of them alone with --debug and "

@@ -24,6 +24,7 @@ import os  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 from collections.abc import Callable  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 try:
@@ -48,6 +49,9 @@ except ImportError:
     sys.stderr.write(f"\ndiagnose: {_STARTING.description}\n")
     sys.exit(_STARTING.exit_code)
 
+if TYPE_CHECKING:
+    from ..batch import Shard
+
 Command = Callable[[argparse.Namespace, StopRequest], int]
 
 
@@ -64,6 +68,15 @@ def _positive_int_of(what: str) -> Callable[[str], int]:
         return int(text)
 
     return parse
+
+
+def _shard(text: str) -> "Shard":
+    from ..batch import Shard  # only `diagnose batch` needs it
+
+    try:
+        return Shard.parse(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shard ")) from None
 
 
 def _what_if(text: str) -> int:
@@ -333,7 +346,17 @@ def batch_parser() -> argparse.ArgumentParser:
     _add_cache(p)
     p.add_argument("-j", "--jobs", type=_positive_int_of("processes"), metavar="N",
                    help="worker processes (default: one per usable CPU); each gets an equal share of the CPUs and "
-                        "of DuckDB's memory limit")
+                        "of DuckDB's memory limit; with --executor dask and no scheduler, the local cluster's workers")
+    p.add_argument("--executor", choices=("local", "dask"), default="local",
+                   help="where the profiles are diagnosed: local worker processes (default), or a Dask distributed "
+                        "cluster (pip install 'nsys-diagnose[dask]')")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="--executor dask: the scheduler of an existing cluster (tcp://HOST:8786, or the scheduler "
+                        "file `dask scheduler --scheduler-file` wrote); without it, Dask's scheduler-address setting "
+                        "(DASK_SCHEDULER_ADDRESS), else a local cluster of -j worker processes started for the batch")
+    p.add_argument("--shard", type=_shard, metavar="I/N",
+                   help="diagnose only shard I of N (1 <= I <= N) of the profiles found, for the jobs of a CI matrix "
+                        "or a Slurm array; a profile's shard follows from its path alone, the same on every machine")
     _add_colour(p, None)
     _add_quiet(p, "no progress lines (errors and the exit code still tell what failed)")
     _add_debug(p)

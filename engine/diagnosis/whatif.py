@@ -54,6 +54,13 @@ TRANSFORMS: dict[str, Transform] = {
         "copies_pinned_step_ns", "with pinned host memory",
         "Pageable host-device copies run at the pinned bandwidth; their gaps and every other edge stay as "
         "measured."),
+    "fused": Transform(
+        "fused_step_ns", "with the glue fused",
+        "Fusion: each repeated run of k elementwise, normalisation, activation or reduction kernels (the fusion "
+        "candidates) becomes one kernel taking 1/k of the run's time, as such kernels are memory-bound and the "
+        "fused kernel reads and writes the run's tensor once instead of k times; it starts when the run's first "
+        "kernel could, and the run's other launches go. Every other operation keeps its duration and starts no "
+        "earlier than the host issued it, so a host that cannot issue faster keeps the step as long."),
 }
 
 # A batch projection is made by default when the primary finding's transform is one of these (fixed per-step costs

@@ -12,7 +12,7 @@
 -- @doc (_steps: from its start to
 -- @doc the end of its iteration, span_end_ns) holds its issuing call on the same thread, and its gap with it; without any step on a
 -- @doc device, all of its operations form one step (step_id -1 - device_id) spanning the judged window.
--- @needs _timeline _idle_gaps _sync_calls _steps
+-- @needs _timeline _idle_gaps _sync_calls _steps _glue_runs
 -- @param whatif_node_gap_ns 1000 range 0 1000000
 -- @param whatif_pinned_gbps 25 range 0.1 10000
 -- @param whatif_pinned_gbps_low 12 range 0.1 10000
@@ -37,6 +37,7 @@
 -- @column allocation_ns Chain time without allocation calls in the loop: allocation gaps become node_gap_ns (ns).
 -- @column copies_pinned_ns Chain time with pageable host-device copies at pinned_gbps (ns).
 -- @column copies_pinned_slow_ns The same at pinned_gbps_low (ns): equal to copies_pinned_ns when the bandwidth was measured.
+-- @column fused_ns Chain time replayed with every fusion candidate (_glue_runs: a repeated run of k glue kernels on a stream) fused into one kernel taking 1/k of the run's time, started when the run's first kernel could start; the run's other kernels no longer wait to be issued unless a synchronisation preceded them (ns).
 -- @column batch_factor How many times the step's batch the batch projection runs: whatif_batch over the step's batch, else whatif_batch (the profile does not say).
 -- @column batch_low_ns Chain time replayed with batch_factor times the batch, low end: attention kernels take batch_factor times as long, the other operations as measured, each operation starting when it was issued and the one before it ended (ns).
 -- @column batch_high_ns The same, high end: the other kernels also take 1 + whatif_gemm_growth * (batch_factor - 1) times as long (ns).
@@ -93,7 +94,8 @@ ops AS (
 devices AS (SELECT device_id, bool_or(step_id IS NOT NULL) AS has_steps FROM ops GROUP BY device_id),
 placed AS (
     SELECT o.*, CASE WHEN d.has_steps THEN o.step_id ELSE -1 - o.device_id END AS step_key,
-           g.cause, a.pid IS NOT NULL AS is_attention, c.bytes AS pageable_bytes, c.dur_ns AS copy_dur_ns
+           g.cause, a.pid IS NOT NULL AS is_attention, c.bytes AS pageable_bytes, c.dur_ns AS copy_dur_ns,
+           gr.run_kernels AS glue_run_kernels, gr.is_first AS glue_run_first
     FROM ops o JOIN devices d USING (device_id)
     -- (device_id, gap_end_ns) names a gap; an operation starting with another at the same nanosecond may meet its
     -- gap too, harmlessly: its own gap is 0. An equi-join only: a predicate on one side makes DuckDB loop.
@@ -102,6 +104,8 @@ placed AS (
                          AND a.device_id = o.device_id
     LEFT JOIN (SELECT * FROM host_device WHERE pageable) c
            ON c.pid = o.pid AND c.correlation_id = o.correlation_id AND c.start_ns = o.start_ns AND NOT o.is_compute
+    LEFT JOIN _glue_runs gr ON gr.pid = o.pid AND gr.correlation_id = o.correlation_id AND gr.start_ns = o.start_ns
+                           AND gr.device_id = o.device_id AND o.is_compute
 ),
 per_step AS (
     SELECT r.device_id, r.step_key AS step_id, count(*) AS op_count, sum(r.busy_ns) AS busy_ns,
@@ -143,20 +147,31 @@ per_step AS (
 -- the sum of the new durations of operations 1..k, the max-plus recurrence end_k = max(r_k, end_(k-1)) + d_k
 -- unrolls to end_k = S_k + max over j <= k of (r_j - S_(j-1)): the step ends at S_n + that maximum over all its
 -- operations, one running sum and one aggregate. With the measured durations it gives the measured chain.
+-- The fusion replay uses the same recurrence: a fusion candidate's kernels take 1/k of their time (a glue kernel's
+-- time follows the bytes it moves, and the fused kernel moves the run's tensor once instead of k times), and only
+-- the run's first kernel keeps its ready time (the fused kernel is one launch), unless a sync stood before it.
+-- A GPU-side gap is no wait for the host (the operation was issued; the GPU took that long to start it): it stays
+-- as a fixed delay in the operation's duration, except inside a fused run, whose launches are gone. The step's
+-- first operation is ready at its measured start, so a delay added to it is taken back.
 scaled AS (
     SELECT r.device_id, r.step_key, r.start_ns, r.gap_ns, f.factor,
+           r.busy_ns / coalesce(r.glue_run_kernels, 1)
+               + CASE WHEN r.cause = 'gpu-side' AND r.kept THEN r.gap_ns ELSE 0 END AS fused_ns,
+           CASE WHEN r.cause = 'gpu-side' AND r.kept THEN r.gap_ns ELSE 0 END AS fused_gap_ns,
+           r.cause IS DISTINCT FROM 'gpu-side' AND (r.kept OR r.cause = 'sync') AS fused_ready,
            r.busy_ns * CASE WHEN r.is_attention THEN f.factor ELSE 1 END AS low_ns,
            r.busy_ns * CASE WHEN r.is_attention THEN f.factor
                             WHEN r.is_compute THEN 1 + ${whatif_gemm_growth} * (f.factor - 1) ELSE 1 END AS high_ns
-    FROM placed r
+    FROM (SELECT *, glue_run_kernels IS NULL OR glue_run_first AS kept FROM placed) r
     JOIN (SELECT r.step_key, ${whatif_batch} / coalesce(nullif(any_value(s.batch), 0), 1) AS factor
           FROM placed r LEFT JOIN steps s ON s.step_id = r.step_key WHERE r.step_key IS NOT NULL GROUP BY r.step_key) f
       USING (step_key)
 ),
 chained AS (
-    SELECT device_id, step_key, start_ns, gap_ns, factor, low_ns, high_ns,
+    SELECT device_id, step_key, start_ns, gap_ns, factor, low_ns, high_ns, fused_ns, fused_gap_ns,
            row_number() OVER w = 1 OR gap_ns > 0 AS ready,
-           sum(low_ns) OVER w AS s_low, sum(high_ns) OVER w AS s_high
+           row_number() OVER w = 1 OR (gap_ns > 0 AND fused_ready) AS ready_fused,
+           sum(low_ns) OVER w AS s_low, sum(high_ns) OVER w AS s_high, sum(fused_ns) OVER w AS s_fused
     FROM scaled
     WINDOW w AS (PARTITION BY device_id, step_key ORDER BY start_ns ROWS UNBOUNDED PRECEDING)
 ),
@@ -164,7 +179,9 @@ replayed AS (
     SELECT device_id, step_key AS step_id, any_value(factor) AS batch_factor,
            sum(low_ns) + max(start_ns - (s_low - low_ns)) FILTER (WHERE ready) - min(start_ns - gap_ns) AS batch_low_ns,
            sum(high_ns) + max(start_ns - (s_high - high_ns)) FILTER (WHERE ready) - min(start_ns - gap_ns)
-               AS batch_high_ns
+               AS batch_high_ns,
+           sum(fused_ns) + max(start_ns - (s_fused - fused_ns)) FILTER (WHERE ready_fused) - min(start_ns - gap_ns)
+               - arg_min(fused_gap_ns, start_ns) AS fused_ns
     FROM chained GROUP BY device_id, step_key
 ),
 -- Each step's span on its thread: from its start to where its iteration ends (_steps.span_end_ns; the host's
@@ -204,6 +221,7 @@ SELECT p.device_id, p.step_id, coalesce(s.source, 'window') AS source,
        p.busy_ns + p.sync_gap_ns AS sync_ns, p.busy_ns + p.allocation_gap_ns AS allocation_ns,
        CAST(round(p.pinned_busy_ns) AS BIGINT) + p.gap_ns AS copies_pinned_ns,
        CAST(round(p.pinned_slow_busy_ns) AS BIGINT) + p.gap_ns AS copies_pinned_slow_ns,
+       CAST(round(least(x.fused_ns, p.busy_ns + p.gap_ns)) AS BIGINT) AS fused_ns,
        x.batch_factor, CAST(round(x.batch_low_ns) AS BIGINT) AS batch_low_ns,
        CAST(round(x.batch_high_ns) AS BIGINT) AS batch_high_ns,
        p.node_gap_ns, p.node_gap_measured, p.pinned_gbps, p.pinned_gbps_low, p.pinned_measured

@@ -2,18 +2,17 @@
 -- @doc One row per GPU that ran kernels: its unfused glue, the elementwise, normalisation, activation and
 -- @doc reduction kernels (operation classes, rules/operation_classes.yaml) that a fused kernel or a compiler
 -- @doc would merge, and the fusion candidates: the runs of consecutive glue kernels on one stream (between two
--- @doc kernels of other classes) that repeat most, as HTA's frequent kernel sequences find them (in an LLM, such a
--- @doc run repeats in every layer of every step). A kernel is labelled by its ATen functor or op (MulFunctor,
--- @doc rsqrt_kernel_cuda, MeanOps) when its name carries one, else by its base name.
+-- @doc kernels of other classes) that repeat most, as HTA's frequent kernel sequences find them (_glue_runs; in
+-- @doc an LLM, such a run repeats in every layer of every step). A kernel is labelled by its ATen functor or op
+-- @doc (MulFunctor, rsqrt_kernel_cuda, MeanOps) when its name carries one, else by its base name.
 -- @doc The saving model: glue kernels are memory-bound, so their time follows the bytes they move; a run of k
 -- @doc kernels that each read and write the same tensor moves it k times, a fused kernel once, so fusing saves
 -- @doc (1 - 1/k) of the run's time. Kernels outside repeated runs are not counted as saved. Computed per phase too.
 -- @per-phase
--- @needs gpu_utilization
+-- @needs gpu_utilization _glue_runs
 -- @requires kernels
 -- @param top_glue_kernels 3 range 1 inf
 -- @param top_sequences 3 range 1 inf
--- @param min_sequence_repeats 2 range 1 inf
 -- @column device_id CUDA device index.
 -- @column glue_ns Time in glue kernels: classes elementwise, norm, activation and reduction (sum of durations, ns).
 -- @column glue_share glue_ns / the GPU's time in kernels, copies and memsets (0-1), as operation_classes counts it.
@@ -76,27 +75,11 @@ top_kernels AS (
                              ORDER BY p.rank) AS top_glue_kernels
     FROM per_kernel p JOIN gpu g USING (device_id) WHERE p.rank <= ${top_glue_kernels} GROUP BY p.device_id
 ),
--- A run: the glue kernels of one stream between two kernels of other classes (the run id counts those). The
--- one sort of the stream's kernels also numbers them (rn), so that a run's sequence of kernels gets a key from
--- plain sums: sum(h * (rn - first rn)) = sum(h * rn) - first rn * sum(h), h a hash of the name id, which differs
--- when the same kernels come in another order. No ordered aggregate runs over the millions of kernels; only the
--- example run of each sequence shown is listed in order.
-runs AS (
-    SELECT device_id, stream_id, start_ns, dur_ns, name_id, is_glue,
-           sum(CASE WHEN is_glue THEN 0 ELSE 1 END) OVER w AS run_id, row_number() OVER w AS rn,
-           CAST(hash(name_id) % 1000003 AS HUGEINT) AS h
-    FROM k
-    WINDOW w AS (PARTITION BY device_id, stream_id ORDER BY start_ns ROWS UNBOUNDED PRECEDING)
-),
-run_keys AS (
-    SELECT device_id, stream_id, run_id, count(*) AS kernels, sum(dur_ns) AS ns,
-           sum(h * rn) - min(rn) * sum(h) AS order_key, sum(h) AS set_key
-    FROM runs WHERE is_glue GROUP BY device_id, stream_id, run_id HAVING count(*) >= 2
-),
+-- The fusion candidates, one row per run whose sequence repeats (_glue_runs), grouped by sequence.
 sequences AS (
-    SELECT device_id, kernels, order_key, set_key, count(*) AS n, sum(ns) AS ns,
+    SELECT device_id, run_kernels AS kernels, order_key, set_key, count(*) AS n, sum(run_ns) AS ns,
            arg_min({'stream_id': stream_id, 'run_id': run_id}, (stream_id, run_id)) AS example
-    FROM run_keys GROUP BY device_id, kernels, order_key, set_key HAVING count(*) >= ${min_sequence_repeats}
+    FROM _glue_runs WHERE is_first GROUP BY device_id, run_kernels, order_key, set_key
 ),
 ranked AS (
     SELECT *, row_number() OVER (PARTITION BY device_id ORDER BY ns DESC, kernels, order_key) AS rank
@@ -109,8 +92,8 @@ shown AS (
                || CASE WHEN any_value(r.kernels) > 6 THEN ' → … (' || any_value(r.kernels) || ' kernels)' ELSE '' END
                AS sequence
     FROM ranked r
-    JOIN runs x ON x.device_id = r.device_id AND x.stream_id = r.example.stream_id AND x.run_id = r.example.run_id
-                   AND x.is_glue
+    JOIN _glue_runs x ON x.device_id = r.device_id AND x.stream_id = r.example.stream_id
+                      AND x.run_id = r.example.run_id
     JOIN names n ON n.name_id = x.name_id
     WHERE r.rank <= ${top_sequences}
     GROUP BY r.device_id, r.rank

@@ -17,6 +17,7 @@
 -- @column allocation_step_ns Median step replayed with the allocation-caused gaps at the per-node gap (ns).
 -- @column copies_pinned_step_ns Median step replayed with pageable host-device copies at the pinned bandwidth (ns).
 -- @column copies_pinned_slow_step_ns The same at the low pinned bandwidth (pinned_gbps_low) (ns).
+-- @column fused_step_ns Median step replayed with every fusion candidate (a repeated run of k glue kernels) fused into one kernel taking 1/k of the run's time (ns).
 -- @column host_work_ns Median time per step the step's thread was not blocked in a synchronisation (ns).
 -- @column busy_step_ns Median busy time per step (ns).
 -- @column kernel_step_ns Median kernel time per step (ns).
@@ -47,6 +48,7 @@ SELECT device_id, phase, any_value(source) AS source, count(*) AS steps,
        CAST(median(allocation_ns) AS BIGINT) AS allocation_step_ns,
        CAST(median(copies_pinned_ns) AS BIGINT) AS copies_pinned_step_ns,
        CAST(median(copies_pinned_slow_ns) AS BIGINT) AS copies_pinned_slow_step_ns,
+       CAST(median(fused_ns) AS BIGINT) AS fused_step_ns,
        CAST(median(host_work_ns) AS BIGINT) AS host_work_ns,
        CAST(median(busy_ns) AS BIGINT) AS busy_step_ns,
        CAST(median(kernel_ns) AS BIGINT) AS kernel_step_ns,

@@ -1,0 +1,55 @@
+-- @fact _glue_runs
+-- @materialize
+-- @doc One row per glue kernel (operation classes elementwise, norm, activation and reduction,
+-- @doc rules/operation_classes.yaml) that belongs to a fusion candidate: a run of two or more consecutive glue
+-- @doc kernels on one stream (between two kernels of other classes) whose sequence of kernels repeats at least
+-- @doc min_sequence_repeats times on the device, as HTA's frequent kernel sequences find them. Read by
+-- @doc fusion_candidates (which runs to show, what fusing saves) and by the what-if replay (_whatif_steps), so
+-- @doc both count the same runs.
+-- @requires kernels
+-- @param min_sequence_repeats 2 range 1 inf
+-- @column device_id CUDA device index.
+-- @column stream_id CUDA stream.
+-- @column run_id The run on its stream: the count of non-glue kernels before it on the stream.
+-- @column pid Process that launched the kernel.
+-- @column correlation_id Correlation id of the launching call.
+-- @column start_ns Kernel start (ns).
+-- @column dur_ns Kernel duration (ns).
+-- @column name_id Kernel name id.
+-- @column run_kernels Kernels in the run.
+-- @column run_ns Sum of the run's kernel durations (ns).
+-- @column is_first True for the run's first kernel.
+-- @column order_key Key of the run's sequence of kernel names, which differs when the same kernels come in another order.
+-- @column set_key Key of the run's set of kernel names.
+-- @column repeats Runs of the device with the same sequence.
+-- A run's sequence gets a key from plain sums over the one sort of each stream's kernels (rn numbers them):
+-- sum(h * (rn - first rn)) = sum(h * rn) - first rn * sum(h), h a hash of the name id. No ordered aggregate runs
+-- over the millions of kernels.
+WITH glue AS (
+    SELECT n.name_id FROM (SELECT name_id, any_value(name) AS name FROM kernels GROUP BY name_id) n
+    JOIN _op_classes c ON c.op_class = op_class_of(n.name)
+    WHERE c.is_glue
+),
+runs AS (
+    SELECT k.device_id, k.stream_id, k.pid, k.correlation_id, k.start_ns, k.dur_ns, k.name_id,
+           g.name_id IS NOT NULL AS is_glue,
+           sum(CASE WHEN g.name_id IS NULL THEN 1 ELSE 0 END) OVER w AS run_id, row_number() OVER w AS rn,
+           CAST(hash(k.name_id) % 1000003 AS HUGEINT) AS h
+    FROM kernels k LEFT JOIN glue g ON g.name_id = k.name_id
+    WHERE k.device_id IS NOT NULL
+    WINDOW w AS (PARTITION BY k.device_id, k.stream_id ORDER BY k.start_ns ROWS UNBOUNDED PRECEDING)
+),
+run_keys AS (
+    SELECT device_id, stream_id, run_id, count(*) AS run_kernels, sum(dur_ns) AS run_ns, min(rn) AS first_rn,
+           sum(h * rn) - min(rn) * sum(h) AS order_key, sum(h) AS set_key
+    FROM runs WHERE is_glue GROUP BY device_id, stream_id, run_id HAVING count(*) >= 2
+),
+repeated AS (
+    SELECT * FROM (SELECT *, count(*) OVER (PARTITION BY device_id, run_kernels, order_key, set_key) AS repeats
+                   FROM run_keys)
+    WHERE repeats >= ${min_sequence_repeats}
+)
+SELECT r.device_id, r.stream_id, r.run_id, r.pid, r.correlation_id, r.start_ns, r.dur_ns, r.name_id,
+       q.run_kernels, q.run_ns, r.rn = q.first_rn AS is_first, q.order_key, q.set_key, q.repeats
+FROM runs r JOIN repeated q ON q.device_id = r.device_id AND q.stream_id = r.stream_id AND q.run_id = r.run_id
+WHERE r.is_glue
