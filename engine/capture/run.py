@@ -71,7 +71,7 @@ class CaptureResult:
         """nsys stopped the program at the end of --duration, as asked: it sends SIGTERM (`--kill`'s default, nsys
         profile --help) and passes on the status 128 + 15, or 128 + 9 when the program had to be killed."""
         return (self.window_end_s is not None and self.interrupted is None and self.seconds >= self.window_end_s
-                and self.returncode in (128 + signal.SIGTERM, 128 + signal.SIGKILL))
+                and self.returncode in (128 + signal.SIGTERM, 128 + getattr(signal, "SIGKILL", 9)))
 
     @property
     def failed(self) -> bool:
@@ -85,9 +85,11 @@ class CaptureResult:
                     f"asks")
         if self.returncode == 0:
             return "exited with status 0"
-        if self.returncode > 128 and self.returncode - 128 in signal.Signals._value2member_map_:
-            return f"failed: exit status {self.returncode} ({signal.Signals(self.returncode - 128).name})"
-        return f"failed: exit status {self.returncode}"
+        try:
+            name = f" ({signal.Signals(self.returncode - 128).name})" if self.returncode > 128 else ""
+        except ValueError:
+            name = ""
+        return f"failed: exit status {self.returncode}{name}"
 
 
 class _Tee(threading.Thread):
@@ -119,8 +121,10 @@ def run_capture(plan: Plan, say, environ: dict[str, str], window_end_s: float | 
     env = {**environ, **plan.env}
     started = time.monotonic()
     try:
+        # a process group of its own (POSIX), so that a terminal's Ctrl-C reaches nsys only through us
+        group = {"process_group": 0} if hasattr(os, "killpg") else {}
         child = subprocess.Popen(plan.profile_argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, process_group=0)
+                                 stderr=subprocess.STDOUT, **group)
     except OSError as exc:
         raise NsysError(f"{plan.profile_argv[0]} cannot be run ({exc.strerror or exc}); {INSTALL_HINT}.") from None
     tee = _Tee(child.stdout, log)
@@ -131,16 +135,16 @@ def run_capture(plan: Plan, say, environ: dict[str, str], window_end_s: float | 
         received.append(signum)
         try:
             if len(received) == 1:
-                os.killpg(child.pid, signum)
+                os.killpg(child.pid, signum) if group else child.send_signal(signum)
                 say("stopping the program; nsys is writing what it captured (press Ctrl-C again to abort)")
             else:
-                os.killpg(child.pid, signal.SIGKILL)
+                os.killpg(child.pid, signal.SIGKILL) if group else child.kill()
         except ProcessLookupError:
             pass
 
     previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) != signal.SIG_IGN:
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) != signal.SIG_IGN:
             previous[sig] = signal.signal(sig, handler)
     try:
         while True:
