@@ -40,6 +40,7 @@ CORPUS_ABSENT = (f"the real-export corpus {os.path.relpath(REAL_DIR, REPO)} is a
 SLOW_MODULES = {
     "test_benchmark.py": "benchmark smoke: runs tools/benchmark.py end to end",
     "test_team_sandbox.py": "team SQL pushed to its limits (time, memory, rows, text, files), a diagnosis each",
+    "test_capture_real.py": "captures a program with the real nsys, end to end (about 10 s; skipped without nsys)",
 }
 # Tests that take seconds each (CLI subprocesses, several diagnoses, a timeout waited out, memory filled) for a
 # path a quicker test of the fast tier already walks. A name stands for every case of a parametrized test.

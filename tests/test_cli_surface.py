@@ -90,7 +90,7 @@ def test_help_lists_every_command_and_each_one_answers_to_its_word(capsys) -> No
     """`diagnose --help` is where a user learns the commands: every command word the dispatcher knows is named
     there with its synopsis, and `diagnose WORD --help` describes that command."""
     text = " ".join(cli.profile_parser().format_help().split())
-    assert set(cli.COMMANDS) == {"compare", "batch", "rules", "facts"}
+    assert set(cli.COMMANDS) == {"profile", "compare", "batch", "rules", "facts"}
     for word in cli.COMMANDS:
         assert f"`diagnose {word} " in text, word
         with pytest.raises(SystemExit) as exit_:

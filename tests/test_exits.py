@@ -164,10 +164,11 @@ def test_an_internal_error_in_compare_is_exit_3(monkeypatch, capsys):
 
 
 def test_exit_codes_are_documented_in_help():
-    for argv in ([], ["compare"]):
+    for argv in ([], ["compare"], ["profile"]):
         out = subprocess.run([str(DIAGNOSE), *argv, "--help"], capture_output=True, text=True).stdout
         flat = " ".join(out.split())
         assert "3 internal error" in flat and "143 SIGTERM" in flat
+        assert ("4 the program failed" in flat) == (argv == ["profile"])
 
 
 def test_control_characters_in_file_names_reach_the_terminal_inert(tmp_path):

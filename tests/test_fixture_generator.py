@@ -42,7 +42,7 @@ NAMES = [
     "tensor_idle_fp32_prefill",
     "latency_bound_decode", "nvlink_saturated_tp2", "metrics_coarse_decode", "metrics_2022_tu10x", "metrics_2022_ga100",
     "metrics_2022_gh100", "model_load_decode", "model_load_no_nvtx", "model_load_pcie_loop", "model_load_only",
-    "eager_unfused_glue", "long_context_decode", "fp32_sgemm_a100", "bf16_xmma_a100",
+    "eager_unfused_glue", "long_context_decode", "fp32_sgemm_a100", "bf16_xmma_a100", "worker_kernels_untraced",
 ]
 CAPTURE = ["empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture"]
 PRIMARIES = {"launch-bound", "pcie-bound", "unified-memory", "api-latency", "multi-gpu-imbalance", "memory-bound",
@@ -194,6 +194,8 @@ def test_registry() -> None:
                 "model_load_decode": None, "model_load_no_nvtx": None, "model_load_pcie_loop": "pcie-bound",
                 "model_load_only": "pcie-bound", "eager_unfused_glue": "fusion", "long_context_decode": None,
                 "fp32_sgemm_a100": "compute-bound", "bf16_xmma_a100": None,
+                # worker 1's kernels were never traced: GPU 0's eager decode decides; the capture problem is a finding
+                "worker_kernels_untraced": "launch-bound",
                 # decode judged on its own: by TensorRT-LLM's step labels, by the vLLM V1 steps' shape
                 "trtllm_forward_steps": "launch-bound", "vllm_v1_forward_ranges": "launch-bound"}
     assert {n: s.expected_primary for n, s in SCENARIOS.items()} == expected
@@ -796,6 +798,24 @@ def test_latency_bound_decode_metrics(files: dict[str, Path]) -> None:
     names = {n for (n,) in rows(files["latency_bound_decode"], "SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL"
                                 " k JOIN StringIds s ON s.id = k.shortName")}
     assert any("attention" in n for n in names) and any("gemv" in n for n in names)
+
+
+def test_worker_kernels_untraced(files: dict[str, Path]) -> None:
+    path, truth = files["worker_kernels_untraced"], SCENARIOS["worker_kernels_untraced"].truth
+    assert one(path, "SELECT count(*) FROM TARGET_INFO_GPU") == truth["target_info_gpus"]
+    assert one(path, "SELECT count(*) FROM PROCESSES") == truth["process_count"]
+    assert one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == truth["kernel_count"]
+    traced = rows(path, "SELECT DISTINCT (globalPid >> 24) & 16777215, deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    assert len(traced) == truth["device_count"] and truth["untraced_pid"] not in {pid for pid, _ in traced}
+    for table in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"):
+        assert one(path, f"SELECT count(*) FROM {table} WHERE (globalPid >> 24) & 16777215 = "
+                         f"{truth['untraced_pid']}") == 0
+    launches = runtime_by_name(path, "cudaLaunchKernel%")
+    assert len(launches) == truth["launch_calls"]
+    untraced = one(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+                         f"WHERE s.value LIKE 'cudaLaunchKernel%' AND (r.globalTid >> 24) & 16777215 = "
+                         f"{truth['untraced_pid']}")
+    assert untraced == truth["untraced_launches"]
 
 
 def test_nvlink_saturated_tp2(files: dict[str, Path]) -> None:

@@ -769,7 +769,8 @@ def test_html_in_headless_chromium(tmp_path, hostile):
 def test_html_shows_commands_in_skip_reasons_as_code_not_backticks():
     report = scenario_analysis("eager_decode")[1]  # no GPU metrics, no OS-runtime trace: skip reasons name commands
     html = render(report, "html")
-    assert "<code>nsys profile --gpu-metrics-devices=all</code>" in html
+    assert "<code>diagnose profile --gpu-metrics</code>" in html
+    assert "<code>--gpu-metrics-devices=all</code>" in html
     assert "`" not in html
     hostile = report.model_copy(update={"skipped": [report.skipped[0].model_copy(
         update={"reason": "see `<script>alert(1)</script>` and `nsys`"})]})

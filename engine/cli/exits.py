@@ -4,6 +4,7 @@
     1  a finding at or above --fail-on (diagnose), a crossed gate (compare), a failed rule test (rules test)
     2  usage, input, configuration or rule error: one sentence on stderr saying what to do
     3  internal error: a bug in nsys-diagnose, never a finding; the traceback is shown with --debug
+    4  `diagnose profile`: the profiled program failed; its partial capture was still diagnosed and reported
   128+N stopped by signal N: 130 Ctrl-C (SIGINT), 143 SIGTERM, 129 SIGHUP; nothing is left behind;
         141 (SIGPIPE) quietly when the reader of standard output went away (`| head`)
 """
@@ -19,7 +20,7 @@ from ..errors import DiagnoseError
 from .interrupt import StopRequest
 from ..text import strip_controls
 
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL, EXIT_PROGRAM_FAILED = 0, 1, 2, 3, 4
 SIGPIPE = 13  # the signal number on every POSIX system; signal.SIGPIPE does not exist on Windows
 
 EXIT_CODES_HELP = ("Exit codes: 0 success, 1 a finding at or above --fail-on, 2 usage, input or rule error, "

@@ -32,11 +32,12 @@ try:
     from ..diagnosis.config import resolve_config
     from ..diagnosis.whatif import MAX_BATCH
     from ..errors import InputError
-    from ..reports.render import FORMATS, render
+    from ..reports.render import FORMATS
     from ..vocabulary import Severity
     from ..errors import DiagnoseError
-    from .exits import EXIT_CODES_HELP, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, finish, one_line
-    from .output import ClosedOutput, check_output, emit, output_formats, wants_colour
+    from .deliver import deliver
+    from .exits import EXIT_CODES_HELP, EXIT_ERROR, finish, one_line
+    from .output import ClosedOutput, check_output, output_formats
     from .progress import Progress
     from .tables import ROW_FORMATS
     from ..version import tool_version
@@ -155,24 +156,8 @@ def _merge_after(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
-def profile_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(
-        prog="diagnose",
-        description="Diagnose an Nsight Systems SQLite export of an LLM-inference run: names the bottleneck, "
-                    "proves it with numbers and says what to do. Two or more exports (or a directory of them) "
-                    "are the ranks of one distributed run: each rank is diagnosed, in parallel, and the ranks are "
-                    "compared (straggler, imbalance, NCCL time per rank); exports that are not one run's ranks "
-                    "(other nsys versions, sessions started more than 5 minutes apart) are refused: `diagnose "
-                    "batch` takes independent profiles.",
-        epilog="Commands (`diagnose COMMAND --help` describes each): "
-               + "; ".join(f"`{usage}`: {what}" for usage, what in (entry[3] for entry in COMMANDS.values()))
-               + ". Multi-rank: `diagnose rank0.sqlite rank1.sqlite ...` or `diagnose RUN_DIR`; --fail-on then "
-               "counts every rank's findings and the cross-rank ones. A file named "
-               + " or ".join(COMMANDS) + " in the working directory is a profile, not a command. " + EXIT_CODES_HELP)
-    p.add_argument("profiles", nargs="+", metavar="PROFILE",
-                   help="SQLite export written by `nsys export --type sqlite` (read-only); two or more, or a "
-                        "directory of *.sqlite / *.nsys-rep exports, diagnose one multi-rank run (rank numbers from "
-                        "names such as rank0, rank_3, -r2, .3.sqlite, else sorted order)")
+def _add_report_options(p: argparse.ArgumentParser, *, jobs: bool = False) -> None:
+    """The options of a diagnosis and its report: `diagnose PROFILE` and `diagnose profile -- CMD` share them."""
     p.add_argument("-f", "--format", choices=FORMATS, default=None,
                    help="terminal summary (default), GitHub Markdown, self-contained HTML with charts, or JSON")
     p.add_argument("-o", "--output", dest="outputs", action="append", type=Path, default=[], metavar="FILE",
@@ -191,12 +176,34 @@ def profile_parser() -> argparse.ArgumentParser:
                 "(also RULE.severity=, RULE.enabled=false, facts.PARAM=); repeatable")
     _add_colour(p, "terminal summary")
     _add_cache(p)
-    p.add_argument("-j", "--jobs", type=_positive_int_of("ranks"), metavar="N",
-                   help="multi-rank runs: ranks read at once (default: one per CPU); the ranks read side by side "
-                        "share the CPUs and DuckDB's memory limit")
+    if jobs:
+        p.add_argument("-j", "--jobs", type=_positive_int_of("ranks"), metavar="N",
+                       help="multi-rank runs: ranks read at once (default: one per CPU); the ranks read side by side "
+                            "share the CPUs and DuckDB's memory limit")
     _add_quiet(p)
     _add_debug(p)
     _add_version(p)
+
+
+def profile_parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(
+        prog="diagnose",
+        description="Diagnose an Nsight Systems SQLite export of an LLM-inference run: names the bottleneck, "
+                    "proves it with numbers and says what to do. Two or more exports (or a directory of them) "
+                    "are the ranks of one distributed run: each rank is diagnosed, in parallel, and the ranks are "
+                    "compared (straggler, imbalance, NCCL time per rank); exports that are not one run's ranks "
+                    "(other nsys versions, sessions started more than 5 minutes apart) are refused: `diagnose "
+                    "batch` takes independent profiles.",
+        epilog="Commands (`diagnose COMMAND --help` describes each): "
+               + "; ".join(f"`{usage}`: {what}" for usage, what in (entry[3] for entry in COMMANDS.values()))
+               + ". Multi-rank: `diagnose rank0.sqlite rank1.sqlite ...` or `diagnose RUN_DIR`; --fail-on then "
+               "counts every rank's findings and the cross-rank ones. A file named "
+               + " or ".join(COMMANDS) + " in the working directory is a profile, not a command. " + EXIT_CODES_HELP)
+    p.add_argument("profiles", nargs="+", metavar="PROFILE",
+                   help="SQLite export written by `nsys export --type sqlite` (read-only); two or more, or a "
+                        "directory of *.sqlite / *.nsys-rep exports, diagnose one multi-rank run (rank numbers from "
+                        "names such as rank0, rank_3, -r2, .3.sqlite, else sorted order)")
+    _add_report_options(p, jobs=True)
     return p
 
 
@@ -204,6 +211,75 @@ def _known_metrics() -> list[str]:
     from ..reports.compare import known_metrics  # only `compare` needs it (see COMMANDS)
 
     return known_metrics()
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def _nsys_switch(text: str) -> str:
+    if not text.startswith("--") or len(text.split("=", 1)[0]) < 3:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an nsys switch; write it whole, e.g. "
+                                         f"--nsys-arg=--cuda-graph-trace=node")
+    return text
+
+
+def capture_parser() -> argparse.ArgumentParser:
+    from ..capture.flags import RANGE_CHOICES
+    from ..capture.presets import preset_names
+
+    p = _ArgumentParser(
+        prog="diagnose profile",
+        usage="diagnose profile [--preset NAME] [options] -- CMD [ARGS ...]",
+        description="Capture CMD with Nsight Systems the way its stack needs (flags, environment), export the "
+                    "capture to SQLite and diagnose it, in one command. The preset is guessed from the command "
+                    "(vllm, sglang, trtllm-*, python ...) and printed; --preset overrides it. The flags are spelled "
+                    "for the installed nsys; a flag it lacks is dropped with a warning saying what is lost. The "
+                    "program's output goes to standard error; standard output carries only the report.",
+        epilog="Outputs go to --out-dir (default: a new ./nsys-diagnose-<timestamp>/): profile.nsys-rep, "
+               "profile.sqlite, report.md, capture.log and capture.json; nothing is overwritten without --force. "
+               "Ctrl-C stops the program and lets nsys write what it captured, which is then diagnosed; a second "
+               "Ctrl-C aborts. " + EXIT_CODES_HELP.replace(
+                   "report it), ", "report it), 4 the program failed (its partial capture is still diagnosed and "
+                   "reported), ").replace("129 SIGHUP)", "129 SIGHUP; after one Ctrl-C the partial capture is "
+                                                         "diagnosed and reported first)"))
+    p.add_argument("command", nargs="*", metavar="CMD", help="the program to profile and its arguments, after --")
+    p.add_argument("--preset", choices=preset_names(),
+                   help="the capture preset (default: guessed from CMD); `--dry-run` prints what it sets and why")
+    p.add_argument("--duration", dest="duration_s", type=_seconds, metavar="S",
+                   help="stop capturing after S seconds (a server that never exits needs it, or --range)")
+    p.add_argument("--delay", dest="delay_s", type=_seconds, metavar="S",
+                   help="start capturing S seconds after the program starts (skip loading and warm-up)")
+    p.add_argument("--range", dest="capture_range", choices=RANGE_CHOICES,
+                   help="capture only between the program's cudaProfilerStart and cudaProfilerStop; the preset's "
+                        "note says how its stack brackets them")
+    p.add_argument("--gpu-metrics", action="store_true",
+                   help="sample GPU metrics (SM activity, tensor cores, DRAM) where the installed nsys supports it")
+    p.add_argument("--nsys-arg", dest="nsys_args", action="append", default=[], type=_nsys_switch,
+                   metavar="--SWITCH=VALUE", help="pass this switch to `nsys profile` as well (replacing the "
+                                                  "preset's value of the same switch); repeatable, e.g. "
+                                                  "--nsys-arg=--cuda-graph-trace=node")
+    p.add_argument("--out-dir", type=Path, metavar="DIR",
+                   help="directory for the report, the .nsys-rep and the .sqlite (default: a new "
+                        "./nsys-diagnose-<timestamp>/)")
+    p.add_argument("--force", action="store_true", help="replace an earlier capture in --out-dir")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the nsys and export command lines and the environment, and run nothing")
+    p.add_argument("--nsys", metavar="PATH", help="the nsys executable (default: NSYS_DIAGNOSE_NSYS, else nsys on "
+                                                   "PATH)")
+    p.add_argument("--expect-gpus", type=_positive_int_of("GPUs"), metavar="N",
+                   help="GPUs the run should use (default: the product of the parallel sizes in CMD, e.g. "
+                        "--tensor-parallel-size); fewer in the capture is reported as a capture problem")
+    p.add_argument("--expect-ranks", type=_positive_int_of("processes"), metavar="N",
+                   help="processes that should run GPU work (default: as --expect-gpus); fewer is reported")
+    _add_report_options(p)
+    return p
 
 
 def compare_parser() -> argparse.ArgumentParser:
@@ -356,6 +432,12 @@ def facts_parser() -> argparse.ArgumentParser:
 
 # Each command module is imported when its command runs: every CLI process starts by importing this file, and
 # diagnosing a profile needs none of them.
+def _capture(args: argparse.Namespace, stop: StopRequest) -> int:
+    from . import capture
+
+    return capture.run(args, stop)
+
+
 def _compare(args: argparse.Namespace, stop: StopRequest) -> int:
     from . import compare
 
@@ -383,6 +465,9 @@ def _facts(args: argparse.Namespace, stop: StopRequest) -> int:
 # command word -> (its parser, its implementation, the name its error messages start with, its synopsis and what
 # it does for `diagnose --help`). Every command is listed here and nowhere else, so the help cannot leave one out.
 COMMANDS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Command, str, tuple[str, str]]] = {
+    "profile": (capture_parser, _capture, "diagnose profile",
+                ("diagnose profile [--preset vllm|sglang|trtllm|pytorch|cuda] -- CMD ARGS",
+                 "capture CMD with nsys the right way for its stack, export and diagnose it")),
     "compare": (compare_parser, _compare, "diagnose compare",
                 ("diagnose compare BEFORE AFTER [--fail-on-regression METRIC:-5pt]", "before/after a change")),
     "batch": (batch_parser, _batch, "diagnose batch",
@@ -477,15 +562,7 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -
         document = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
                             cache=args.cache, cache_dir=args.cache_dir, what_if_batch=args.what_if_batch)
         findings = document.findings
-    texts = [(output, render(document, fmt, colour=fmt == "terminal" and wants_colour(args.color, output)))
-             for output, fmt in outputs]
-    stop.check()
-    progress.clear()
-    for output, text in texts:
-        emit(text, output, inputs=args.profiles, cache_dir=args.cache_dir)
-    if args.fail_on and any(f.severity.at_least(args.fail_on) for f in findings):
-        return EXIT_FINDINGS
-    return EXIT_OK
+    return deliver(args, document, findings, outputs, args.profiles, stop, progress)
 
 
 if __name__ == "__main__":

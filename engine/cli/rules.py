@@ -7,6 +7,7 @@ import argparse
 import textwrap
 from pathlib import Path
 
+from ..capture.presets import capture_line
 from ..vocabulary import STACKS
 from ..diagnosis.config import Config, resolve_config
 from ..diagnosis.rules import StepSpec, bundled_rules_dir, load_rules
@@ -75,7 +76,12 @@ def cmd_explain(config: Config, rule_id: str) -> int:
                      f"in diagnose.yaml")
     else:
         lines.append("  none")
-    lines += ["", "Remediation:"] + [wrap(_step_line(i, step)) for i, step in enumerate(spec.remediation, 1)]
+    lines += ["", "Remediation:"]
+    if spec.capture is not None:
+        lines.append(wrap("0. " + capture_line(["cuda"], spec.capture.profile, spec.capture.pass_switches,
+                                                spec.capture.nsys)
+                          + " The preset follows the profile's stack."))
+    lines += [wrap(_step_line(i, step)) for i, step in enumerate(spec.remediation, 1)]
     labels = {s.key: s.label for s in STACKS}
     for stack, steps in spec.stack_remediation.items():
         lines += ["", f"Remediation for {labels[stack]} profiles (shown before the steps above when the profile comes from it):"]

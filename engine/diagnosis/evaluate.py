@@ -9,6 +9,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from . import templating
+from ..capture.presets import capture_line
 from ..facts.compute import FactSet
 from ..reports.model import Evidence, Finding, RuleOutcome, Verdict
 from .rules import Condition, Operand, Rule, RuleError, key_position, step_text, template_fields
@@ -205,6 +206,10 @@ def _remediation(rule: Rule, stack: Sequence[str], context: dict[str, Any], not_
     steps = [_render(rule, f"{key} remediation {i}", step_text(r), context, not_after)
              for key in stack for i, r in enumerate(rule.spec.stack_remediation.get(key, ()), 1)
              if shown(f"stack_remediation.{key}.{i - 1}")]
+    capture = rule.spec.capture
+    if capture is not None:
+        line = capture_line(stack, capture.profile, capture.pass_switches, capture.nsys)
+        steps = [_render(rule, "capture", line, context, not_after), *steps]
     return steps + [_render(rule, f"remediation {i}", step_text(r), context, not_after)
                     for i, r in enumerate(rule.spec.remediation, 1) if shown(f"remediation.{i - 1}")]
 

@@ -22,6 +22,7 @@ from ..units import PARAM_RANGES, PARAM_UNITS, column_unit, describe_range, fmt_
 from ..vocabulary import IDLE_CAUSES, STACK_KEYS, Kind, Severity
 from .yamlfile import SAFE_LOADER, error_position, error_problem
 from .whatif import TRANSFORMS as _TRANSFORMS
+from ..capture.presets import PRESETS_DIR
 from ..facts.opclasses import CLASSES_FILE
 from .categories import CATEGORY_FILE, Category, CategoryError, load_categories, team_category_file
 
@@ -102,6 +103,16 @@ class EvidenceSpec(BaseModel):
     label: str
 
 
+class CaptureSpec(BaseModel):
+    """How to capture again so that a capture problem goes: `diagnose profile` options (besides the preset of the
+    profile's stack, which the remediation names), the switches no option sets (passed with --nsys-arg unless the
+    preset already sets them) and the raw nsys switches all that amounts to, for a capture by hand."""
+    model_config = ConfigDict(extra="forbid")
+    profile: str = ""
+    pass_switches: list[str] = Field(default_factory=list, alias="pass")
+    nsys: str
+
+
 class StepSpec(BaseModel):
     """A remediation step shown only when its conditions hold on the evidence: `when` lists conditions in the
     syntax of the rule's own `when`, over the finding's row (`pageable_bytes > 0`) or the first row of a whole-run
@@ -151,6 +162,8 @@ class RuleSpec(BaseModel):
     # Steps for one software stack (engine/vocabulary.py STACKS), shown before the generic steps when the
     # profile comes from that stack and never otherwise: serving flags reach only serving profiles.
     stack_remediation: dict[StackKey, list[str | StepSpec]] = Field(default_factory=dict)
+    # A capture problem: the `diagnose profile` line that fixes it comes first in the remediation.
+    capture: CaptureSpec | None = None
     references: list[str] = Field(default_factory=list)
     # References for one stack, listed before the generic ones for that stack only (a vLLM page never reaches
     # an OpenACC report).
@@ -534,7 +547,8 @@ def bundled_rules_dir() -> Path:
 
 def rule_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.yaml")
-                  if not p.name.endswith(".test.yaml") and p.name not in (CATEGORY_FILE, CLASSES_FILE))
+                  if not p.name.endswith(".test.yaml") and p.name not in (CATEGORY_FILE, CLASSES_FILE)
+                  and PRESETS_DIR not in p.relative_to(directory).parts[:-1])
 
 
 def rule_categories(extra_dirs: list[Path] | None = None) -> dict[str, Category]:

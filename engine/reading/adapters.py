@@ -39,7 +39,7 @@ METADATA_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")  # renamed in 2023.3
 
 MISSING_REASON = {
     "kernels": "the export has no CUPTI_ACTIVITY_KIND_KERNEL table: no CUDA kernel was traced "
-               "(profile with `nsys profile --trace=cuda`)",
+               "(capture with `diagnose profile`, or `nsys profile --trace=cuda`)",
     "api_calls": "the export has no CUPTI_ACTIVITY_KIND_RUNTIME table: CUDA API calls were not traced",
     "memcpys": "the export has no CUPTI_ACTIVITY_KIND_MEMCPY table: the capture has no CUDA memcpy data",
     "memsets": "the export has no CUPTI_ACTIVITY_KIND_MEMSET table: the capture has no CUDA memset data",
@@ -47,10 +47,10 @@ MISSING_REASON = {
     "graph_launches": "the export has no CUPTI_ACTIVITY_KIND_GRAPH_TRACE table: no CUDA graph replay was "
                       "traced in graph mode",
     "nvtx_ranges": "the export has no NVTX_EVENTS table: the application emitted no NVTX ranges or "
-                   "NVTX tracing was off (`--trace=nvtx`)",
+                   "NVTX tracing was off (`--trace=nvtx`; every `diagnose profile` preset turns it on)",
     "gpu_metrics": "the export has no GPU metrics (no GPU_METRICS table, no GPU-metric samples in GENERIC_EVENTS): "
-                   "capture with `nsys profile --gpu-metrics-devices=all` to get SM, tensor-core, DRAM and link "
-                   "throughput",
+                   "capture with `diagnose profile --gpu-metrics` (nsys: `--gpu-metrics-devices=all`) to get SM, "
+                   "tensor-core, DRAM and link throughput",
     "osrt_calls": "the export has no OSRT_API table: OS-runtime calls (poll, ioctl, read, pthread waits ...) were "
                   "not traced; profile with `nsys profile --trace=osrt` (with cuda, nvtx) to see them",
     "cpu_samples": "the export has no COMPOSITE_EVENTS table: the CPU was not sampled; profile with "

@@ -1,0 +1,216 @@
+"""Running a capture: the output directory, nsys with the program under it (its output on standard error, so
+standard output carries only the report), Ctrl-C, the program's exit status, a .qdstrm left behind, the export."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import DiagnoseError, OutputError
+from .flags import Plan
+from .nsys import INSTALL_HINT, NsysError, find_importer
+
+# The files a capture writes into its directory; --force replaces these and nothing else.
+OWN_FILES = ("profile.nsys-rep", "profile.qdstrm", "profile.sqlite", "capture.log", "capture.json",
+             "report.md", "report.json", "report.html", "report.txt")
+EXPORT_TIMEOUT_S = 3600
+LOG_TAIL = 200  # lines of nsys's output kept to explain a failure
+# The message of nsys (and of CUPTI) when GPU performance counters need privileges the user lacks.
+COUNTER_PERMISSION = ("ERR_NVGPUCTRPERM", "Insufficient privilege", "insufficient privilege",
+                      "profiling permission", "not permitted to access GPU performance counters")
+COUNTER_HINT = ("GPU metrics need access to the GPU performance counters: run the capture as root (sudo), or let "
+                "every user read them (as root: `options nvidia NVreg_RestrictProfilingToAdminUsers=0` in "
+                "/etc/modprobe.d/, then reload the driver or reboot; "
+                "https://developer.nvidia.com/nvidia-development-tools-solutions-err_nvgpuctrperm-permission-issue-performance-counters).")
+
+
+def default_out_dir(now: float | None = None) -> Path:
+    return Path.cwd() / time.strftime("nsys-diagnose-%Y%m%d-%H%M%S", time.localtime(now))
+
+
+def prepare_out_dir(out_dir: Path, *, force: bool, explicit: bool) -> Path:
+    """Create the capture's directory, or reuse an existing one that holds none of our files; with --force,
+    remove our files from it (and only them). Never anything else."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutputError(f"{out_dir} exists and is not a directory; choose another --out-dir.")
+    if out_dir.is_dir():
+        ours = [out_dir / name for name in OWN_FILES if os.path.lexists(out_dir / name)]
+        if ours and not force:
+            raise OutputError(f"{out_dir} already holds a capture ({ours[0].name}); choose another --out-dir, or "
+                              f"pass --force to replace it.")
+        if not explicit and not force and any(out_dir.iterdir()):
+            raise OutputError(f"{out_dir} already exists; choose an --out-dir, or pass --force to use it.")
+        for path in ours:
+            path.unlink()
+        return out_dir
+    try:
+        out_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise OutputError(f"{out_dir}: cannot create the capture directory ({exc.strerror or exc}); choose another "
+                          f"--out-dir.") from None
+    return out_dir
+
+
+@dataclass
+class CaptureResult:
+    returncode: int                      # nsys's exit status: the program's own, as nsys passes it on
+    interrupted: int | None = None       # the stop signal that ended the program early, if any
+    seconds: float = 0.0
+    log_tail: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    window_end_s: float | None = None    # --delay + --duration: when nsys ends the capture (and the program)
+
+    @property
+    def ended_by_duration(self) -> bool:
+        """nsys stopped the program at the end of --duration, as asked: it sends SIGTERM (`--kill`'s default, nsys
+        profile --help) and passes on the status 128 + 15, or 128 + 9 when the program had to be killed."""
+        return (self.window_end_s is not None and self.interrupted is None and self.seconds >= self.window_end_s
+                and self.returncode in (128 + signal.SIGTERM, 128 + getattr(signal, "SIGKILL", 9)))
+
+    @property
+    def failed(self) -> bool:
+        return self.returncode != 0 and not self.ended_by_duration and self.interrupted is None
+
+    def program_status(self) -> str:
+        if self.interrupted is not None:
+            return f"stopped by {signal.Signals(self.interrupted).name} after {self.seconds:.1f} s"
+        if self.ended_by_duration:
+            return (f"was stopped by nsys at the end of the capture window ({self.window_end_s:g} s), as --duration "
+                    f"asks")
+        if self.returncode == 0:
+            return "exited with status 0"
+        try:
+            name = f" ({signal.Signals(self.returncode - 128).name})" if self.returncode > 128 else ""
+        except ValueError:
+            name = ""
+        return f"failed: exit status {self.returncode}{name}"
+
+
+class _Tee(threading.Thread):
+    """Copies the capture's output (the program's and nsys's, both) to our standard error and to capture.log,
+    keeping the last lines to explain a failure."""
+
+    def __init__(self, stream, log: Path) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.log, self.tail = stream, log, []
+
+    def run(self) -> None:
+        with open(self.log, "wb") as log:
+            for line in iter(self.stream.readline, b""):
+                log.write(line)
+                try:
+                    sys.stderr.buffer.write(line) if hasattr(sys.stderr, "buffer") else \
+                        sys.stderr.write(line.decode("utf-8", "replace"))
+                    sys.stderr.flush()
+                except (OSError, ValueError):
+                    pass
+                self.tail.append(line.decode("utf-8", "replace").rstrip("\r\n"))
+                del self.tail[:-LOG_TAIL]
+
+
+def run_capture(plan: Plan, say, environ: dict[str, str], window_end_s: float | None = None) -> CaptureResult:
+    """Run nsys in a process group of its own. The first Ctrl-C (or SIGTERM, SIGHUP) is passed to that group:
+    the program stops and nsys writes what it has; a second one kills the group and aborts (KeyboardInterrupt)."""
+    log = plan.report.parent / "capture.log"
+    env = {**environ, **plan.env}
+    started = time.monotonic()
+    try:
+        # a process group of its own (POSIX), so that a terminal's Ctrl-C reaches nsys only through us
+        group = {"process_group": 0} if hasattr(os, "killpg") else {}
+        child = subprocess.Popen(plan.profile_argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, **group)
+    except OSError as exc:
+        raise NsysError(f"{plan.profile_argv[0]} cannot be run ({exc.strerror or exc}); {INSTALL_HINT}.") from None
+    tee = _Tee(child.stdout, log)
+    tee.start()
+    received: list[int] = []
+
+    def handler(signum: int, _frame: object) -> None:
+        received.append(signum)
+        try:
+            if len(received) == 1:
+                os.killpg(child.pid, signum) if group else child.send_signal(signum)
+                say("stopping the program; nsys is writing what it captured (press Ctrl-C again to abort)")
+            else:
+                os.killpg(child.pid, signal.SIGKILL) if group else child.kill()
+        except ProcessLookupError:
+            pass
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) != signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        while True:
+            try:
+                code = child.wait(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                if len(received) >= 2:
+                    child.wait()
+                    raise KeyboardInterrupt
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        tee.join(timeout=5)
+    if len(received) >= 2:
+        raise KeyboardInterrupt
+    result = CaptureResult(returncode=code, interrupted=received[0] if received else None,
+                           seconds=time.monotonic() - started, log_tail=list(tee.tail), window_end_s=window_end_s)
+    if any(marker in line for line in tee.tail for marker in COUNTER_PERMISSION):
+        result.notes.append(COUNTER_HINT)
+    return result
+
+
+def _nsys_said(lines: list[str]) -> str:
+    useful = [line.strip() for line in lines if line.strip() and "%" not in line][-6:]
+    return " ".join(" / ".join(useful).split())[:500] or "nothing"
+
+
+def finish_report(plan: Plan, result: CaptureResult, say) -> Path:
+    """The .nsys-rep of the capture: as nsys wrote it, or imported from the .qdstrm nsys left when it could not
+    find its importer (Debian's nsight-systems 2022.4 does: it says 'The importer binary and its dependencies were
+    not found'). One sentence when there is neither."""
+    if plan.report.is_file():
+        return plan.report
+    qdstrm = plan.report.with_suffix(".qdstrm")
+    if qdstrm.is_file():
+        importer = find_importer(plan.profile_argv[0])
+        if importer is None:
+            raise NsysError(f"nsys left {qdstrm} but no report, and no QdstrmImporter was found beside "
+                            f"{plan.profile_argv[0]}; convert it with the QdstrmImporter of a complete Nsight "
+                            f"Systems install (QdstrmImporter -i {qdstrm}), then run `diagnose` on its export.")
+        say(f"nsys left {qdstrm.name}: importing it with {importer}")
+        done = subprocess.run([importer, "-i", str(qdstrm), "-o", str(plan.report)], stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=EXPORT_TIMEOUT_S)
+        if plan.report.is_file():
+            qdstrm.unlink(missing_ok=True)  # the raw stream: everything in it is now in the report
+            return plan.report
+        said = _nsys_said((done.stdout + done.stderr).decode("utf-8", "replace").splitlines())
+        raise NsysError(f"{importer} could not import {qdstrm} (it said: {said}); the capture is incomplete.")
+    what = f"the program {result.program_status()}" if result.returncode else "nsys exited"
+    raise NsysError(f"nsys wrote no report ({what}; nsys said: {_nsys_said(result.log_tail)}), so there is "
+                    f"nothing to diagnose; check that nsys can profile on this machine (`nsys status -e`) and that "
+                    f"the command runs outside nsys. Its output is in {plan.report.parent / 'capture.log'}.")
+
+
+def export_sqlite(plan: Plan, say) -> Path:
+    """`nsys export --type sqlite` into the capture directory (always afresh: never a stale .sqlite)."""
+    say(f"exporting {plan.report.name} to SQLite")
+    plan.sqlite.unlink(missing_ok=True)
+    try:
+        done = subprocess.run(plan.export_argv, stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=EXPORT_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NsysError(f"`nsys export` could not run on {plan.report} ({exc}).") from None
+    if done.returncode != 0 or not plan.sqlite.is_file():
+        said = _nsys_said((done.stdout + done.stderr).decode("utf-8", "replace").splitlines())
+        raise DiagnoseError(f"`nsys export --type sqlite` could not convert {plan.report} (nsys said: {said}); "
+                            f"the report is kept, open it in the Nsight Systems GUI or export it by hand.")
+    return plan.sqlite

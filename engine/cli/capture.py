@@ -1,0 +1,128 @@
+"""`diagnose profile [--preset NAME] [options] -- CMD ARGS`: capture, export and diagnose in one command (the
+capture itself is engine/capture/; this module prints, asks and reports)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from ..api import diagnose
+from ..capture.flags import CaptureOptions, build_plan
+from ..capture.nsys import INSTALL_HINT, NsysError, installed_nsys
+from ..capture.presets import expected_settings, guess_preset, load_presets, parallel_size, visible_gpus
+from ..capture.run import default_out_dir, export_sqlite, finish_report, prepare_out_dir, run_capture
+from ..diagnosis.config import resolve_config
+from ..errors import InputError
+from ..reports.render import render
+from .deliver import deliver
+from .exits import EXIT_PROGRAM_FAILED, one_line
+from .interrupt import StopRequest
+from .output import check_output, emit, output_formats
+from .progress import Progress
+
+PROG = "diagnose profile"
+
+
+def _say(text: str, *, quiet: bool = False) -> None:
+    if not quiet:
+        sys.stderr.write(f"{PROG}: {one_line(text)}\n")
+        sys.stderr.flush()
+
+
+def run(args: argparse.Namespace, stop: StopRequest) -> int:
+    command = list(args.command)
+    if not command:
+        raise InputError("give the program to profile after --, e.g. `diagnose profile -- python bench.py`.")
+    if command[0].startswith("-"):  # nsys would take it for one of its own switches
+        raise InputError(f"the program {command[0]!r} starts with '-', which nsys would read as a switch; name it "
+                         f"by a path, e.g. ./{command[0]}.")
+    quiet = args.quiet
+    presets = load_presets()
+    if args.preset:
+        preset, why = presets[args.preset], "--preset"
+    else:
+        name, reason = guess_preset(command)
+        preset, why = presets[name], f"guessed: {reason}; --preset overrides"
+    _say(f"preset {preset.preset} ({why}): {preset.title}", quiet=quiet and not args.dry_run)
+    nsys, cached = installed_nsys(args.nsys)
+    if not nsys.export_sqlite:
+        raise NsysError(f"{nsys.path} (nsys {nsys.version}) is too old: it has no `nsys export --type sqlite`, which "
+                        f"the diagnosis reads; {INSTALL_HINT}.")
+    explicit = args.out_dir is not None
+    out_dir = Path(os.path.abspath(args.out_dir if explicit else default_out_dir()))
+    options = CaptureOptions(duration_s=args.duration_s, delay_s=args.delay_s, capture_range=args.capture_range,
+                             gpu_metrics=args.gpu_metrics, force=args.force, extra=tuple(args.nsys_args))
+    environ = dict(os.environ)
+    plan = build_plan(nsys, preset, command, out_dir, options, environ)
+    for warning in plan.warnings:
+        _say(f"warning: {warning}")
+    parallel = parallel_size(preset, command)
+    visible = visible_gpus(environ)
+    if parallel and visible is not None and parallel > visible:
+        _say(f"warning: the command asks for {parallel} GPUs but CUDA_VISIBLE_DEVICES shows {visible}; the capture "
+             f"will be checked for {args.expect_gpus or parallel}.")
+    if args.capture_range:
+        _say(f"note: {' '.join(preset.range_note.split())}", quiet=quiet)
+    sets = expected_settings(args.expect_gpus, args.expect_ranks, parallel)
+    if args.dry_run:
+        return _dry_run(plan, nsys.version, sets, args)
+    outputs = output_formats(args.outputs, args.format)
+    for output, _ in outputs:
+        check_output(output, [])
+    config = resolve_config(args.config, args.rule_dirs, [*sets, *args.sets])
+    prepare_out_dir(out_dir, force=args.force, explicit=explicit)
+    _say(f"capturing with nsys {nsys.version} into {out_dir}", quiet=quiet)
+    window_end = (args.delay_s or 0) + args.duration_s if args.duration_s else None
+    result = run_capture(plan, lambda text: _say(text), environ, window_end)
+    status = result.program_status()
+    if result.interrupted is not None or result.failed:
+        _say(f"the program {status}; diagnosing the partial capture nsys wrote")
+    else:
+        _say(f"the program {status}", quiet=quiet)
+    for note in result.notes:
+        _say(note)
+    report = finish_report(plan, result, lambda text: _say(text, quiet=quiet))
+    stop.check()
+    sqlite = export_sqlite(plan, lambda text: _say(text, quiet=quiet))
+    stop.check()
+    progress = Progress(stop, quiet=quiet)
+    document = diagnose(sqlite, config, tokens=args.tokens, progress=progress, cache=args.cache,
+                        cache_dir=args.cache_dir, what_if_batch=args.what_if_batch)
+    kept = out_dir / "report.md"
+    emit(render(document, "md"), kept, inputs=[str(sqlite)], cache_dir=args.cache_dir)
+    _record(out_dir, plan, nsys.version, result, command, sets)
+    _say(f"kept {report}, {sqlite}, {kept} (and capture.log, capture.json)", quiet=False)
+    code = deliver(args, document, document.findings, outputs, [str(sqlite), str(report)], stop, progress)
+    if result.interrupted is not None:
+        return 128 + result.interrupted
+    if result.failed:
+        return EXIT_PROGRAM_FAILED
+    return code
+
+
+def _record(out_dir: Path, plan, version: str, result, command: list[str], sets: list[str]) -> None:
+    """capture.json: how the capture was made and how the program ended, for whoever reads the directory later."""
+    data = {"nsys_version": version, "preset": plan.preset.preset, "command": command,
+            "nsys_command": plan.profile_argv, "export_command": plan.export_argv, "environment": plan.env,
+            "warnings": plan.warnings, "program_exit_status": result.returncode,
+            "stopped_by_signal": result.interrupted, "ended_by_duration": result.ended_by_duration,
+            "program": result.program_status(), "seconds": result.seconds,
+            "settings": sets}
+    emit(json.dumps(data, indent=2) + "\n", out_dir / "capture.json", inputs=[])
+
+
+def _dry_run(plan, version: str, sets: list[str], args: argparse.Namespace) -> int:
+    """The exact command lines and environment, ready to paste into a job script; nothing runs."""
+    lines = [f"# nsys {version}, preset {plan.preset.preset}: {' '.join(plan.preset.note.split())}"]
+    if args.capture_range:
+        lines.append(f"# {' '.join(plan.preset.range_note.split())}")
+    lines += [f"# warning: {w}" for w in plan.warnings]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in plan.env.items()]
+    lines += [shlex.join(plan.profile_argv), shlex.join(plan.export_argv),
+              shlex.join(["diagnose", str(plan.sqlite), *[f"--set={s}" for s in sets]])]
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0

@@ -1,0 +1,393 @@
+"""`diagnose profile -- CMD` with fake nsys executables (tests/fake_nsys.py) of several releases: the flags each
+preset gets per version, dropped flags and their warning, the output directory, the program's exit status, Ctrl-C,
+a missing or too old nsys, the .qdstrm importer and the per-binary cache of what nsys accepts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nsys_diagnose.capture.flags import CaptureOptions, build_plan
+from nsys_diagnose.capture.nsys import installed_nsys
+from nsys_diagnose.capture.presets import guess_preset, load_presets, parallel_size
+from nsys_diagnose.fixtures.generator import generate
+
+from cli_in_process import run_cli
+from fake_nsys import calls, make_fake_nsys, profile_call
+
+OLD, V2022, V2023, V2024, V2025 = "2021.1.1.66", "2022.4.2.1", "2023.4.1.97", "2024.6.1.90", "2025.3.1.90"
+EXIT_PROGRAM_FAILED = 4
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("export") / "eager.sqlite"
+    generate("eager_decode", path)
+    return path
+
+
+def _plan(tmp_path: Path, version: str, preset: str, command: list[str], **options):
+    nsys, _ = make_fake_nsys(tmp_path, version)
+    found, _ = installed_nsys(nsys, cache=False)
+    return build_plan(found, load_presets()[preset], command, tmp_path / "out", CaptureOptions(**options), {})
+
+
+def _switches(plan) -> list[str]:
+    return [a for a in plan.profile_argv[2:] if a.startswith("--") and not a.startswith("--output=")]
+
+
+@pytest.mark.parametrize("version", [V2022, V2023, V2024, V2025])
+def test_vllm_gets_fork_tracing_graph_nodes_and_spawned_workers_on_every_version(tmp_path, version):
+    plan = _plan(tmp_path, version, "vllm", ["vllm", "serve", "m"])
+    assert _switches(plan) == ["--trace=cuda,nvtx,osrt", "--trace-fork-before-exec=true", "--cuda-graph-trace=node",
+                               "--sample=none", "--cpuctxsw=none"]
+    assert plan.env == {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+    assert plan.profile_argv[-3:] == ["vllm", "serve", "m"]
+    assert plan.warnings == []
+
+
+@pytest.mark.parametrize("version, kept", [(V2022, False), (V2023, True), (V2024, True), (V2025, True)])
+def test_trtllm_traces_the_gil_only_where_nsys_can(tmp_path, version, kept):
+    plan = _plan(tmp_path, version, "trtllm", ["trtllm-serve", "m"])
+    trace = next(s for s in _switches(plan) if s.startswith("--trace="))
+    assert trace == ("--trace=cuda,nvtx,python-gil" if kept else "--trace=cuda,nvtx")
+    assert plan.env == {"TLLM_LLMAPI_ENABLE_NVTX": "1", "TLLM_PROFILE_RECORD_GC": "1"}
+    if kept:
+        assert plan.warnings == []
+    else:
+        assert plan.warnings == [f"nsys {version} cannot trace python-gil: dropped from --trace; lost: when Python "
+                                 f"threads wait for the GIL."]
+
+
+@pytest.mark.parametrize("version, switch", [(V2022, None), (V2023, None), (V2024, "--pytorch=autograd-nvtx"),
+                                             (V2025, "--pytorch=autograd-nvtx")])
+def test_pytorch_autograd_ranges_where_nsys_has_the_switch(tmp_path, version, switch):
+    plan = _plan(tmp_path, version, "pytorch", ["python", "train.py"])
+    assert _switches(plan)[0] == "--trace=cuda,nvtx,osrt,cudnn,cublas"
+    assert (switch in _switches(plan)) if switch else not any(s.startswith("--pytorch") for s in _switches(plan))
+    assert len(plan.warnings) == (0 if switch else 1)
+    if not switch:
+        assert plan.warnings[0].startswith(f"nsys {version} has no --pytorch switch: --pytorch=autograd-nvtx dropped; "
+                                           f"lost: NVTX ranges of PyTorch's autograd operators")
+
+
+@pytest.mark.parametrize("version, expected", [
+    (V2022, "--gpu-metrics-device=all"), (V2023, "--gpu-metrics-device=all"),
+    (V2024, "--gpu-metrics-devices=cuda-visible"), (V2025, "--gpu-metrics-devices=cuda-visible")])
+def test_gpu_metrics_switch_is_spelled_for_the_version(tmp_path, version, expected):
+    plan = _plan(tmp_path, version, "cuda", ["./app"], gpu_metrics=True)
+    assert expected in _switches(plan)
+    assert plan.warnings == []
+
+
+@pytest.mark.parametrize("version", [V2022, V2024])
+def test_capture_range_window_and_its_end_per_preset(tmp_path, version):
+    vllm = _plan(tmp_path / "v", version, "vllm", ["vllm", "serve", "m"], capture_range="cudaProfilerApi",
+                 delay_s=30, duration_s=12.5)
+    assert _switches(vllm)[-4:] == ["--capture-range=cudaProfilerApi", "--capture-range-end=repeat", "--delay=30",
+                                    "--duration=12.5"]
+    sglang = _plan(tmp_path / "s", version, "sglang", ["python", "-m", "sglang.launch_server"],
+                   capture_range="cudaProfilerApi")
+    assert "--capture-range-end=stop" in _switches(sglang)
+
+
+def test_an_old_nsys_gets_the_old_spelling_or_loses_the_switch_with_a_warning(tmp_path):
+    sglang = _plan(tmp_path / "s", OLD, "sglang", ["python", "-m", "sglang.launch_server"],
+                   capture_range="cudaProfilerApi", gpu_metrics=True)
+    assert "--stop-on-range-end=true" in _switches(sglang)
+    assert "--gpu-metrics-device=all" in _switches(sglang)
+    assert sglang.warnings == [f"nsys {OLD} has no --cuda-graph-trace switch: --cuda-graph-trace=node dropped; lost: "
+                               f"kernels inside CUDA graphs (each replay stays one opaque interval)."]
+    vllm = _plan(tmp_path / "v", OLD, "vllm", ["vllm", "serve", "m"], capture_range="cudaProfilerApi")
+    assert not any("range-end" in s for s in _switches(vllm))
+    assert (f"nsys {OLD} has only --stop-on-range-end, which cannot say --capture-range-end=repeat: dropped; lost: "
+            f"what happens at the end of the capture range (nsys's default).") in vllm.warnings
+
+
+@pytest.mark.parametrize("command, preset", [
+    (["vllm", "serve", "meta-llama/Llama-3.1-8B"], "vllm"),
+    (["/opt/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server"], "vllm"),
+    (["python3", "-m", "sglang.launch_server", "--model-path", "m"], "sglang"),
+    (["python", "-m", "sglang.bench_one_batch"], "sglang"),
+    (["trtllm-serve", "m"], "trtllm"), (["env", "A=1", "trtllm-bench", "throughput"], "trtllm"),
+    (["python", "bench.py"], "pytorch"), (["torchrun", "--nproc-per-node", "2", "t.py"], "pytorch"),
+    (["./my_cuda_app"], "cuda")])
+def test_the_preset_is_guessed_from_the_command(command, preset):
+    assert guess_preset(command)[0] == preset
+
+
+def test_parallel_sizes_in_the_command_give_the_expected_gpus():
+    presets = load_presets()
+    assert parallel_size(presets["vllm"], ["vllm", "serve", "m", "--tensor-parallel-size", "2", "-pp=2"]) == 4
+    assert parallel_size(presets["sglang"], ["python", "-m", "sglang.launch_server", "--tp", "8"]) == 8
+    assert parallel_size(presets["vllm"], ["vllm", "serve", "m"]) is None
+
+
+def test_capture_exports_and_diagnoses_in_a_fresh_directory(tmp_path, export):
+    nsys, log = make_fake_nsys(tmp_path, V2024, export)
+    out = tmp_path / "run1"
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", out, "-f", "json", "--", sys.executable, "-c", "pass")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"]["primary"]  # the eager decode the fake export holds is diagnosed
+    assert sorted(p.name for p in out.iterdir()) == ["capture.json", "capture.log", "profile.nsys-rep",
+                                                     "profile.sqlite", "report.md"]
+    assert "preset pytorch (guessed: the program is" in done.stderr
+    assert f"kept {out / 'profile.nsys-rep'}, {out / 'profile.sqlite'}, {out / 'report.md'}" in done.stderr
+    argv = profile_call(log)["argv"]
+    assert argv[argv.index(f"--output={out / 'profile'}") + 1:] == [sys.executable, "-c", "pass"]
+    exported = [c["argv"] for c in calls(log) if c["argv"][:1] == ["export"] and c["argv"][1:] != ["--help"]]
+    assert exported == [["export", "--type=sqlite", f"--output={out / 'profile.sqlite'}", "--force-overwrite=true",
+                         str(out / "profile.nsys-rep")]]
+    record = json.loads((out / "capture.json").read_text())
+    assert record["program_exit_status"] == 0 and record["nsys_version"] == V2024
+
+
+def test_an_earlier_capture_is_never_overwritten_without_force(tmp_path, export):
+    nsys, log = make_fake_nsys(tmp_path, V2024, export)
+    out = tmp_path / "run"
+    assert run_cli("profile", "--nsys", nsys, "--out-dir", out, "--", sys.executable, "-c", "pass").returncode == 0
+    before = (out / "profile.sqlite").stat().st_mtime_ns
+    again = run_cli("profile", "--nsys", nsys, "--out-dir", out, "--", sys.executable, "-c", "pass")
+    assert again.returncode == 2
+    assert f"{out} already holds a capture (profile.nsys-rep); choose another --out-dir, or pass --force" \
+        in again.stderr
+    assert (out / "profile.sqlite").stat().st_mtime_ns == before
+    assert run_cli("profile", "--nsys", nsys, "--out-dir", out, "--force", "--", sys.executable, "-c",
+                   "pass").returncode == 0
+    assert "--force-overwrite=true" in [c for c in calls(log) if c["argv"][:1] == ["profile"]][-1]["argv"]
+
+
+def test_the_default_directory_is_new_and_timestamped(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    work = tmp_path / "work"
+    work.mkdir()
+    done = run_cli("profile", "--nsys", nsys, "--", sys.executable, "-c", "pass", cwd=work)
+    assert done.returncode == 0, done.stderr
+    made = [p.name for p in work.iterdir()]
+    assert len(made) == 1 and made[0].startswith("nsys-diagnose-")
+    assert (work / made[0] / "profile.sqlite").is_file()
+
+
+def test_a_failing_program_is_reported_and_its_partial_capture_diagnosed(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    out = tmp_path / "run"
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", out, "-f", "json", "--", sys.executable, "-c",
+                   "import sys; sys.exit(3)")
+    assert done.returncode == EXIT_PROGRAM_FAILED
+    assert "the program failed: exit status 3; diagnosing the partial capture nsys wrote" in done.stderr
+    assert json.loads(done.stdout)["verdict"]["primary"]
+    assert json.loads((out / "capture.json").read_text())["program_exit_status"] == 3
+
+
+def test_the_qdstrm_nsys_leaves_is_imported_with_the_importer_beside_it(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2022, export, qdstrm=True)
+    out = tmp_path / "run"
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", out, "--", sys.executable, "-c", "pass")
+    assert done.returncode == 0, done.stderr
+    importer = tmp_path / "nsight" / "host-linux-x64" / "QdstrmImporter"
+    assert f"nsys left profile.qdstrm: importing it with {importer}" in done.stderr
+    assert (out / "profile.nsys-rep").is_file() and not (out / "profile.qdstrm").exists()
+
+
+def test_nsys_that_writes_no_report_is_one_sentence(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export, write_nothing=True)
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", tmp_path / "run", "--", sys.executable, "-c", "pass")
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "nsys wrote no report" in errors[0] and "fake nsys: cannot profile" in errors[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_missing_nsys_is_one_sentence_saying_how_to_get_or_point_to_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("NSYS_DIAGNOSE_NSYS", raising=False)
+    done = run_cli("profile", "--", "python", "bench.py")
+    assert done.returncode == 2
+    assert "nsys was not found on PATH" in done.stderr and "--nsys PATH or NSYS_DIAGNOSE_NSYS" in done.stderr
+    assert "install Nsight Systems" in done.stderr and "Traceback" not in done.stderr
+    monkeypatch.setenv("NSYS_DIAGNOSE_NSYS", str(tmp_path / "no-such-nsys"))
+    named = run_cli("profile", "--", "python", "bench.py")
+    assert named.returncode == 2 and f"{tmp_path / 'no-such-nsys'} (from NSYS_DIAGNOSE_NSYS)" in named.stderr
+
+
+def test_no_program_or_one_named_like_a_switch_is_one_sentence(tmp_path):
+    nsys, log = make_fake_nsys(tmp_path, V2024)
+    none = run_cli("profile", "--nsys", nsys)
+    assert none.returncode == 2 and "give the program to profile after --" in none.stderr
+    dashed = run_cli("profile", "--nsys", nsys, "--", "-o.sh")
+    assert dashed.returncode == 2 and "name it by a path, e.g. ./-o.sh" in dashed.stderr
+    assert calls(log) == []  # refused before nsys was even asked its version
+
+
+def test_an_nsys_without_export_is_too_old(tmp_path):
+    nsys, _ = make_fake_nsys(tmp_path, OLD)
+    done = run_cli("profile", "--nsys", nsys, "--", "python", "bench.py")
+    assert done.returncode == 2
+    assert f"(nsys {OLD}) is too old: it has no `nsys export --type sqlite`" in done.stderr
+
+
+def test_dry_run_prints_the_exact_lines_and_environment_and_runs_nothing(tmp_path):
+    nsys, log = make_fake_nsys(tmp_path, V2024)
+    out = tmp_path / "run"
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", out, "--dry-run", "--range", "cudaProfilerApi", "--",
+                   "vllm", "serve", "m", "--tensor-parallel-size", "2")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "export VLLM_WORKER_MULTIPROC_METHOD=spawn" in lines
+    assert (f"{nsys} profile --trace=cuda,nvtx,osrt --trace-fork-before-exec=true --cuda-graph-trace=node "
+            f"--sample=none --cpuctxsw=none --capture-range=cudaProfilerApi --capture-range-end=repeat "
+            f"--output={out / 'profile'} vllm serve m --tensor-parallel-size 2") in lines
+    assert f"{nsys} export --type=sqlite --output={out / 'profile.sqlite'} --force-overwrite=true " \
+           f"{out / 'profile.nsys-rep'}" in lines
+    assert any(line.startswith("# ") and "/start_profile" in line for line in lines)  # the range note
+    assert f"diagnose {out / 'profile.sqlite'} --set=facts.expected_gpus=2 --set=facts.expected_ranks=2" in lines
+    assert not out.exists()
+    assert not [c for c in calls(log) if c["argv"][:1] == ["profile"] and c["argv"][1:] != ["--help"]]
+
+
+def test_what_nsys_accepts_is_cached_per_binary_and_probed_again_when_it_changes(tmp_path, user_cache):
+    nsys, log = make_fake_nsys(tmp_path, V2024)
+    first, cached = installed_nsys(nsys)
+    assert not cached and first.version == V2024
+    probes = len(calls(log))
+    second, cached = installed_nsys(nsys)
+    assert cached and second == first and len(calls(log)) == probes
+    cache_file = next(user_cache.glob("nsys-capabilities-*.json"))
+    assert cache_file.stat().st_mode & 0o777 == 0o600 and cache_file.parent.stat().st_mode & 0o777 == 0o700
+    os.utime(nsys, ns=(time.time_ns(), time.time_ns() + 10**9))
+    _, cached = installed_nsys(nsys)
+    assert not cached and len(calls(log)) > probes
+    cache_file.chmod(0o666)  # a file others may write is never trusted
+    _, cached = installed_nsys(nsys)
+    assert not cached
+
+
+def _wait_for(path: Path, timeout: float = 20) -> None:
+    end = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > end:
+            raise AssertionError(f"{path} never appeared")
+        time.sleep(0.05)
+
+
+def _start(tmp_path: Path, export: Path, finish_delay: float = 0) -> tuple[subprocess.Popen, Path, Path]:
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export, finish_delay=finish_delay)
+    ready, out = tmp_path / "ready", tmp_path / "run"
+    program = (f"import pathlib, signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(130)); "
+               f"pathlib.Path({str(ready)!r}).touch(); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-m", "nsys_diagnose.cli", "profile", "--nsys", str(nsys), "--out-dir",
+                             str(out), "-f", "json", "--", sys.executable, "-c", program],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _wait_for(ready)
+    return proc, out, ready
+
+
+def test_ctrl_c_stops_the_program_lets_nsys_finish_and_diagnoses_what_it_wrote(tmp_path, export):
+    proc, out, _ = _start(tmp_path, export)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: to the whole foreground process group
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "stopping the program; nsys is writing what it captured" in stderr
+    assert "the program stopped by SIGINT after" in stderr
+    assert json.loads(stdout)["verdict"]["primary"]
+    assert (out / "report.md").is_file() and json.loads((out / "capture.json").read_text())["stopped_by_signal"] == 2
+
+
+def test_a_second_ctrl_c_aborts(tmp_path, export):
+    proc, out, _ = _start(tmp_path, export, finish_delay=60)  # an nsys slow to write its report
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(1)
+    started = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 20  # nsys was not waited for
+    assert proc.returncode == 130
+    assert stdout == "" and "interrupted" in stderr and "Traceback" not in stderr
+    assert not (out / "report.md").exists()
+
+
+def test_expected_gpus_turn_a_missing_gpu_into_a_capture_finding(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", tmp_path / "run", "-f", "json", "--expect-gpus", "2",
+                   "--", sys.executable, "-c", "pass")
+    assert done.returncode == 0, done.stderr
+    findings = {f["rule"]: f for f in json.loads(done.stdout)["findings"]}
+    assert findings["fewer-gpus-than-expected"]["message"].startswith(
+        "Only 1 GPU did work in the capture, but the run should use 2")
+    assert findings["fewer-ranks-than-expected"]["severity"] == "warning"  # --expect-ranks follows --expect-gpus
+    assert json.loads((tmp_path / "run" / "capture.json").read_text())["settings"] == [
+        "facts.expected_gpus=2", "facts.expected_ranks=2"]
+
+
+def test_capture_findings_lead_with_the_diagnose_profile_line_for_the_profiles_stack():
+    from conftest import scenario_analysis
+
+    worker = next(f for f in scenario_analysis("worker_kernels_untraced")[1].findings
+                  if f.rule == "worker-without-kernels")
+    assert worker.message.startswith("VllmWorker-1 (pid 70111) made 7,325 kernel or graph launch calls")
+    # the vllm preset traces forks already: no --nsys-arg, and its environment in the line by hand
+    assert worker.remediation[0] == (
+        "Capture again with: diagnose profile --preset vllm -- <your command> (by hand: "
+        "VLLM_WORKER_MULTIPROC_METHOD=spawn nsys profile --trace=cuda,nvtx --trace-fork-before-exec=true ...).")
+    graph = next(f for f in scenario_analysis("graph_decode_graph")[1].findings
+                 if f.rule == "graph-mode-hides-kernels")
+    assert graph.remediation[0] == (
+        "Capture again with: diagnose profile --preset pytorch --nsys-arg=--cuda-graph-trace=node -- <your command> "
+        "(by hand: nsys profile --cuda-graph-trace=node --trace=cuda,nvtx ...).")
+
+
+def test_nsys_arg_replaces_the_presets_switch_and_unknown_switches_are_dropped(tmp_path):
+    plan = _plan(tmp_path, V2022, "vllm", ["vllm", "serve", "m"],
+                 extra=("--cuda-graph-trace=graph", "--python-sampling=true"))
+    assert "--cuda-graph-trace=graph" in _switches(plan) and "--cuda-graph-trace=node" not in _switches(plan)
+    assert plan.warnings == [f"nsys {V2022} has no --python-sampling switch: --nsys-arg=--python-sampling=true "
+                             f"dropped."]
+
+
+def test_an_nsys_that_cannot_run_is_one_sentence(tmp_path):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, broken=True)
+    done = run_cli("profile", "--nsys", nsys, "--", "python", "bench.py")
+    assert done.returncode == 2
+    assert f"{nsys} --version failed (nsys: error while loading shared libraries: libQt6Core.so.6), so this nsys " \
+           f"is unusable here" in done.stderr
+    assert "--nsys PATH or NSYS_DIAGNOSE_NSYS" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_gpu_metrics_without_the_privilege_say_how_to_grant_it(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export, say="ERR_NVGPUCTRPERM - The user does not have permission "
+                                                          "to access NVIDIA GPU Performance Counters")
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", tmp_path / "run", "--gpu-metrics", "--",
+                   sys.executable, "-c", "pass")
+    assert done.returncode == 0, done.stderr
+    assert "GPU metrics need access to the GPU performance counters: run the capture as root" in done.stderr
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in done.stderr
+
+
+def test_a_program_that_nsys_stops_at_the_end_of_duration_did_not_fail(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    out = tmp_path / "run"
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", out, "--duration", "1", "--", sys.executable, "-c",
+                   "import time; time.sleep(30)")
+    assert done.returncode == 0, done.stderr
+    assert "the program was stopped by nsys at the end of the capture window (1 s), as --duration asks" in done.stderr
+    record = json.loads((out / "capture.json").read_text())
+    assert record["program_exit_status"] == 143 and record["ended_by_duration"] is True
+
+
+def test_more_gpus_asked_than_visible_is_a_warning_and_the_range_note_is_printed(tmp_path, monkeypatch):
+    nsys, _ = make_fake_nsys(tmp_path, V2024)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    done = run_cli("profile", "--nsys", nsys, "--dry-run", "--range", "cudaProfilerApi", "--", "python", "-m",
+                   "sglang.launch_server", "--tp", "2")
+    assert done.returncode == 0
+    assert "warning: the command asks for 2 GPUs but CUDA_VISIBLE_DEVICES shows 1" in done.stderr
+    assert "note: With --range cudaProfilerApi, bracket the load with POST /start_profile and POST /stop_profile" \
+        in done.stderr
