@@ -1,9 +1,11 @@
 """Where one diagnosis spends its time (`diagnose --timings`): the wall time of each stage and of each fact, the
-rows each fact holds, and the DuckDB spill (temporary files) seen while it ran, for the run and for each phase.
+rows each fact holds, and the DuckDB spill (temporary files) it added, for the run and for each phase.
 
-Spill is sampled: a thread reads DuckDB's `duckdb_temporary_files()` every SPILL_SAMPLE_S while a fact runs, and
-the fact's spill is the most temporary bytes seen (https://duckdb.org/docs/stable/sql/meta/duckdb_table_functions).
-Facts that run side by side (small exports, engine/facts/parallel.py) see each other's spill.
+Spill is sampled: a thread reads DuckDB's `duckdb_temporary_files()` every SPILL_SAMPLE_S while a fact runs
+(https://duckdb.org/docs/stable/sql/meta/duckdb_table_functions), and the fact's spill is the most temporary bytes
+seen above those present when it began: the facts' tables live in an in-memory database that also spills once it
+outgrows the memory limit, so the total would charge every fact with the tables computed before it. Facts that
+run side by side (small exports, engine/facts/parallel.py) see each other's spill.
 """
 
 from __future__ import annotations
@@ -31,7 +33,12 @@ class Timing:
 
 @dataclass
 class _Watch:
+    start: int | None = None  # temporary bytes when the fact began
     peak: int = 0
+
+    @property
+    def added(self) -> int:
+        return max(self.peak - (self.start or 0), 0)
 
 
 @dataclass
@@ -59,7 +66,7 @@ class Timings:
         """Time one fact computed on `con`; the caller sets out["rows"] when it knows them, else counter() (called
         after the clock stops) counts them."""
         self._ensure_sampler(con)
-        watch = _Watch()
+        watch = _Watch(start=self._spilled())
         with self._lock:
             self._watches.append(watch)
         out: dict[str, int | None] = {"rows": None}
@@ -73,7 +80,7 @@ class Timings:
             self._sample()
             with self._lock:
                 self._watches.remove(watch)
-            self._add(Timing(scope, name, wall, out["rows"], watch.peak if self._cursor is not None else None))
+            self._add(Timing(scope, name, wall, out["rows"], watch.added if watch.start is not None else None))
 
     def close(self) -> None:
         self._stop.set()
@@ -104,17 +111,24 @@ class Timings:
         while not self._stop.wait(SPILL_SAMPLE_S):
             self._sample()
 
-    def _sample(self) -> None:
+    def _spilled(self) -> int | None:
+        """DuckDB's temporary bytes now, or None when they cannot be read."""
         cursor = self._cursor
         if cursor is None:
-            return
+            return None
         try:
             with self._lock:  # one query at a time on the sampler's cursor
-                spilled = cursor.execute("SELECT coalesce(sum(size), 0) FROM duckdb_temporary_files()").fetchone()[0]
-                for watch in self._watches:
-                    watch.peak = max(watch.peak, int(spilled))
+                return int(cursor.execute("SELECT coalesce(sum(size), 0) FROM duckdb_temporary_files()").fetchone()[0])
         except Exception:  # the connection closed under us: the run is over
+            return None
+
+    def _sample(self) -> None:
+        spilled = self._spilled()
+        if spilled is None:
             return
+        with self._lock:
+            for watch in self._watches:
+                watch.peak = max(watch.peak, spilled)
 
 
 def _size(n: int | None) -> str:
