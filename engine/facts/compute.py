@@ -13,7 +13,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from ..duck import sql_literal
+from ..duck import insert_rows, sql_literal
 from ..facts import (Fact, FactError, check_documented_columns, check_rows, did_you_mean, load_facts, materialize,
                      run_order, table_columns, with_needs)
 from ..reading.canonical import VIEWS
@@ -216,8 +216,7 @@ def _define_phases(con: Any, phase_patterns: dict[str, str] | None,
                    op_classes: OperationClasses | None = None) -> None:
     patterns = phase_patterns if phase_patterns is not None else DEFAULT_PHASE_PATTERNS
     con.execute("CREATE OR REPLACE TABLE _phase_patterns (phase VARCHAR, pattern VARCHAR, priority INTEGER)")
-    con.executemany("INSERT INTO _phase_patterns VALUES (?, ?, ?)",
-                    [(phase, pattern, i) for i, (phase, pattern) in enumerate(patterns.items())])
+    insert_rows(con, "_phase_patterns", [(phase, pattern, i) for i, (phase, pattern) in enumerate(patterns.items())])
     # phase_of(text): the first configured phase whose pattern matches. Patterns are written into the macro
     # as constants so DuckDB compiles each regular expression once, not once per NVTX range.
     _define_classifier(con, "phase_of", patterns)
