@@ -223,10 +223,11 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
                 params = {k: s.value for k, s in config.fact_params.items()}
                 if what_if_batch:  # the batch projection is replayed in SQL (_whatif_steps)
                     params["whatif_batch"] = what_if_batch
-                facts = facts_of(export, params=params,
-                                 phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress,
-                                 startup_patterns=config.startup_patterns, step_patterns=config.step_patterns,
-                                 op_classes=op_classes, timings=timings)
+                with stages("compute the facts"):
+                    facts = facts_of(export, params=params,
+                                     phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress,
+                                     startup_patterns=config.startup_patterns, step_patterns=config.step_patterns,
+                                     op_classes=op_classes, timings=timings)
             except FactOverflowError as exc:
                 raise InputError(f"{path} holds values too large to compute with ({exc}); the export looks "
                                  f"damaged or hand-edited, so export the profile again with "

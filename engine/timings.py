@@ -161,7 +161,7 @@ def render_timings(timings: Timings, total_s: float | None = None, limit: int | 
         lines += [line(t) for t in shown]
         rest = len(mine) - len(shown)
         summed = sum(t.wall_s for t in mine)
-        lines.append(f"{scope:<10} {f'all {len(mine)} facts' + (f' ({rest} not shown)' if rest else ''):<28} "
+        lines.append(f"{scope:<10} {f'sum of {len(mine)} facts' + (f' ({rest} not shown)' if rest else ''):<28} "
                      f"{summed:8.3f} {(f'{summed / whole * 100:5.1f}%' if whole else ''):>6}")
     if total_s is not None:
         lines.append(f"{'total':<10} {'':<28} {total_s:8.3f}")

@@ -42,7 +42,8 @@ def test_timings_follow_the_report_and_leave_it_unchanged(phased: Path, tmp_path
     assert run.returncode == 0 and run.stdout == ""
     assert plain.read_text(encoding="utf-8") == timed.read_text(encoding="utf-8")
     table = _table(run.stderr)
-    for stage in ("load the rules and facts", "read the export", "judge and build the report", "render"):
+    for stage in ("load the rules and facts", "read the export", "compute the facts", "judge and build the report",
+                  "render"):
         assert ("stage", stage) in table
     report = json.loads(timed.read_text(encoding="utf-8"))
     # Each fact of the run, with the rows it holds: the phases fact has one row per phase the report lists.
