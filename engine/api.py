@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from pathlib import Path
 from typing import Callable
@@ -17,6 +18,7 @@ from .facts.opclasses import load_operation_classes
 from .facts.results_cache import facts_of
 from .facts import Fact, FactError, FactOverflowError, fact_param_range, load_facts
 from .errors import InputError
+from .timings import Timings
 from .version import tool_version
 from .reports.model import ParamOverride, ProfileSummary, Report, StackInfo, StartUp
 from .reports.breakdown import window_breakdown
@@ -194,29 +196,38 @@ def load_rule_set(config: Config) -> tuple[dict[str, Fact], dict[str, Rule]]:
 
 def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | None = None,
              progress: Callable[[str], None] | None = None, cache: bool = True, threads: int | None = None,
-             share: int = 1, cache_dir: str | Path | None = None, what_if_batch: int | None = None) -> Report:
+             share: int = 1, cache_dir: str | Path | None = None, what_if_batch: int | None = None,
+             timings: Timings | None = None) -> Report:
     """Diagnose one export. `tokens`: output tokens the profiled run generated (adds tokens/s).
     `cache`: reuse (or save) the canonical tables in the user's cache directory, or `cache_dir` (see
     engine/reading/cache.py); False reads the export afresh.
-    `threads`, `share`: DuckDB threads, and how many diagnoses run side by side sharing the memory limit."""
+    `threads`, `share`: DuckDB threads, and how many diagnoses run side by side sharing the memory limit.
+    `timings`: record where the time goes there (engine/timings.py): reading, each fact, judging."""
     config = config or Config()
-    fact_defs, rules = load_rule_set(config)
-    # A configuration shared with multi-rank runs may tune cross-rank rules: one profile ignores those settings.
-    run_rules = load_rules(fact_defs, config.rule_dirs, scope="run")
-    validate_config(config, {**rules, **run_rules}, fact_defs)
-    config = split_config(config, set(run_rules))[0]
-    op_classes = load_operation_classes(config.rule_dirs)
+    stages = timings.stage if timings else lambda _: contextlib.nullcontext()
+    with stages("load the rules and facts"):
+        fact_defs, rules = load_rule_set(config)
+        # A configuration shared with multi-rank runs may tune cross-rank rules: one profile ignores those settings.
+        run_rules = load_rules(fact_defs, config.rule_dirs, scope="run")
+        validate_config(config, {**rules, **run_rules}, fact_defs)
+        config = split_config(config, set(run_rules))[0]
+        op_classes = load_operation_classes(config.rule_dirs)
     try:
-        with open_export(path, progress=progress, cache=cache, threads=threads, share=share,
-                         cache_dir=cache_dir) as export:
+        with contextlib.ExitStack() as scope:
+            with stages("read the export"):
+                export = scope.enter_context(open_export(path, progress=progress, cache=cache, threads=threads,
+                                                         share=share, cache_dir=cache_dir))
+            if timings:
+                scope.callback(timings.close)  # the spill sampler stops before the export's connection closes
             try:
                 params = {k: s.value for k, s in config.fact_params.items()}
                 if what_if_batch:  # the batch projection is replayed in SQL (_whatif_steps)
                     params["whatif_batch"] = what_if_batch
-                facts = facts_of(export, params=params,
-                                 phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress,
-                                 startup_patterns=config.startup_patterns, step_patterns=config.step_patterns,
-                                 op_classes=op_classes)
+                with stages("compute the facts"):
+                    facts = facts_of(export, params=params,
+                                     phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress,
+                                     startup_patterns=config.startup_patterns, step_patterns=config.step_patterns,
+                                     op_classes=op_classes, timings=timings)
             except FactOverflowError as exc:
                 raise InputError(f"{path} holds values too large to compute with ({exc}); the export looks "
                                  f"damaged or hand-edited, so export the profile again with "
@@ -227,7 +238,8 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
                     raise FactError(f"{exc} (needed by rule{'s' if len(users) > 1 else ''} {', '.join(users)})",
                                     exc.fact) from None
                 raise
-            return build_report(export, facts, rules, config, fact_defs, tokens, what_if_batch)
+            with stages("judge and build the report"):
+                return build_report(export, facts, rules, config, fact_defs, tokens, what_if_batch)
     except RuntimeError as exc:  # Ctrl-C inside a DuckDB query surfaces as RuntimeError('Query interrupted')
         reraise_interrupt(exc)
         raise

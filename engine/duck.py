@@ -95,6 +95,17 @@ def sql_literal(text: str) -> str:
     return "'" + _sql_string(text) + "'"
 
 
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple | list], columns: str = "") -> None:
+    """INSERT `rows` into `table` (its columns, or those named in `columns`, e.g. '("key", "value")') as one
+    statement with parameters: executemany() runs and commits one INSERT per row, which into a database file
+    writes its log once per row (13 rows of profile_info took 85 ms)."""
+    if not rows:
+        return
+    width = len(rows[0])
+    values = ", ".join(["(" + ", ".join("?" * width) + ")"] * len(rows))
+    con.execute(f"INSERT INTO {table} {columns} VALUES {values}", [v for row in rows for v in row])
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, (duckdb.OutOfMemoryException, MemoryError)) or "out of memory" in str(exc).lower()
 

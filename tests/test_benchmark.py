@@ -55,7 +55,11 @@ def test_benchmark_smoke(tmp_path: Path) -> None:
     # the phased twin is measured beside the plain export, and what phases cost is reported
     assert rows["diagnose (cold, phased)"]["status"] == "ok"
     assert data["phase_cost"][0]["kernels"] == 3000 and "Cost of judging phases" in done.stdout
-    assert any(t.startswith("- 3 k kernels: cold run") for t in data["targets"])
+    assert any(t.startswith("- 3 k kernels: cold phased run") and "the gaps floor" in t for t in data["targets"])
+    # where the largest size's cold run spent its time: the stages and facts of `diagnose --timings`
+    assert data["timings"]["kernels"] == 3000 and data["timings"]["status"] == "ok"
+    assert "read the export" in data["timings"]["table"] and "_idle_gaps" in data["timings"]["table"]
+    assert "Where the time went: `diagnose --timings`" in done.stdout
     assert (tmp_path / "large-3000.sqlite").is_file()
 
     # same work directory: the export is reused, not generated again

@@ -23,6 +23,7 @@ import argparse  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
+import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import TYPE_CHECKING  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -41,6 +42,7 @@ try:
     from .progress import Progress
     from .tables import ROW_FORMATS
     from ..version import tool_version
+    from ..timings import Timings
 except ImportError:
     if not _STARTING.requested:
         raise
@@ -181,6 +183,9 @@ def _add_report_options(p: argparse.ArgumentParser, *, jobs: bool = False) -> No
                        help="multi-rank runs: ranks read at once (default: one per CPU); the ranks read side by side "
                             "share the CPUs and DuckDB's memory limit")
     _add_quiet(p)
+    p.add_argument("--timings", action="store_true",
+                   help="after the report, print on standard error where the time went: each stage, and each fact "
+                        "of the run and of each phase with its wall time, rows and DuckDB spill (one profile only)")
     _add_debug(p)
     _add_version(p)
 
@@ -542,6 +547,8 @@ def _main(argv: list[str]) -> int:
 
 
 def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -> int:
+    begin = time.perf_counter()
+    timings = Timings() if args.timings else None
     multi_rank = len(args.profiles) > 1 or (args.profiles[0] != "" and Path(args.profiles[0]).is_dir())
     outputs = output_formats(args.outputs, args.format)
     for output, _ in outputs:
@@ -553,6 +560,8 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -
                              "tokens, so diagnose a rank alone to get its tokens/s.")
         if args.what_if_batch:
             raise InputError("--what-if applies to one profile; diagnose a rank alone to project its batch.")
+        if args.timings:
+            raise InputError("--timings applies to one profile; diagnose a rank alone to see where its time goes.")
         from ..diagnosis.multirank import diagnose_run  # only multi-rank runs need it
 
         document = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs,
@@ -560,9 +569,10 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -
         findings = [f for _, f in document.all_findings()]
     else:
         document = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
-                            cache=args.cache, cache_dir=args.cache_dir, what_if_batch=args.what_if_batch)
+                            cache=args.cache, cache_dir=args.cache_dir, what_if_batch=args.what_if_batch,
+                            timings=timings)
         findings = document.findings
-    return deliver(args, document, findings, outputs, args.profiles, stop, progress)
+    return deliver(args, document, findings, outputs, args.profiles, stop, progress, timings, begin)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from ..duck import sql_literal
+from ..duck import insert_rows, sql_literal
 from ..facts import (Fact, FactError, check_documented_columns, check_rows, did_you_mean, load_facts, materialize,
                      run_order, table_columns, with_needs)
 from ..reading.canonical import VIEWS
@@ -22,6 +22,7 @@ from .opclasses import OperationClasses, define_op_classes
 from .parallel import run_facts, side_by_side
 from .scopes import FROM_RUN, compute_phase, per_phase_order, phases_to_judge
 from .window import steady_start, steady_window
+from ..timings import RUN, Timings, timed
 
 # Default NVTX phase patterns (case-insensitive RE2 regular expressions on the range text; the first phase whose
 # pattern matches wins, so a range that names both is prefill). A phase word counts only as a whole word: what
@@ -215,8 +216,7 @@ def _define_phases(con: Any, phase_patterns: dict[str, str] | None,
                    op_classes: OperationClasses | None = None) -> None:
     patterns = phase_patterns if phase_patterns is not None else DEFAULT_PHASE_PATTERNS
     con.execute("CREATE OR REPLACE TABLE _phase_patterns (phase VARCHAR, pattern VARCHAR, priority INTEGER)")
-    con.executemany("INSERT INTO _phase_patterns VALUES (?, ?, ?)",
-                    [(phase, pattern, i) for i, (phase, pattern) in enumerate(patterns.items())])
+    insert_rows(con, "_phase_patterns", [(phase, pattern, i) for i, (phase, pattern) in enumerate(patterns.items())])
     # phase_of(text): the first configured phase whose pattern matches. Patterns are written into the macro
     # as constants so DuckDB compiles each regular expression once, not once per NVTX range.
     _define_classifier(con, "phase_of", patterns)
@@ -274,12 +274,13 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
                   progress: Callable[[str], None] | None = None, helpers: Collection[str] = (),
                   startup_patterns: dict[str, str] | None = None,
                   step_patterns: dict[str, str] | None = None,
-                  op_classes: OperationClasses | None = None) -> FactSet:
+                  op_classes: OperationClasses | None = None, timings: Timings | None = None) -> FactSet:
     """Compute `facts` (default: the bundled ones and those of `extra_fact_dirs`) over the export. The result
     holds the rows of every fact that is not a helper, and of the helpers named in `helpers`. The facts marked
     `-- @whole-capture` (the start-up) run first over the whole capture; when a start-up is followed by steady
     work, every other fact runs over the steady window after it (engine/facts/window.py). `op_classes`: the
-    operation classes (engine/facts/opclasses.py); None: the bundled ones."""
+    operation classes (engine/facts/opclasses.py); None: the bundled ones. `timings`: record each fact's wall time,
+    rows and spill there (engine/timings.py)."""
     facts = facts if facts is not None else load_facts(extra_fact_dirs)
     con = export.con
     _define_phases(con, phase_patterns, startup_patterns, step_patterns, op_classes)
@@ -296,10 +297,13 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
             progress(f"computing fact {ordered.index(fact) + 1}/{len(ordered)} {fact.name} over {ops:,} GPU operations")
 
     def compute(cursor: Any, fact: Fact) -> tuple[list[str], list[dict[str, Any]]] | None:
-        materialize(cursor, fact, params, check_columns=False)  # checked below on the rows' columns
-        if fact.is_helper and fact.name not in helpers:
-            return None
-        return _rows(cursor, fact)
+        with timed(timings, cursor, RUN, fact) as timing:
+            materialize(cursor, fact, params, check_columns=False)  # checked below on the rows' columns
+            if fact.is_helper and fact.name not in helpers:
+                return None
+            found = _rows(cursor, fact)
+            timing["rows"] = len(found[1])
+            return found
 
     def record(fact: Fact, found: tuple[list[str], list[dict[str, Any]]] | None) -> None:
         if found is None:
@@ -329,13 +333,16 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
         for fact in rest:
             record(fact, computed[fact.name])
         # Before the team facts: they run with the configuration locked, and a phase sets the search path.
-        _compute_phases(con, facts, out, params, progress, workers, since)
+        _compute_phases(con, facts, out, params, progress, workers, since, timings)
         if team:
             _lock_for_team_facts(con, TEAM_LIMITS)
         for fact in team:
             announce(fact)
-            _materialize_bounded(con, fact, params, TEAM_LIMITS)
-            record(fact, None if fact.is_helper and fact.name not in helpers else _rows(con, fact))
+            with timed(timings, con, RUN, fact) as timing:
+                _materialize_bounded(con, fact, params, TEAM_LIMITS)
+                found = None if fact.is_helper and fact.name not in helpers else _rows(con, fact)
+                timing["rows"] = len(found[1]) if found else timing["rows"]
+            record(fact, found)
     return out
 
 
@@ -346,7 +353,8 @@ def _whole_capture(facts: dict[str, Fact]) -> set[str]:
 
 
 def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict[str, float] | None,
-                    progress: Callable[[str], None] | None, workers: int, since_ns: int | None = None) -> None:
+                    progress: Callable[[str], None] | None, workers: int, since_ns: int | None = None,
+                    timings: Timings | None = None) -> None:
     """out.phases: the per-phase facts over each phase worth judging on its own (engine/facts/scopes.py)."""
     # Only when the run's facts a phase reads (FROM_RUN) were computed: `diagnose facts show phases` computes the
     # phases fact and what it needs, not the idle gaps every phase is cut from.
@@ -358,7 +366,8 @@ def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict
         if progress:
             progress(f"computing the facts of phase {number}/{len(phases)} {phase}")
         scoped = FactSet()
-        found = compute_phase(con, phase, f"phase_{number}", ordered, params, _rows, workers, since_ns)
+        found = compute_phase(con, phase, f"phase_{number}", ordered, params, _rows, workers, since_ns,
+                              timings)
         for fact in ordered:
             if fact.name in found:
                 columns, rows = found[fact.name]

@@ -13,6 +13,7 @@ cache's own, engine/reading/cache.py) matches: a planted or edited file is ignor
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import hmac
@@ -26,6 +27,7 @@ from typing import Any, Callable
 from ..reading import cache as store
 from ..reading.export import Export
 from . import Fact, render_sql
+from ..timings import Timings
 from .opclasses import OperationClasses, default_classes
 from .compute import (DEFAULT_PHASE_PATTERNS, DEFAULT_STARTUP_PATTERNS, DEFAULT_STEP_PATTERNS, METRIC_NAMES_FILE,
                       FactResult, FactSet, compute_facts)
@@ -136,22 +138,24 @@ def facts_of(export: Export, *, facts: dict[str, Fact], params: dict[str, float]
              progress: Callable[[str], None] | None = None,
              startup_patterns: dict[str, str] | None = None,
              step_patterns: dict[str, str] | None = None,
-             op_classes: OperationClasses | None = None) -> FactSet:
-    """compute_facts, or the rows an earlier run computed from the same cached tables with the same facts."""
+             op_classes: OperationClasses | None = None, timings: Timings | None = None) -> FactSet:
+    """compute_facts, or the rows an earlier run computed from the same cached tables with the same facts
+    (`timings` then records that stage alone)."""
     if export.cache_file is None or not export.cache_key:
         return compute_facts(export, params=params, phase_patterns=phase_patterns, facts=facts, progress=progress,
                              startup_patterns=startup_patterns, step_patterns=step_patterns,
-                             op_classes=op_classes)
+                             op_classes=op_classes, timings=timings)
     path = entry_path(export.cache_file)
     key = results_key(export.cache_key, facts, params, phase_patterns, startup_patterns, step_patterns, op_classes)
-    kept = load(path, key, facts) if export.cache_hit else None
+    with timings.stage("reuse the cached facts") if timings else contextlib.nullcontext():
+        kept = load(path, key, facts) if export.cache_hit else None
     if kept is not None:
         if progress:
             progress(f"reusing the facts computed from {export.cache_file.name}")
         return kept
     computed = compute_facts(export, params=params, phase_patterns=phase_patterns, facts=facts, progress=progress,
                              startup_patterns=startup_patterns, step_patterns=step_patterns,
-                             op_classes=op_classes)
+                             op_classes=op_classes, timings=timings)
     save(path, key, computed, stat_mode(export.cache_file))
     return computed
 

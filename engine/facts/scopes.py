@@ -12,6 +12,7 @@ the causes of each gap) is read from the whole run, where it was computed with a
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, TypeVar
 
 from ..duck import sql_literal
@@ -19,6 +20,7 @@ from ..reading.canonical import STORED, view_sql
 from . import Fact, materialize, run_order, with_needs
 from .parallel import run_facts
 from .window import cut_predicate
+from ..timings import Timings, timed
 
 T = TypeVar("T")
 
@@ -50,11 +52,13 @@ def per_phase_order(facts: dict[str, Fact]) -> list[Fact]:
 
 
 def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params: dict[str, float] | None,
-                  collect: Callable[[Any, Fact], T], workers: int = 1, since_ns: int | None = None) -> dict[str, T]:
+                  collect: Callable[[Any, Fact], T], workers: int = 1, since_ns: int | None = None,
+                  timings: Timings | None = None) -> dict[str, T]:
     """Create `schema` holding `phase`'s rows and compute `ordered` in it, `workers` facts at once
     (engine/facts/parallel.py); returns collect(cursor, fact) of each per-phase fact, called while the schema is
     current. `since_ns`: where the steady window begins (engine/facts/window.py), when the run is judged after its
-    start-up. The schema is dropped afterwards and the search path restored."""
+    start-up. `timings`: record each fact's cost there, under the phase's name. The schema is dropped afterwards and
+    the search path restored."""
     db = con.execute("SELECT current_database()").fetchone()[0]
     run = f'"{db}".main'
     if phase == OTHER:
@@ -71,27 +75,14 @@ def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params
     con.execute(f'CREATE SCHEMA "{stored}"')
     try:
         con.execute(search_path)
-        # The phase's rows are copied once into tables (several facts read each). Views stored with their names
-        # as ids (kernels, API calls) are copied in that form, under the canonical view that joins the names back.
-        for names in _NAME_TABLES:
-            con.execute(f'CREATE VIEW "{stored}"."{names}" AS SELECT * FROM canon."{names}"')
-        for view, key in _KEYS.items():
-            if view in STORED:
-                # Read from the stored table, which the steady window does not cut: cut here the same way.
-                cut = "" if since_ns is None else f" WHERE {cut_predicate(view, since_ns, 'x')}"
-                con.execute(f'CREATE TABLE "{stored}"."{view}" AS SELECT x.* FROM canon."{view}" x {keep} {claimed} '
-                            f"p ON {key}{cut}")
-                con.execute(f'CREATE VIEW "{view}" AS {view_sql(view, chr(34) + stored + chr(34))}')
-            else:
-                con.execute(f"CREATE TABLE {view} AS SELECT x.* FROM {run}.{view} x {keep} {claimed} p ON {key}")
-        # The run's timeline and gaps carry the phase of each operation: a filter picks the phase's.
-        con.execute(f"CREATE VIEW _timeline AS SELECT * FROM {run}._timeline WHERE {tagged}")
-        con.execute(f"CREATE VIEW _idle_gaps AS SELECT * FROM {run}._idle_gaps WHERE {tagged}")
+        with timings.fact(con, phase, "(copy the phase's rows)") if timings else contextlib.nullcontext():
+            _copy_rows(con, run, stored, claimed, keep, tagged, since_ns)
 
         def compute(cursor: Any, fact: Fact) -> T | None:
-            # The whole run already checked each query's columns, over views of the same columns as these.
-            materialize(cursor, fact, params, check_columns=False)
-            return collect(cursor, fact) if fact.per_phase else None
+            with timed(timings, cursor, phase, fact):
+                # The whole run already checked each query's columns, over views of the same columns as these.
+                materialize(cursor, fact, params, check_columns=False)
+                return collect(cursor, fact) if fact.per_phase else None
 
         found = run_facts(con, ordered, compute, workers=workers, setup=[search_path])
         return {name: value for name, value in found.items() if value is not None}
@@ -99,3 +90,24 @@ def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params
         con.execute("RESET search_path")
         con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         con.execute(f'DROP SCHEMA IF EXISTS "{stored}" CASCADE')
+
+
+def _copy_rows(con: Any, run: str, stored: str, claimed: str, keep: str, tagged: str, since_ns: int | None) -> None:
+    """The phase's rows, under the canonical names in the current schema; `claimed` holds the calls of the phase
+    and `keep` says whether a row is the phase's when its call is among them (SEMI JOIN) or when it is not."""
+    # The phase's rows are copied once into tables (several facts read each). Views stored with their names
+    # as ids (kernels, API calls) are copied in that form, under the canonical view that joins the names back.
+    for names in _NAME_TABLES:
+        con.execute(f'CREATE VIEW "{stored}"."{names}" AS SELECT * FROM canon."{names}"')
+    for view, key in _KEYS.items():
+        if view in STORED:
+            # Read from the stored table, which the steady window does not cut: cut here the same way.
+            cut = "" if since_ns is None else f" WHERE {cut_predicate(view, since_ns, 'x')}"
+            con.execute(f'CREATE TABLE "{stored}"."{view}" AS SELECT x.* FROM canon."{view}" x {keep} {claimed} '
+                        f"p ON {key}{cut}")
+            con.execute(f'CREATE VIEW "{view}" AS {view_sql(view, chr(34) + stored + chr(34))}')
+        else:
+            con.execute(f"CREATE TABLE {view} AS SELECT x.* FROM {run}.{view} x {keep} {claimed} p ON {key}")
+    # The run's timeline and gaps carry the phase of each operation: a filter picks the phase's.
+    con.execute(f"CREATE VIEW _timeline AS SELECT * FROM {run}._timeline WHERE {tagged}")
+    con.execute(f"CREATE VIEW _idle_gaps AS SELECT * FROM {run}._idle_gaps WHERE {tagged}")

@@ -56,7 +56,7 @@ import duckdb
 
 from . import canonical
 from .canonical import database_ddl
-from ..duck import offline_connection, reraise_interrupt, sql_literal, sqlite_reader_connection
+from ..duck import insert_rows, offline_connection, reraise_interrupt, sql_literal, sqlite_reader_connection
 from ..errors import DiagnoseError, SetupError
 
 # The code that decides what a cache holds, besides the canonical definitions: part of format_version().
@@ -394,7 +394,7 @@ def read_state(con: duckdb.DuckDBPyConnection, catalog: str) -> dict[str, str] |
 def write_state(con: duckdb.DuckDBPyConnection, catalog: str, state: dict[str, str]) -> None:
     con.execute(f'DROP TABLE IF EXISTS "{catalog}"._state')
     con.execute(database_ddl()["_state"].replace('TABLE "_state"', f'TABLE "{catalog}"."_state"'))
-    con.executemany(f'INSERT INTO "{catalog}"._state VALUES (?, ?)', list(state.items()))
+    insert_rows(con, f'"{catalog}"._state', list(state.items()))
 
 
 def new_build_dir(final: Path) -> Path:

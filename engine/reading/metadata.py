@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from ..duck import insert_rows
 from .adapters import METADATA_TABLES, Source
 from .canonical import VIEWS
 
@@ -107,6 +108,6 @@ def write_profile_info(con: duckdb.DuckDBPyConnection, info: ProfileInfo, invali
         **{f"invalid_times:{view}": count for view, count in sorted(invalid_times.items())},
     }
     con.execute(VIEWS["profile_info"].ddl())
-    con.executemany('INSERT INTO profile_info ("key", "value") VALUES (?, ?)',
-                    [(k, None if v is None else str(v)) for k, v in pairs.items()])
+    insert_rows(con, "profile_info", [(k, None if v is None else str(v)) for k, v in pairs.items()],
+                '("key", "value")')
     return len(pairs)

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ...duck import offline_connection
+from ...duck import insert_rows, offline_connection
 from ..compute import FactResult, FactSet
 from .. import Fact, FactError, materialize, parse_fact, run_order
 
@@ -75,8 +75,7 @@ def compute_run_facts(rows: list[dict[str, Any]], facts: dict[str, Fact] | None 
     con = offline_connection(threads=1)  # a handful of rows: threads would only cost start-up time
     try:
         con.execute(ranks_table_ddl())
-        con.executemany(f"INSERT INTO ranks VALUES ({', '.join('?' * len(RANK_COLUMNS))})",
-                        [[row.get(n) for n, _, _ in RANK_COLUMNS] for row in rows])
+        insert_rows(con, "ranks", [[row.get(n) for n, _, _ in RANK_COLUMNS] for row in rows])
         out = FactSet()
         for fact in run_order(facts):
             materialize(con, fact)

@@ -1,0 +1,95 @@
+"""`diagnose --timings`: where one diagnosis spends its time, per stage and per fact (of the run and of each phase),
+printed on standard error after the report, which it never changes."""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from cli_in_process import run_cli
+from nsys_diagnose.fixtures.generator import generate
+from nsys_diagnose.timings import Timings, render_timings
+
+_LINE = re.compile(r"^(\S+)\s+(\S.*?)\s+(\d+\.\d{3})\s+(\d+\.\d%)?\s*([\d,]+|-)?\s*(\S+ ?[kMG]?B|-)?$")
+
+
+def _table(err: str) -> dict[tuple[str, str], dict[str, str]]:
+    """The timings table as {(scope, name): {wall, rows, spill}}."""
+    out = {}
+    for line in err.splitlines()[1:]:
+        m = _LINE.match(line)
+        if m:
+            out[(m[1], m[2])] = {"wall": m[3], "rows": m[5], "spill": m[6]}
+    return out
+
+
+@pytest.fixture(scope="module")
+def phased(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("timings") / "prefill_heavy_eager_decode.sqlite"
+    generate("prefill_heavy_eager_decode", path)
+    return path
+
+
+def test_timings_follow_the_report_and_leave_it_unchanged(phased: Path, tmp_path: Path) -> None:
+    plain, timed = tmp_path / "plain.json", tmp_path / "timed.json"
+    assert run_cli(phased, "-q", "--no-cache", "-o", plain).returncode == 0
+    run = run_cli(phased, "-q", "--no-cache", "-o", timed, "--timings")
+    assert run.returncode == 0 and run.stdout == ""
+    assert plain.read_text(encoding="utf-8") == timed.read_text(encoding="utf-8")
+    table = _table(run.stderr)
+    for stage in ("load the rules and facts", "read the export", "compute the facts", "judge and build the report",
+                  "render"):
+        assert ("stage", stage) in table
+    report = json.loads(timed.read_text(encoding="utf-8"))
+    # Each fact of the run, with the rows it holds: the phases fact has one row per phase the report lists.
+    assert table[("run", "phases")]["rows"] == f"{len(report['facts']['phases']):,}"
+    assert ("run", "_idle_gaps") in table and ("run", "_timeline") in table
+    # The per-phase facts under each phase the report judges, with the copy of the phase's rows.
+    judged = set(report["phase_facts"])
+    assert judged >= {"prefill", "decode"}
+    for phase in judged:
+        assert (phase, "gpu_utilization") in table and (phase, "(copy the phase's rows)") in table
+        assert table[(phase, "gpu_utilization")]["rows"] == "1"
+    assert run.stderr.rstrip().splitlines()[-1].startswith("total")
+
+
+def test_a_cached_rerun_shows_the_reused_facts(phased: Path, tmp_path: Path) -> None:
+    args = (phased, "-q", "--cache-dir", tmp_path, "-o", tmp_path / "r.json", "--timings")
+    assert run_cli(*args).returncode == 0
+    again = run_cli(*args)
+    assert again.returncode == 0
+    table = _table(again.stderr)
+    assert ("stage", "reuse the cached facts") in table
+    assert not any(scope == "run" for scope, _ in table)  # no fact was computed again
+
+
+def test_timings_apply_to_one_profile(phased: Path, tmp_path: Path) -> None:
+    run = run_cli(phased, phased, "-q", "--no-cache", "--timings")
+    assert run.returncode == 2
+    assert "--timings applies to one profile" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_spill_is_the_temporary_space_duckdb_used_while_the_fact_ran() -> None:
+    spill_dir = tempfile.mkdtemp(prefix="nsys-diagnose-test-spill-")
+    con = duckdb.connect(config={"memory_limit": "48MB", "temp_directory": spill_dir, "threads": 1})
+    timings = Timings()
+    try:
+        with timings.fact(con, "run", "sort") as out:
+            con.execute("CREATE TABLE s AS SELECT i, hash(i) AS h, 'row ' || i AS t FROM range(2000000) r(i) "
+                        "ORDER BY h")
+            out["rows"] = 2_000_000
+        with timings.fact(con, "run", "count"):
+            con.execute("SELECT count(*) FROM range(10)").fetchall()
+    finally:
+        timings.close()
+        con.close()
+    sort, count = timings.entries
+    assert sort.spill_bytes and sort.spill_bytes > 1_000_000  # a sort of ~60 MB under a 48 MB limit spills
+    assert count.spill_bytes is not None and count.spill_bytes <= sort.spill_bytes
+    text = render_timings(timings, total_s=sort.wall_s + count.wall_s)
+    assert "2,000,000" in text and "MB" in text
