@@ -105,7 +105,7 @@ placed AS (
     LEFT JOIN (SELECT * FROM host_device WHERE pageable) c
            ON c.pid = o.pid AND c.correlation_id = o.correlation_id AND c.start_ns = o.start_ns AND NOT o.is_compute
     LEFT JOIN _glue_runs gr ON gr.pid = o.pid AND gr.correlation_id = o.correlation_id AND gr.start_ns = o.start_ns
-                           AND gr.device_id = o.device_id AND o.is_compute
+                           AND gr.device_id = o.device_id
 ),
 per_step AS (
     SELECT r.device_id, r.step_key AS step_id, count(*) AS op_count, sum(r.busy_ns) AS busy_ns,
