@@ -40,7 +40,8 @@ def test_the_installed_jinja_is_a_version_the_sandbox_supports():
 def test_the_internals_the_sandbox_relies_on_are_there():
     generator = jinja2.compiler.CodeGenerator
     for method in ("visit_Concat", "visit_List", "visit_Dict", "visit_Tuple", "write", "visit", "_make_finalize"):
-        assert callable(getattr(generator, method, None)), f"jinja2 {jinja2.__version__}: CodeGenerator.{method} is gone"
+        assert callable(getattr(generator, method, None)), \
+            f"jinja2 {jinja2.__version__}: CodeGenerator.{method} is gone"
     assert list(inspect.signature(generator.visit_List).parameters) == ["self", "node", "frame"]
     assert hasattr(jinja2.compiler, "Frame")
     pass_arg = jinja2.utils._PassArg

@@ -437,7 +437,8 @@ def _check_spec(spec: RuleSpec, bad: set[str], path: Path, source: str, facts: d
         return None
 
     params_known = "params" not in bad
-    for group, texts, target in (("when", spec.when, rule.conditions), ("when_any", spec.when_any, rule.any_conditions)):
+    for group, texts, target in (("when", spec.when, rule.conditions),
+                                 ("when_any", spec.when_any, rule.any_conditions)):
         if group in bad:
             continue
         for i, text_cond in enumerate(texts):

@@ -252,8 +252,8 @@ def _project(row: dict[str, Any], batch: int, current: float | None, serving: bo
         low = high = max(intercept + slope * batch, 1.0)
         method = "fit"
         assumptions = [known, f"Step time fitted against batch size by least squares over {row['steps']} steps "
-                              f"({fmt_step(intercept)} + {fmt_step(slope)} per request, R² {row.get('fit_r2') or 0:.2f}); "
-                              f"extrapolated beyond the sizes measured."]
+                              f"({fmt_step(intercept)} + {fmt_step(slope)} per request, "
+                              f"R² {row.get('fit_r2') or 0:.2f}); extrapolated beyond the sizes measured."]
     else:
         if not replayed or row.get("batch_low_step_ns") is None:
             return None  # the replay ran another batch: no projection rather than a wrong one

@@ -191,7 +191,8 @@ def phase_values(report: Report) -> dict[str, float | None]:
 # ------------------------------------------------------------------------------------------------------------
 # A metric's unit -> the display unit of engine/units.py fmt_value (a metric 'ratio' is shown as 0.00, a 'share'
 # as a percentage).
-_DISPLAY_UNIT = {"ratio": "plain", "share": "ratio", "percent": "percent", "ns": "ns", "bytes": "bytes", "rate": "per_s", "count": "number"}
+_DISPLAY_UNIT = {"ratio": "plain", "share": "ratio", "percent": "percent", "ns": "ns", "bytes": "bytes",
+                 "rate": "per_s", "count": "number"}
 
 
 def fmt_metric(value: float | None, unit: str) -> str:

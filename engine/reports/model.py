@@ -71,7 +71,8 @@ class WhatIf(Model):
     (engine/diagnosis/whatif.py, facts _whatif_steps and whatif_replay; README "What a fix would buy")."""
 
     transform: str
-    """The transform replayed: launch-gaps, host-gaps, sync, allocation, copies-pinned or fused (the rule's `what_if`)."""
+    """The transform replayed: launch-gaps, host-gaps, sync, allocation, copies-pinned or fused (the rule's
+    `what_if`)."""
     label: str
     """The transform in words, e.g. 'without launch gaps'."""
     device_id: int | None = None
