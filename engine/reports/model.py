@@ -415,7 +415,8 @@ class OperationBreakdown(Model):
 class Report(Document):
     """Output of `diagnose PROFILE --format json`."""
 
-    schema_version: Literal[REPORT_SCHEMA_VERSION] = REPORT_SCHEMA_VERSION
+    # a constant in Literal[...]: pydantic reads it at run time (the JSON Schema const), mypy wants a literal
+    schema_version: Literal[REPORT_SCHEMA_VERSION] = REPORT_SCHEMA_VERSION  # type: ignore[valid-type]
     profile: ProfileSummary
     verdict: Verdict
     metrics: dict[str, Any]
