@@ -40,6 +40,8 @@ FACTS_PAGE = "facts.md"
 FIX_COMMAND = "make docs  (or: .venv/bin/python -m nsys_diagnose.docs --write)"
 _UNIT_NAMES = {"us": "µs"}
 _TEMPLATE_PART = re.compile(r"(\{\{.*?\}\}|\{%.*?%\})", re.S)
+_CODE_SPAN = re.compile(r"(`[^`]*`)")
+_PROSE_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "*": "\\*", "|": "\\|"})
 ScenarioFacts = Callable[[str], FactSet]
 
 
@@ -61,9 +63,22 @@ class RulePage:
     example: Example | None = None
 
 
+def prose(text: object) -> str:
+    """Authored text (a rule's why, a param's or column's doc) on one line, safe in Markdown and in a table cell:
+    `<your command>` stays text instead of an HTML tag, `cudaMalloc*` starts no emphasis; `code` spans stay."""
+    return _escape(" ".join(str(text).split()))
+
+
+def _escape(text: str) -> str:
+    # a pipe is escaped in code spans too: GitHub splits table cells on it there as well
+    parts = _CODE_SPAN.split(text)
+    return "".join(p.replace("|", "\\|") if i % 2 else p.translate(_PROSE_ESCAPES) for i, p in enumerate(parts))
+
+
 def template_text(text: str) -> str:
-    """A rule's Jinja text for Markdown: the `{{ ... }}` and `{% ... %}` parts as code, the words as they are."""
-    return _TEMPLATE_PART.sub(lambda m: "`" + " ".join(m.group(1).split()) + "`", " ".join(text.split()))
+    """A rule's Jinja text for Markdown: the `{{ ... }}` and `{% ... %}` parts as code, the words as prose."""
+    parts = _TEMPLATE_PART.split(" ".join(text.split()))
+    return "".join("`" + " ".join(p.split()) + "`" if i % 2 else _escape(p) for i, p in enumerate(parts))
 
 
 def _unit(unit: str) -> str:
@@ -102,7 +117,7 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(folder), autoescape=False, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters.update(md=lambda text: md_inline(text, None), tpl=template_text, unit=_unit, limit=fmt_limit,
-                       oneline=lambda text: " ".join(str(text).split()))
+                       prose=prose)
     return env
 
 
@@ -164,7 +179,9 @@ def build(scenario_facts: ScenarioFacts | None = None) -> dict[str, str]:
             page=page, spec=spec, category=categories[spec.category], stacks=labels,
             remediation=_steps(spec.remediation),
             stack_remediation={stack: _steps(steps) for stack, steps in spec.stack_remediation.items()},
-            cases=[_case_row(c) for c in page.cases])
+            cases=[_case_row(c) for c in page.cases],
+            conditions={c.left.value: c.source for c in page.rule.conditions + page.rule.any_conditions
+                        if c.left.kind == "column"})
     by_category = [(category, [p for p in pages if p.rule.spec.category == category.id])
                    for category in categories.values()]
     out[f"{RULES_DIR}/README.md"] = env.get_template("docs_rules_index.md.j2").render(

@@ -67,6 +67,20 @@ def test_every_relative_link_of_the_generated_docs_leads_somewhere(pages):
             assert f'<a id="{anchor}"></a>' in pages["facts.md"], f"{name} links to facts.md#{anchor}"
 
 
+def test_every_table_row_has_the_cells_of_its_header_and_prose_stays_text(pages):
+    # an unescaped | in a doc or message would split a cell; <your command> would vanish as an HTML tag
+    for name, text in pages.items():
+        header = None
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.startswith("|"):
+                header = None
+                continue
+            cells = len(re.findall(r"(?<!\\)\|", line))
+            header = header or cells
+            assert cells == header, f"{name}:{number}: {cells - 1} cells under a header of {header - 1}: {line}"
+    assert "nsys profile --trace=cuda,nvtx,osrt -o report &lt;your command&gt;" in pages["rules/capture-nvtx-only.md"]
+
+
 def test_check_mode_names_a_stale_page_and_the_command_that_fixes_it(tmp_path: Path, pages, monkeypatch, capsys):
     for name, text in pages.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
