@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -118,8 +119,9 @@ SLOW_TESTS = {
     "test_team_rules.py": ["test_example_pack_passes_its_tests",
                            "test_example_pack_rules_show_up_namespaced_in_list_and_reports",
                            "test_a_failing_case_prints_expected_and_got",
-                           "test_broken_rules_get_one_precise_error_and_exit_2", "test_malformed_yaml_points_at_the_line",
-                           "test_sandbox_error_names_the_rule", "test_explain_shows_params_remediation_and_a_real_example",
+                           "test_broken_rules_get_one_precise_error_and_exit_2",
+                           "test_malformed_yaml_points_at_the_line", "test_sandbox_error_names_the_rule",
+                           "test_explain_shows_params_remediation_and_a_real_example",
                            "test_config_file_precedence_command_line_wins", "test_unknown_config_key_is_an_error",
                            "test_every_mistake_of_a_rule_file_is_listed_by_check_and_by_diagnose",
                            "test_rules_check_compiles_team_sql_and_points_at_the_typo",
@@ -401,7 +403,6 @@ def start_and_wait_for(command: list[str], stage: str, ready_file: Path, *, time
     with it: "starting", "reading CUPTI_ACTIVITY_KIND_KERNEL", "computing fact", see engine/cli/interrupt.py), so
     a test signals at a known point of the run instead of after a guessed delay, which a loaded machine turns into
     another point. Fails when the run ends or times out before it gets there."""
-    import subprocess
     import time
 
     env = {**popen.pop("env", os.environ), "NSYS_DIAGNOSE_TEST_READY_FILE": str(ready_file)}

@@ -43,7 +43,8 @@ def test_an_adapter_fills_by_name_whatever_its_column_order(con):
      "column 'mem_kind' is INTEGER, which does not fit its VARCHAR"),
     (_MEMSET.replace("64 AS bytes", "'64' AS bytes"),
      "column 'bytes' is VARCHAR, which does not fit its BIGINT"),
-    (_MEMSET.replace("NULL::BIGINT AS graph_node_id", "NULL AS graph_node_id, 1 AS pid"), "column 'pid' appears 2 times"),
+    (_MEMSET.replace("NULL::BIGINT AS graph_node_id", "NULL AS graph_node_id, 1 AS pid"),
+     "column 'pid' appears 2 times"),
 ])
 def test_a_wrong_adapter_is_an_internal_error_naming_table_adapter_and_column(con, select, says):
     with pytest.raises(AdapterMismatch) as caught:

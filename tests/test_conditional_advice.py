@@ -72,7 +72,7 @@ def test_a_broken_step_condition_is_a_rule_error_with_its_line(tmp_path, step_wh
     text = TEAM_RULE.replace("[overhead_ratio > 2]", step_when)
     done = run_cli("rules", "check", "--rule-dir", str(_pack(tmp_path, text)))
     assert done.returncode == 2
-    line = text.splitlines().index(next(l for l in text.splitlines() if step_when in l)) + 1
+    line = text.splitlines().index(next(x for x in text.splitlines() if step_when in x)) + 1
     assert f"launch-advice.yaml:{line - 1}:" in done.stdout + done.stderr  # the step's `- text:` line
     assert message in done.stdout + done.stderr
 

@@ -61,8 +61,10 @@ def _oracle(export, since: int | None = None, waits: list[tuple[int, int]] = ())
         WHERE end_ns >= start_ns AND device_id IS NOT NULL
         UNION ALL SELECT device_id, start_ns, end_ns, 'graph', '' FROM graph_launches
         WHERE end_ns >= start_ns AND device_id IS NOT NULL
-        UNION ALL SELECT device_id, start_ns, end_ns, 'copy', '' FROM memcpys WHERE end_ns >= start_ns AND device_id IS NOT NULL
-        UNION ALL SELECT device_id, start_ns, end_ns, 'copy', '' FROM memsets WHERE end_ns >= start_ns AND device_id IS NOT NULL""")
+        UNION ALL SELECT device_id, start_ns, end_ns, 'copy', '' FROM memcpys
+        WHERE end_ns >= start_ns AND device_id IS NOT NULL
+        UNION ALL SELECT device_id, start_ns, end_ns, 'copy', '' FROM memsets
+        WHERE end_ns >= start_ns AND device_id IS NOT NULL""")
            if since is None or op[1] >= since]
     by_device: dict[int, dict[str, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
     for device, s, e, kind, name in ops:

@@ -33,7 +33,8 @@ needs_real = pytest.mark.real_exports  # tests/conftest.py skips these when the 
 
 NAMES = [
     "eager_decode", "graph_decode_node", "graph_decode_graph", "prefill_decode_nvtx", "pageable_copies",
-    "sync_storm", "multi_gpu_straggler", "memory_bound_metrics", "metrics_unknown_names", "old_schema_2022", "new_schema_2025",
+    "sync_storm", "multi_gpu_straggler", "memory_bound_metrics", "metrics_unknown_names", "old_schema_2022",
+    "new_schema_2025",
     "healthy_prefill", "uvm_migration_storm", "empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture",
     "clock_glitch", "graph_host_gaps", "alloc_churn", "tiny_kernels_queued", "healthy_graph_decode", "hidden_copies",
     "small_grid_decode", "prefill_heavy_eager_decode", "idle_server_bursts", "short_decode_after_prefills",

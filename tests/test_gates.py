@@ -8,7 +8,6 @@ session's cached scenario reports, and the CLI runs in-process on those reports 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from conftest import scenario_analysis

@@ -160,8 +160,8 @@ def test_empty_phases_are_an_error_and_an_empty_phases_key_keeps_the_defaults(ca
     (tmp_path / "diagnose.yaml").write_text("phases: {}\n")
     line = in_process(capsys, profile)
     assert line == ('diagnose: error: diagnose.yaml: phases is empty, and phase detection cannot be turned off; list '
-                    'at least one pattern, e.g. `phases: {decode: "(?i)(^|[^a-z])decode([^a-z]|$)"}`, or remove the key to '
-                    'use the default patterns')
+                    'at least one pattern, e.g. `phases: {decode: "(?i)(^|[^a-z])decode([^a-z]|$)"}`, or remove the '
+                    'key to use the default patterns')
     (tmp_path / "diagnose.yaml").write_text("phases:\nrule_dirs:\nfacts:\nrules:\n")
     assert main([str(profile), "-q", "--no-cache"]) == 0, capsys.readouterr().err
 
@@ -237,11 +237,13 @@ def test_a_config_file_value_outside_the_range_names_the_file_and_key(capsys, tm
     config = tmp_path / "diagnose.yaml"
     config.write_text("rules:\n  launch-bound:\n    max_overhead_ratio: 1.5\nfacts:\n  warmup_share: 0.2\n")
     line = in_process(capsys, profile, "--config", config)
-    assert line == (f"diagnose: error: {config}: rules.launch-bound.max_overhead_ratio: launch-bound.max_overhead_ratio "
-                    f"must be between 0 and 1 (unit: ratio), not 1.5; `diagnose rules explain launch-bound` describes it")
+    assert line == (f"diagnose: error: {config}: rules.launch-bound.max_overhead_ratio: "
+                    f"launch-bound.max_overhead_ratio must be between 0 and 1 (unit: ratio), not 1.5; "
+                    f"`diagnose rules explain launch-bound` describes it")
     config.write_text("facts:\n  warmup_share: -0.5\n")
     line = in_process(capsys, profile, "--config", config)
-    assert line == f"diagnose: error: {config}: facts.warmup_share: facts.warmup_share must be between 0 and 1, not -0.5"
+    assert line == (f"diagnose: error: {config}: facts.warmup_share: facts.warmup_share must be between 0 and 1, "
+                    f"not -0.5")
 
 
 def test_the_limits_of_a_range_and_a_declared_unbounded_ratio_are_accepted(profile):

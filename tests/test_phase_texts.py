@@ -69,7 +69,8 @@ def test_facts_show_phases_prints_the_texts_of_a_profile_split_into_phases(tmp_p
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)["rows"]
     assert [(r["phase"], r["range_count"], r["matched_texts"]) for r in rows] == [
-        ("prefill", 1, [{"text": "prefill", "range_count": 1}]), ("decode", 40, [{"text": "decode", "range_count": 40}])]
+        ("prefill", 1, [{"text": "prefill", "range_count": 1}]),
+        ("decode", 40, [{"text": "decode", "range_count": 40}])]
 
 
 HOSTILE_STEPS = ["decode <script>alert(1)</script>", "decode|pipe`tick`[l](http://evil.example/a)",

@@ -711,8 +711,8 @@ def test_hostile_names_survive_json_exactly_and_inertly(hostile):
 def test_cli_writes_the_html_report(hostile, tmp_path):
     path, report = hostile
     target = tmp_path / "report.html"
-    p = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", str(path), "--format", "html", "-o", str(target),
-                        "-q"], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", str(path), "--format", "html",
+                        "-o", str(target), "-q"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert p.stdout == ""
     assert target.read_text(encoding="utf-8") == render(report, "html")

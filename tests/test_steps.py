@@ -105,7 +105,8 @@ def test_tensorrt_llm_labels_judge_decode_on_its_own() -> None:
     launch = [f for f in report.findings if f.rule == "launch-bound"]
     assert [(f.phase, f.severity) for f in launch] == [("decode", "warning")]
     assert (report.verdict.primary, report.verdict.phase) == ("launch-bound", "decode")
-    assert report.verdict.headline.startswith("In decode (bounds time per output token): GPU starved by kernel-launch overhead")
+    assert report.verdict.headline.startswith(
+        "In decode (bounds time per output token): GPU starved by kernel-launch overhead")
     # the process that ran the work is trtllm-serve and the steps are the executor's: TensorRT-LLM's advice, not
     # that of the library whose kernel names it shares
     assert report.profile.stack.name == "tensorrt-llm"

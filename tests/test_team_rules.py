@@ -134,7 +134,8 @@ def test_team_sql_cannot_escape_the_sandbox(tmp_path, what):
 
 
 def test_sandbox_error_names_the_rule(tmp_path):
-    sql = "-- @fact team_fact\n-- @doc Reads a file.\n-- @column device_id x\nSELECT 1 AS device_id FROM read_csv('/etc/passwd')\n"
+    sql = ("-- @fact team_fact\n-- @doc Reads a file.\n-- @column device_id x\n"
+           "SELECT 1 AS device_id FROM read_csv('/etc/passwd')\n")
     rule = GOOD_RULE.replace("fact: launch_overhead", "fact: team_fact").replace(
         "overhead_ratio > $max_ratio", "device_id > 0")
     p = run(str(EXAMPLE), "--rule-dir", str(pack(tmp_path, rule, sql=sql)))
@@ -243,7 +244,8 @@ def test_rules_check_reports_stale_and_missing_column_docs(tmp_path):
         f"`-- @column total_ns DESCRIPTION`",
         "checked 1 rule file: 2 errors",
     ]
-    (d / "team_fact.sql").write_text(TEAM_FACT.replace("stale_ns A column the query no longer returns", "total_ns Time"))
+    (d / "team_fact.sql").write_text(
+        TEAM_FACT.replace("stale_ns A column the query no longer returns", "total_ns Time"))
     fixed = run("rules", "check", str(d))
     assert fixed.returncode == 0, fixed.stdout
 

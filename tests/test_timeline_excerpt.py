@@ -198,7 +198,8 @@ def test_chromium_draws_the_profiles_own_events(tmp_path, name):
     by_lane = [o["start"] for o in drawn["ops"]]
     assert by_lane == [r["start_ns"] for r in facts]  # the fact's order: per stream, in start order
     # durations: on-screen width over duration is one scale for every operation wide enough to measure
-    px_per_ns = drawn["svg_px"] * timeline.PLOT_W / timeline.WIDTH / (rows[0]["window_end_ns"] - rows[0]["window_start_ns"])
+    window_ns = rows[0]["window_end_ns"] - rows[0]["window_start_ns"]
+    px_per_ns = drawn["svg_px"] * timeline.PLOT_W / timeline.WIDTH / window_ns
     for o in drawn["ops"]:
         inside = min(o["start"] + o["dur"], rows[0]["window_end_ns"]) - max(o["start"], rows[0]["window_start_ns"])
         assert o["px"] == pytest.approx(max(inside * px_per_ns, 0.6 * drawn["svg_px"] / timeline.WIDTH), abs=0.3)

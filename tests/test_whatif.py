@@ -17,9 +17,10 @@ NODE_GAP_NS = 1000  # facts.whatif_node_gap_ns: no node-traced graph replay in t
 
 
 def _ops_by_step(path: Path, like: str = "execute_model") -> list[list[tuple[int, int, int, bool | None]]]:
-    """Each 'execute_model' step's GPU operations (gap before it, start, end, is attention: None for a copy), from the export's own
-    CUPTI rows: the kernels and copies whose launching call lies from the step's start to the next step's start
-    (the STEPS block's span; the last step's range is its span here, as no call follows it), in start order."""
+    """Each 'execute_model' step's GPU operations (gap before it, start, end, is attention: None for a copy), from
+    the export's own CUPTI rows: the kernels and copies whose launching call lies from the step's start to the next
+    step's start (the STEPS block's span; the last step's range is its span here, as no call follows it), in start
+    order."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     starts = [r[0] for r in con.execute("SELECT start FROM NVTX_EVENTS WHERE text LIKE ? ORDER BY start", (like,))]
     last_end = con.execute("SELECT max(end) FROM NVTX_EVENTS WHERE text LIKE ?", (like,)).fetchone()[0]

@@ -40,10 +40,10 @@ time in a fresh child process:
 Wall time is time.perf_counter() around the child (median over --repeat runs); peak RSS is the child's own
 ru_maxrss from os.wait4 (which on Linux also covers the grandchildren it waited for, e.g. nsys's report scripts),
 the maximum over the runs; CPU % is the child's user + system time from the same os.wait4 over its wall time
-(100 % = one core busy for the whole run, 200 % = two). A command that exits non-zero is reported as failed with the tail of its stderr, never
-timed as if it had worked; one that runs past --timeout is killed (with its process group) and reported as
-"> timeout". The export is read once before timing, so every command finds it in the OS page cache: the numbers
-are CPU and memory cost, not disk speed. MB means 10^6 bytes throughout.
+(100 % = one core busy for the whole run, 200 % = two). A command that exits non-zero is reported as failed with
+the tail of its stderr, never timed as if it had worked; one that runs past --timeout is killed (with its process
+group) and reported as "> timeout". The export is read once before timing, so every command finds it in the OS
+page cache: the numbers are CPU and memory cost, not disk speed. MB means 10^6 bytes throughout.
 
 The report is a Markdown table on standard output; per command, a least-squares fit of wall time and peak RSS
 over the sizes (a fixed part plus a part per kernel); the cost of judging phases; a check against the targets
@@ -761,8 +761,9 @@ def render(rows: list[Row], sizes: list[Size], info: dict[str, Any], tools: Tool
              if r.status == "ok" and r.note and r.command != DIAGNOSE_SMALL]
     if notes:
         parts += ["Notes:", *notes, ""]
-    made = ", ".join(f"{_kernels(s.kernels)}{' phased' if s.path.endswith('-phased.sqlite') else ''}: " + (f"generated in {s.generated_s:.1f} s" if s.generated_s is not None
-                                                   else "reused") for s in sizes)
+    made = ", ".join(f"{_kernels(s.kernels)}{' phased' if s.path.endswith('-phased.sqlite') else ''}: "
+                     + (f"generated in {s.generated_s:.1f} s" if s.generated_s is not None else "reused")
+                     for s in sizes)
     parts += [(f"Machine: {info['cpus']} CPUs ({info['cpu_model']}), {info['ram_gb']} GB RAM, load average at start "
               f"{' / '.join(str(x) for x in info['load_average_at_start'])}; Python {info['python']}, "
               f"DuckDB {info['duckdb']}, nsys-diagnose {info['nsys_diagnose']} ({info['git'] or 'no git'}), "

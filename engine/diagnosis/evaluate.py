@@ -166,8 +166,9 @@ def _evidence(rule: Rule, row: dict[str, Any], params: dict[str, float],
         if other.kind == "param":
             param = other.value
             threshold = params[param]
-            threshold_display = (fmt_param(threshold, p_unit) if threshold_unit is None
-                                 else fmt_value(threshold * PARAM_UNITS[p_unit][1], threshold_unit))
+            param_unit = rule.spec.params[param].unit  # p_unit, known to be set here
+            threshold_display = (fmt_param(threshold, param_unit) if threshold_unit is None
+                                 else fmt_value(threshold * PARAM_UNITS[param_unit][1], threshold_unit))
         elif other.kind in ("number", "bool"):
             threshold = other.value
             threshold_display = fmt_value(other.value, unit)
@@ -265,7 +266,7 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
             impact = None if impact is None else max(0.0, min(1.0, float(impact)))
             run_impact = None if impact is None else impact * phase_share
             cost = impact if judged_alone else run_impact
-            severity = severities.get(rule.id, spec.severity)
+            severity = Severity(severities.get(rule.id, spec.severity))
             if cost is not None and spec.kind != Kind.CAPTURE and rule.id not in severities:
                 # Severity follows cost: a finding that costs little GPU time is information, whatever the rule's
                 # severity (a rule may set its own floor; an explicit rules.<id>.severity is kept as given).
@@ -277,8 +278,10 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
             subject = _render(rule, "label", spec.label, context, not_after) if spec.label else None
             if phase is not None:
                 subject = f"{phase} · {subject}" if subject else phase
+            kind = spec.kind
+            assert kind is not None  # filled from the rule's category when the rule loads (rules.py)
             out.findings.append(Finding(
-                rule=rule.id, title=spec.title, category=spec.category, kind=spec.kind, severity=severity,
+                rule=rule.id, title=spec.title, category=spec.category, kind=kind, severity=severity,
                 subject=subject, message=_render(rule, "message", spec.message, context, not_after),
                 impact=impact, phase=phase, run_impact=run_impact,
                 evidence=_evidence(rule, row, params, column_docs) + _phase_cost(rule, phase, impact, run_impact),
@@ -337,7 +340,7 @@ def _verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
     cause = strongest(Kind.CAUSE, PRIMARY_MIN_IMPACT)
     symptom = None if cause is not None else strongest(Kind.SYMPTOM, PRIMARY_MIN_IMPACT)
     traced = _dominant_idle_cause(symptom, idle_rules or {}) if symptom is not None else None
-    if traced is not None:
+    if traced is not None and symptom is not None:  # traced is only found for a symptom
         # The symptom never outranks a traced cause that explains most of its idle time: the cause's own finding
         # (reported below warning, or on another GPU) becomes the primary, else the verdict names the cause.
         part, share, (rule_id, category) = traced

@@ -130,7 +130,7 @@ def rank_numbers(rank: RankInput, report: Report) -> dict[str, Any]:
     main = max(gpus, key=lambda g: (g.get("kernel_time_ns") or 0, -(g.get("device_id") or 0)), default=None)
     device = main.get("device_id") if main else None
     comm = next((c for c in report.facts.get("communication") or [] if c.get("device_id") == device), {})
-    names = {d.get("device_id"): d.get("name") for d in report.profile.devices}
+    names: dict[Any, Any] = {d.get("device_id"): d.get("name") for d in report.profile.devices}
     return {
         "rank": rank.rank, "path": str(rank.path), "file": rank.path.name, "pid": comm.get("pid"),
         "device_id": device, "gpu_name": names.get(device), "gpus_used": len(gpus),

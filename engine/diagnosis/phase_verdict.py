@@ -6,6 +6,7 @@ either is the headline, however short the phase (README "Judged per phase")."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Literal
 
 from ..facts.compute import FactSet
 from ..reports.model import Finding, PhaseVerdict
@@ -14,13 +15,14 @@ from ..units import fmt_ratio
 from ..vocabulary import Kind, Severity
 
 # The phase names (default or configured) whose steps bound each goal; TensorRT-LLM calls them context and generation.
-_GOALS = {"prefill": "TTFT", "context": "TTFT", "decode": "TPOT", "generation": "TPOT"}
+Goal = Literal["TTFT", "TPOT"]
+_GOALS: dict[str, Goal] = {"prefill": "TTFT", "context": "TTFT", "decode": "TPOT", "generation": "TPOT"}
 GOAL_WORDS = {"TTFT": "time to first token", "TPOT": "time per output token"}
 # A kernel named in a phase line is shortened to this many characters (templated C++ names run to thousands).
 KERNEL_NAME_CHARS = 60
 
 
-def goal_of(phase: str | None) -> str | None:
+def goal_of(phase: str | None) -> Goal | None:
     """'TTFT', 'TPOT' or None for the phase name."""
     return _GOALS.get((phase or "").lower())
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from ..errors import DiagnoseError
 from ..facts import Fact
@@ -309,7 +310,7 @@ _STAND_INS: dict[str, Any] = {"id": "x", "title": "", "category": "", "severity"
                               "when": ["x == 0"], "message": "", "why": "", "remediation": [""]}
 
 
-def _validation_problem(error: dict[str, Any], err) -> RuleError:
+def _validation_problem(error: ErrorDetails, err) -> RuleError:
     loc = ".".join(str(p) for p in error["loc"])
     key = ".".join(str(p) for p in error["loc"][:2])
     if error["type"] == "extra_forbidden":
@@ -435,7 +436,7 @@ def _check_spec(spec: RuleSpec, bad: set[str], path: Path, source: str, facts: d
                             f"{spec.fact!r}")
         if columns is None or name in columns:
             return None
-        return err(key, f"fact {fact.name!r} has no column {name!r}{_did_you_mean(name, columns)}")
+        return err(key, f"fact {spec.fact!r} has no column {name!r}{_did_you_mean(name, columns)}")
 
     def check_step_column(name: str | tuple[str, str], key: str) -> RuleError | None:
         if not isinstance(name, tuple):
@@ -450,7 +451,8 @@ def _check_spec(spec: RuleSpec, bad: set[str], path: Path, source: str, facts: d
         return None
 
     params_known = "params" not in bad
-    for group, texts, target in (("when", spec.when, rule.conditions), ("when_any", spec.when_any, rule.any_conditions)):
+    for group, texts, target in (("when", spec.when, rule.conditions),
+                                 ("when_any", spec.when_any, rule.any_conditions)):
         if group in bad:
             continue
         for i, text_cond in enumerate(texts):

@@ -136,7 +136,7 @@ def _as_float(value: Any) -> float | None:
         return None
 
 
-class _FactCache:
+class FactCache:
     """Diagnosing a scenario is the slow part: do it once per profile for all the cases that use it."""
 
     def __init__(self, facts: dict[str, Fact], scenario_facts: Callable[[str], FactSet] | None = None,
@@ -220,12 +220,15 @@ class _FactCache:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+_FactCache = FactCache  # the name `diagnose rules explain` imports
+
+
 def run_rule_tests(files: list[Path], rules: dict[str, Rule], facts: dict[str, Fact],
                    scenario_facts: Callable[[str], FactSet] | None = None,
                    op_classes: OperationClasses | None = None) -> list[CaseResult]:
     """Run the cases of `files`. `scenario_facts` may supply already computed facts of a scenario; `op_classes`:
     the operation classes of the loaded team packs."""
-    cache = _FactCache(facts, scenario_facts, op_classes)
+    cache = FactCache(facts, scenario_facts, op_classes)
     results: list[CaseResult] = []
     try:
         for path in files:

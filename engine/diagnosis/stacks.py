@@ -26,7 +26,7 @@ def _example(row: dict) -> str:
 
 
 def _evidence(row: dict) -> str:
-    what = _SOURCES.get(row.get("source"), str(row.get("source")))
+    what = _SOURCES.get(row.get("source") or "", str(row.get("source")))
     share = f", {fmt_ratio(row['time_share'], 0)} of kernel time" if row.get("time_share") is not None else ""
     return f"{row.get('matches', 0):,} {what}{share}, e.g. {_example(row)}"
 

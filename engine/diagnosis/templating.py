@@ -24,7 +24,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -76,8 +76,8 @@ _WIDTH_FILTERS = frozenset({"center", "round", "truncate", "pct"})
 
 _TEMPLATE_FILE = "<template>"  # the file name Jinja gives the code of a template compiled from a string
 _NEWLINES = re.compile(r"\r\n|\r|\n")  # Jinja's own normalisation of the newlines of template data
-_DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
-_CONTAINERS = (list, tuple, set, frozenset, dict, *_DICT_VIEWS)
+_DICT_VIEWS: tuple[type[Collection[Any]], ...] = (type({}.keys()), type({}.values()), type({}.items()))
+_CONTAINERS: tuple[type[Collection[Any]], ...] = (list, tuple, set, frozenset, dict, *_DICT_VIEWS)
 
 
 class TemplateLimitError(Exception):
@@ -170,7 +170,8 @@ def _range_len(r: range) -> int:
 
 
 def _kind(value: Any) -> str:
-    return {str: "a string", list: "a list", tuple: "a list", dict: "a dict"}.get(type(value), "a value")
+    kinds: dict[type, str] = {str: "a string", list: "a list", tuple: "a list", dict: "a dict"}
+    return kinds.get(type(value), "a value")
 
 
 def _check_size(size: int, what: str = "a value") -> None:
@@ -231,7 +232,8 @@ def _printf_size(fmt: str, args: Any) -> int:
                                      "a format precision")
             arg = args[m["key"]] if m["key"] is not None else positional.pop(0)
             if m["conv"] in "sra":
-                text = to_text(arg, {"s": str, "r": repr, "a": ascii}[m["conv"]])
+                convert: dict[str, Callable[[Any], str]] = {"s": str, "r": repr, "a": ascii}
+                text = to_text(arg, convert[m["conv"]])
                 size = min(len(text), precision) if m["prec"] is not None else len(text)
             elif isinstance(arg, int) and not isinstance(arg, bool):
                 size = arg.bit_length() // 3 + 2 + precision  # decimal digits, sign, and any precision
@@ -557,11 +559,12 @@ def forbidden_attributes(source: str, data_names: Iterable[str]) -> list[str]:
     allowed = set(data_names) | DICT_METHODS | STR_METHODS | LOOP_ATTRIBUTES
     found: list[str] = []
     for node in _ENV.parse(source).find_all((nodes.Getattr, nodes.Getitem)):
+        attr: Any
         if isinstance(node, nodes.Getattr):
             attr = node.attr
             refused = attr not in allowed and (attr.startswith("_") or attr in _METHOD_NAMES)
         else:  # x['key'] reads a key, and falls back to an attribute only when there is no such key
-            attr = getattr(node.arg, "value", None)
+            attr = getattr(getattr(node, "arg", None), "value", None)
             refused = isinstance(attr, str) and attr.startswith("_")
         if refused and attr not in found:
             found.append(attr)

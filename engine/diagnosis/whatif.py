@@ -13,7 +13,7 @@ BatchWhatIf objects of the report.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ..facts.compute import FactSet
 from ..reports.model import BatchWhatIf, Finding, Throughput, WhatIf
@@ -136,7 +136,7 @@ def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None =
     if not measured or projected is None:
         return None
     projected = min(int(projected), int(measured))
-    basis = "window" if row.get("source") == "window" else "steps"
+    basis: Literal["steps", "window"] = "window" if row.get("source") == "window" else "steps"
     if basis == "steps" and (row.get("steps") or 0) < MIN_STEPS:
         return None  # say nothing rather than project from a handful of steps
     speedup = measured / projected if projected > 0 else None
@@ -246,14 +246,15 @@ def _project(row: dict[str, Any], batch: int, current: float | None, serving: bo
              else f"The profile does not record the batch size: projected as {batch} × the current batch.")
     fit = (row.get("fit_slope_ns") is not None and (row.get("batch_sizes") or 0) >= 2
            and (row.get("steps") or 0) >= FIT_MIN_STEPS and current)
-    if fit:
+    method: Literal["model", "fit"]
+    if fit and current:  # `fit` holds only with a current batch; said again for the type checker
         slope, intercept = float(row["fit_slope_ns"]), float(row["fit_intercept_ns"])
         now = max(intercept + slope * current, 1.0)
         low = high = max(intercept + slope * batch, 1.0)
         method = "fit"
         assumptions = [known, f"Step time fitted against batch size by least squares over {row['steps']} steps "
-                              f"({fmt_step(intercept)} + {fmt_step(slope)} per request, R² {row.get('fit_r2') or 0:.2f}); "
-                              f"extrapolated beyond the sizes measured."]
+                              f"({fmt_step(intercept)} + {fmt_step(slope)} per request, "
+                              f"R² {row.get('fit_r2') or 0:.2f}); extrapolated beyond the sizes measured."]
     else:
         if not replayed or row.get("batch_low_step_ns") is None:
             return None  # the replay ran another batch: no projection rather than a wrong one

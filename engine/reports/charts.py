@@ -7,7 +7,7 @@ All coordinates are rounded to 0.1 so the output is stable across machines.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from .comparemodel import TimeBin
 from .model import Report
@@ -260,13 +260,14 @@ def gap_histogram(report: Report) -> list[dict[str, Any]]:
                              text_x=cx, text_y=_r(height - h - 4), text_anchor="middle",
                              total_ns=total, idle_ns=b.get("idle_ns") or 0, copy_ns=copy,
                              time_share=b["time_share"]))
-        marker = None
+        marker: dict[str, Any] | None = None
         k = mean_kernel.get(dev)
         if k:
             pos = _log_position(k, buckets)
             if pos is not None:
-                marker = dict(x=_r(pos * slot), label=f"mean kernel {fmt_duration(k)}")
-                _clear_of_line(bars, marker["x"])
+                marker_x = _r(pos * slot)
+                marker = dict(x=marker_x, label=f"mean kernel {fmt_duration(k)}")
+                _clear_of_line(bars, marker_x)
         out.append(dict(device_id=dev, bars=bars, height=height, marker=marker, gap_count=total_gaps,
                         total_ns=sum(b["total_gap_ns"] for b in buckets),
                         idle_ns=sum(b.get("idle_ns") or 0 for b in buckets),
@@ -308,19 +309,19 @@ RANK_SEGMENTS = (
 def rank_bars(run: RunReport) -> dict[str, Any] | None:
     """Multi-rank run: one bar per rank over its GPU window, on a shared scale:
     compute kernels, NCCL with no compute beside it, the rest; a line marks the straggler's compute time."""
-    ranks = [r for r in run.ranks if r.window_ns]
+    ranks = [(r, r.window_ns) for r in run.ranks if r.window_ns]
     if not ranks:
         return None
-    span = max(r.window_ns for r in ranks)
+    span = max(window for _, window in ranks)
     scale = WIDTH / span
     bars = []
-    for r in ranks:
+    for r, window in ranks:
         compute, exposed = r.compute_ns or 0, r.exposed_comm_ns or 0
-        values = {"compute": compute, "exposed_comm": exposed, "other": max(r.window_ns - compute - exposed, 0)}
+        values = {"compute": compute, "exposed_comm": exposed, "other": max(window - compute - exposed, 0)}
         x, segments = 0.0, []
         for key, label, colour in RANK_SEGMENTS:
             w = values[key] * scale
-            share = values[key] / r.window_ns
+            share = values[key] / window
             segments.append(dict(key=key, label=label, colour=colour, x=_r(x), w=_r(w),
                                  tip=f"{label}: {fmt_duration(values[key])} ({fmt_ratio(share, 0)})",
                                  text=fmt_ratio(share, 0) if w >= 44 else ""))
@@ -332,7 +333,7 @@ def rank_bars(run: RunReport) -> dict[str, Any] | None:
     return dict(width=WIDTH, left=LEFT, right=RIGHT, bars=bars, ticks=ticks, segments=RANK_SEGMENTS, marker=marker)
 
 
-def compare_timeline(timelines: dict[str, list[TimeBin]]) -> dict[str, Any] | None:
+def compare_timeline(timelines: dict[Literal["before", "after"], list[TimeBin]]) -> dict[str, Any] | None:
     """Before and after GPU utilisation over time on one chart: a polyline each, time since each profile's
     first GPU operation on a shared axis, 0-100 % busy on the y axis."""
     spans = [bins[-1].t_end_ns for bins in timelines.values() if bins]
@@ -341,7 +342,8 @@ def compare_timeline(timelines: dict[str, list[TimeBin]]) -> dict[str, Any] | No
         return None
     height = 140
     lines = []
-    for name, colour in (("before", "#dc2626"), ("after", "#2563eb")):
+    sides: tuple[tuple[Literal["before", "after"], str], ...] = (("before", "#dc2626"), ("after", "#2563eb"))
+    for name, colour in sides:
         bins = timelines.get(name) or []
         points = []
         for b in bins:

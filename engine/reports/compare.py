@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePath
 from typing import Any, Literal
 
-from .comparemodel import Comparison, FindingChange, Gate, GateUnit, MetricDelta, ProjectionCheck, Side
+from .comparemodel import (Assessment, Comparison, FindingChange, Gate, GateUnit, MetricDelta, ProjectionCheck, Side,
+                           TimeBin)
 from ..diagnosis.throughput import throughput
 from ..diagnosis.whatif import fmt_step
 from ..errors import DiagnoseError
@@ -50,6 +51,7 @@ def _delta(key: str, before: float | None, after: float | None) -> MetricDelta:
     if before is not None and after is not None:
         change = after - before
         relative = change / abs(before) if before else None
+    assessment: Assessment
     if change is None:
         assessment = "n/a"
     elif (relative is not None and abs(relative) < NOISE) or change == 0:
@@ -72,8 +74,11 @@ def _finding_changes(before: Report, after: Report) -> list[FindingChange]:
         fb, fa = b.get(key), a.get(key)
         if fb and fa and fb.severity == fa.severity:
             continue
-        change = "appeared" if fb is None else "disappeared" if fa is None else "severity changed"
-        out.append(FindingChange(rule=key[0], subject=key[1], title=(fa or fb).title, change=change,
+        either = fa or fb
+        assert either is not None  # the key comes from one side at least
+        change: Literal["appeared", "disappeared", "severity changed"] = (
+            "appeared" if fb is None else "disappeared" if fa is None else "severity changed")
+        out.append(FindingChange(rule=key[0], subject=key[1], title=either.title, change=change,
                                  before_severity=fb.severity if fb else None,
                                  after_severity=fa.severity if fa else None))
     return out
@@ -91,17 +96,26 @@ def _describe(d: MetricDelta) -> str:
     return f"{d.label} {d.before_display} → {d.after_display} ({d.change_display})"
 
 
-def _verdict(deltas: list[MetricDelta], findings: list[FindingChange]) -> tuple[str, str]:
+Outcome = Literal["improved", "regressed", "unchanged"]  # of a comparison (Comparison.verdict)
+
+def _new_or_worse(f: FindingChange) -> bool:
+    """A finding at warning or above that appeared, or whose severity rose."""
+    after, before = f.after_severity, f.before_severity
+    if after is None or not after.at_least(Severity.WARNING):
+        return False
+    return f.change == "appeared" or (f.change == "severity changed" and before is not None
+                                      and after.rank > before.rank)
+
+
+def _verdict(deltas: list[MetricDelta], findings: list[FindingChange]) -> tuple[Outcome, str]:
     judged = [d for d in deltas if definition(d.key).headline and _score(d)] or [d for d in deltas if _score(d)]
     if judged:
         main = max(judged, key=lambda d: abs(_score(d)))
-        verdict = "improved" if _score(main) > 0 else "regressed"
+        verdict: Outcome = "improved" if _score(main) > 0 else "regressed"
         worse = [d for d in judged if _score(d) < 0] if verdict == "improved" else []
         reason = _describe(main) + (f"; but {_describe(max(worse, key=lambda d: -_score(d)))}" if worse else "")
         return verdict, reason
-    new = [f for f in findings if f.change == "appeared" or (
-        f.change == "severity changed" and f.after_severity.rank > f.before_severity.rank)]
-    new = [f for f in new if f.after_severity.at_least(Severity.WARNING)]
+    new = [f for f in findings if _new_or_worse(f)]
     if new:
         return "regressed", f"new {new[0].after_severity}: {new[0].title}" + (
             f" ({new[0].subject})" if new[0].subject else "")
@@ -170,7 +184,8 @@ def parse_gate(spec: str, known: list[str]) -> Gate:
                             f"e.g. {name}:+{amount}{written or ''}")
         sign = "-" if metric.better == "higher" else "+"
     unit = _gate_unit(spec.strip(), metric, sign, amount, written or "")
-    return Gate(spec=spec.strip(), metric=name, direction=sign, threshold=float(amount),
+    direction: Literal["+", "-"] = "-" if sign == "-" else "+"  # _GATE matches no other sign
+    return Gate(spec=spec.strip(), metric=name, direction=direction, threshold=float(amount),
                 relative=unit == "percent", unit=unit, optional=bool(optional))
 
 
@@ -251,7 +266,8 @@ def check_gates(gates: list[Gate], before: Mapping[str, float | None], after: Ma
     for gate in gates:
         b, a = before.get(gate.metric), after.get(gate.metric)
         if b is None or a is None:
-            lacking: list[SideName] = [side for side, value in (("before", b), ("after", a)) if value is None]
+            sides: tuple[tuple[SideName, float | None], ...] = (("before", b), ("after", a))
+            lacking: list[SideName] = [side for side, value in sides if value is None]
             reason = f"{gate.metric} is missing in {_missing_in(lacking, gate.metric, about)}"
             fix = f"mark the gate optional as {_optional_spec(gate)!r} to let it pass when the metric is missing"
         elif gate.unit == "percent" and b == 0:
@@ -287,7 +303,7 @@ def _absence(report: Report, key: str, tokens: int | None) -> tuple[str, str]:
     return name, "no decode steps"
 
 
-def _timeline(report: Report) -> list[dict[str, float]]:
+def _timeline(report: Report) -> list[TimeBin]:
     """Mean busy fraction over the used GPUs per bin, at bin mid-times relative to the first bin."""
     rows = report.facts.get("utilization_timeline") or []
     if not rows:
@@ -301,7 +317,7 @@ def _timeline(report: Report) -> list[dict[str, float]]:
         start = min(r["bin_start_ns"] for r in group) - t0
         end = max(r["bin_end_ns"] for r in group) - t0
         busy = [min(max(r.get("busy_fraction") or 0.0, 0.0), 1.0) for r in group]
-        out.append({"t_start_ns": float(start), "t_end_ns": float(end), "busy": sum(busy) / len(busy)})
+        out.append(TimeBin(t_start_ns=float(start), t_end_ns=float(end), busy=sum(busy) / len(busy)))
     return out
 
 
@@ -361,7 +377,7 @@ def _side(report: Report) -> Side:
                 duration_ns=report.profile.duration_ns, findings=len(report.findings))
 
 
-def compare(before: Report, after: Report, *, tokens: int | None = None, gates: list[str] = ()) -> Comparison:
+def compare(before: Report, after: Report, *, tokens: int | None = None, gates: Sequence[str] = ()) -> Comparison:
     vb, va = extract(before, tokens), extract(after, tokens)
     order = [m.key for m in compared()]
     keys = order + sorted(k for k in set(vb) | set(va) if k not in order)

@@ -118,7 +118,8 @@ class TimeBin(Model):
 class Comparison(Document):
     """Output of `diagnose compare BEFORE AFTER --format json`."""
 
-    schema_version: Literal[COMPARISON_SCHEMA_VERSION] = COMPARISON_SCHEMA_VERSION
+    # a constant in Literal[...]: pydantic reads it at run time (the JSON Schema const), mypy wants a literal
+    schema_version: Literal[COMPARISON_SCHEMA_VERSION] = COMPARISON_SCHEMA_VERSION  # type: ignore[valid-type]
     before: Side
     after: Side
     tokens: int | None

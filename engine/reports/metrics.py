@@ -191,7 +191,8 @@ def phase_values(report: Report) -> dict[str, float | None]:
 # ------------------------------------------------------------------------------------------------------------
 # A metric's unit -> the display unit of engine/units.py fmt_value (a metric 'ratio' is shown as 0.00, a 'share'
 # as a percentage).
-_DISPLAY_UNIT = {"ratio": "plain", "share": "ratio", "percent": "percent", "ns": "ns", "bytes": "bytes", "rate": "per_s", "count": "number"}
+_DISPLAY_UNIT = {"ratio": "plain", "share": "ratio", "percent": "percent", "ns": "ns", "bytes": "bytes",
+                 "rate": "per_s", "count": "number"}
 
 
 def fmt_metric(value: float | None, unit: str) -> str:
@@ -269,7 +270,7 @@ def key_metric_rows(report: Report, thresholds: Mapping[str, Threshold]) -> list
     for m in shown:
         value = values[m.key]
         limit, op, param, limit_display = None, None, None, None
-        if m.threshold in thresholds:
+        if m.threshold is not None and m.threshold in thresholds:
             t = thresholds[m.threshold]
             limit, op, param = t.value, t.op, t.param
             limit_display = fmt_metric(limit, m.unit)
@@ -278,8 +279,9 @@ def key_metric_rows(report: Report, thresholds: Mapping[str, Threshold]) -> list
             limit, op = number(values[m.versus]), "<" if m.better == "higher" else ">"
             limit_display = f"{fmt_metric(limit, m.unit)} ({other.label.lower()})"
         past = None
-        if limit is not None and number(value) is not None:
-            past = _OPS[op](number(value), limit)
+        measured = number(value)
+        if limit is not None and op is not None and measured is not None:
+            past = _OPS[op](measured, limit)
         display = m.missing if number(value) is None else fmt_metric(number(value), m.unit)
         rows.append(MetricRow(key=m.key, label=m.label, unit=m.unit, better=m.better,
                               short_label=m.short_label or m.label, group=m.group, doc=m.doc,

@@ -71,7 +71,8 @@ class WhatIf(Model):
     (engine/diagnosis/whatif.py, facts _whatif_steps and whatif_replay; README "What a fix would buy")."""
 
     transform: str
-    """The transform replayed: launch-gaps, host-gaps, sync, allocation, copies-pinned or fused (the rule's `what_if`)."""
+    """The transform replayed: launch-gaps, host-gaps, sync, allocation, copies-pinned or fused (the rule's
+    `what_if`)."""
     label: str
     """The transform in words, e.g. 'without launch gaps'."""
     device_id: int | None = None
@@ -414,7 +415,8 @@ class OperationBreakdown(Model):
 class Report(Document):
     """Output of `diagnose PROFILE --format json`."""
 
-    schema_version: Literal[REPORT_SCHEMA_VERSION] = REPORT_SCHEMA_VERSION
+    # a constant in Literal[...]: pydantic reads it at run time (the JSON Schema const), mypy wants a literal
+    schema_version: Literal[REPORT_SCHEMA_VERSION] = REPORT_SCHEMA_VERSION  # type: ignore[valid-type]
     profile: ProfileSummary
     verdict: Verdict
     metrics: dict[str, Any]

@@ -67,8 +67,9 @@ class RunReport(Document):
     """Output of `diagnose RANK0 RANK1 ... --format json` (or `diagnose RUN_DIR`). Per-rank and run-wide numbers
     are the columns of the `rank_balance` fact (engine/facts/cross_rank/rank_balance.sql)."""
 
-    schema_version: Literal[RUN_SCHEMA_VERSION] = RUN_SCHEMA_VERSION
-    kind: Literal["run"] = Field("run", description="A multi-rank run (single-profile reports have no `kind`).")
+    # a constant in Literal[...]: pydantic reads it at run time (the JSON Schema const), mypy wants a literal
+    schema_version: Literal[RUN_SCHEMA_VERSION] = RUN_SCHEMA_VERSION  # type: ignore[valid-type]
+    kind: Literal["run"] = Field(default="run", description="A multi-rank run (single-profile reports have no `kind`).")
     source: str = Field(description="The directory given, or the export files joined by ', '.")
     rank_numbering: Literal["file names", "sorted order"] = Field(
         description="Where the rank numbers come from: patterns in the file names, or their natural sort order.")

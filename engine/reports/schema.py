@@ -48,16 +48,17 @@ def _column_field(name: str, doc: str, required: bool) -> tuple[Any, Any]:
 
 
 def _row_model(fact: Fact, name: str = "", *, required: bool = True) -> type[BaseModel]:
-    columns = {c.name: _column_field(c.name, c.doc, required) for c in fact.columns}
+    columns: dict[str, Any] = {c.name: _column_field(c.name, c.doc, required) for c in fact.columns}
     return create_model(name or f"fact_{fact.name}", __config__=ConfigDict(extra="forbid"),
                         __doc__=f"One row of the `{fact.name}` fact.", **columns)
 
 
 def _facts_model(facts: dict[str, Fact]) -> type[BaseModel]:
     """The report's `facts`: each reported fact's rows, team facts under their own names."""
-    fields = {name: (list[_row_model(facts[name])],  # type: ignore[misc]
-                     Field(default_factory=list, description=f"{facts[name].doc} (engine/facts/{name}.sql)"))
-              for name in REPORTED_FACTS}
+    fields: dict[str, Any] = {
+        name: (list[_row_model(facts[name])],  # type: ignore[misc]
+               Field(default_factory=list, description=f"{facts[name].doc} (engine/facts/{name}.sql)"))
+        for name in REPORTED_FACTS}
     return create_model("ReportFacts", __base__=_TeamFacts, __doc__=_TeamFacts.__doc__, **fields)
 
 

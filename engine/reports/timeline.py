@@ -99,8 +99,9 @@ def lanes(rows: list[dict[str, Any]]) -> list[Lane]:
 
 def _tip(r: dict[str, Any], w0: int) -> str:
     what = f"idle, cause: {r['kind']}" if r["track"] == "idle" else KIND_WORDS.get(r["kind"], r["kind"])
-    return (f"{shorten(r['name'], TIP_CHARS)} ({what}): {fmt_duration(r['dur_ns'])}, starts at +{fmt_duration(r['start_ns'] - w0)} "
-            f"in the excerpt, {r['start_ns'] / 1e9:.6f} s into the capture")
+    return (f"{shorten(r['name'], TIP_CHARS)} ({what}): {fmt_duration(r['dur_ns'])}, "
+            f"starts at +{fmt_duration(r['start_ns'] - w0)} in the excerpt, "
+            f"{r['start_ns'] / 1e9:.6f} s into the capture")
 
 
 def _colour(r: dict[str, Any], level: int) -> str:
@@ -139,7 +140,8 @@ def excerpt(report: Report) -> dict[str, Any] | None:
             w = round(max(x_end - x, 0.6), 1)
             kinds.add("nvtx" if r["track"] == "nvtx" else r["kind"])
             events.append(dict(x=x, w=w, colour=_colour(r, level), tip=_tip(r, w0), kind=r["kind"],
-                               track=r["track"], start_ns=r["start_ns"], dur_ns=r["dur_ns"], name=r["name"], label=r.get("label") or r["name"],
+                               track=r["track"], start_ns=r["start_ns"], dur_ns=r["dur_ns"], name=r["name"],
+                               label=r.get("label") or r["name"],
                                chars=int((w - 6) / 6.2) if w >= MIN_LABEL_W else 0))
         drawn.append(dict(label=lane.label, title=lane.title, y=y, events=events, key="-".join(map(str, lane.key))))
         if lane.key[0] == "gpu":
@@ -191,7 +193,7 @@ def text_strip(report: Report) -> dict[str, Any] | None:
         return "".join(ch for _, ch in cover)
 
     all_lanes = lanes(rows)
-    width = max((len(l.label) for l in all_lanes), default=10) + 1
+    width = max((len(lane.label) for lane in all_lanes), default=10) + 1
     lines = []
     for lane in all_lanes:
         lines.append(lane.label.ljust(width) + "|" + paint(lane.events, lambda r: TEXT_MARKS.get(

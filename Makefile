@@ -1,0 +1,63 @@
+# The dev loop (CONTRIBUTING.md). Every target runs the tools of the project's virtual environment, .venv.
+# `make dev` once, then edit and `make test`: the install is editable, so the tests import engine/ as it is
+# on disk, not a copy in site-packages.
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST := $(PY) -m pytest
+
+.PHONY: help dev test test-all regen schemas goldens expectations docs docs-check lint format typecheck
+
+help:
+	@echo "make dev        editable install of the package and its test and dev tools into $(VENV)"
+	@echo "make test       the fast tier (pytest's default run)"
+	@echo "make test-all   exactly what CI runs (.ci/run): both tiers, pytest --all"
+	@echo "make regen      every generated expectation: JSON schemas, golden reports, scenario expectations, docs"
+	@echo "make docs       docs/rules/*.md and docs/facts.md from the rule and fact metadata"
+	@echo "make lint       ruff (Python) and sqlfluff (fact SQL)"
+	@echo "make format     ruff format, on the files you name: make format FILES='engine/docs.py'"
+	@echo "make typecheck  mypy (configured in pyproject.toml)"
+
+$(PY):
+	python3 -m venv $(VENV)
+
+dev: $(PY)
+	$(PY) -m pip install -e '.[test,dask,dev]'
+
+test:
+	$(PYTEST)
+
+# The same command as the last line of .ci/run and the README (tests/test_project.py keeps those two equal);
+# CI installs the package as a wheel in a fresh .venv first, so a wheel install is what it tests.
+test-all:
+	$(PYTEST) --all
+
+# Regenerate everything that is compared with committed files, then review `git diff`.
+regen: schemas goldens expectations docs
+
+schemas:
+	$(PY) -m nsys_diagnose.reports.schema --write
+
+goldens:
+	UPDATE_GOLDEN=1 $(PYTEST) tests/test_reports.py -k golden
+
+expectations:
+	UPDATE_EXPECTED=1 $(PYTEST) tests/test_scenario_expectations.py
+
+docs:
+	$(PY) -m nsys_diagnose.docs --write
+
+docs-check:
+	$(PY) -m nsys_diagnose.docs --check
+
+lint:
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/sqlfluff lint engine/facts --processes 2
+
+FILES ?=
+format:
+	@test -n "$(FILES)" || { echo "name the files: make format FILES='engine/docs.py tests/test_docs.py'"; exit 2; }
+	$(VENV)/bin/ruff format $(FILES)
+
+typecheck:
+	$(VENV)/bin/mypy
