@@ -59,6 +59,15 @@ def _distributed() -> Any:
     return distributed
 
 
+def _require_cryptography() -> None:
+    """The local cluster's TLS credentials are made with the cryptography package (part of the dask extra)."""
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:
+        raise SetupError("--executor dask without --scheduler starts a local Dask cluster secured with TLS, which "
+                         "needs the cryptography package; install it with pip install 'nsys-diagnose[dask]'.") from None
+
+
 @dataclass
 class Cluster:
     """Where the batch runs, as the summary line names it."""
@@ -142,6 +151,7 @@ def connect(scheduler: str | None, workers: int, distributed: Any) -> tuple[Any,
     if scheduler is None:
         import dask
 
+        _require_cryptography()
         # One thread per worker process: a diagnosis holds the GIL in Python between its DuckDB queries. A worker
         # holds only the task it runs (saturation 1.0): when a worker dies, the scheduler counts that against every
         # task the worker held, and a profile queued behind one that kills its worker must not pay for it.
@@ -156,15 +166,18 @@ def connect(scheduler: str | None, workers: int, distributed: Any) -> tuple[Any,
         try:
             with dask.config.set(settings), stop_signals_held():
                 # Loopback only, and the scheduler's web server on a free port: Dask's default, 8787, may belong to
-                # another cluster on this machine, and taking it would print a warning.
+                # another cluster on this machine, and taking it would print a warning. Loopback is not private:
+                # any local user could connect and run code as this user, so the cluster speaks TLS with throwaway
+                # credentials that only this process and its workers hold (security=True, Security.temporary in
+                # https://distributed.dask.org/en/stable/tls.html).
                 cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                    host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                                                   silence_logs=logging.CRITICAL)
+                                                   security=True, silence_logs=logging.CRITICAL)
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
         try:
-            return distributed.Client(cluster), cluster, where
+            return distributed.Client(cluster, security=cluster.security), cluster, where
         except BaseException:
             close_local(cluster, where)
             raise

@@ -64,8 +64,7 @@ class Timings:
     def fact(self, con: Any, scope: str, name: str,
              counter: Callable[[], int | None] | None = None) -> Iterator[dict[str, int | None]]:
         """Time one fact computed on `con`; the caller sets out["rows"] when it knows them, else counter() (called
-        after the clock stops) counts them."""
-        self._ensure_sampler(con)
+        after the clock stops) counts them. Its spill is read only once `sample` has started."""
         watch = _Watch(start=self._spilled())
         with self._lock:
             self._watches.append(watch)
@@ -96,7 +95,10 @@ class Timings:
         with self._lock:
             self.entries.append(timing)
 
-    def _ensure_sampler(self, con: Any) -> None:
+    def sample(self, con: Any) -> None:
+        """Start sampling the spill on a cursor of `con`, the connection the facts' cursors come from: a cursor of
+        one of those would be closed with it (DuckDB closes a connection's cursors with it), and the spill of the
+        facts after it would not be read."""
         with self._lock:
             if self._sampler is not None or self._stop.is_set():
                 return

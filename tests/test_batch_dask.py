@@ -91,6 +91,43 @@ def test_the_rows_on_a_dask_cluster_are_the_rows_of_local_mode(scheduler, inputs
     assert f"on the Dask cluster at {scheduler} (2 workers when the batch started)" in err
 
 
+def test_the_local_cluster_gives_the_rows_of_local_mode(inputs, local, tmp_path, monkeypatch):
+    monkeypatch.chdir(inputs)
+    code, err = _batch(*GIVEN, "--out", str(tmp_path / "dask.parquet"), "--executor", "dask", "-j", "2")
+    assert code == 2 and "on a local Dask cluster of 2 worker processes" in err, err
+    assert _rows(tmp_path / "dask.parquet") == local
+
+
+def test_the_local_cluster_refuses_a_client_without_its_credentials():
+    """Any local user can reach a loopback port: without the cluster's throwaway TLS credentials no client may
+    connect and run code as the batch's user, neither over plain TCP nor with TLS credentials of its own."""
+    from nsys_diagnose.batch_dask import close_local, connect
+
+    client, cluster, where = connect(None, 1, distributed)
+    try:
+        address = cluster.scheduler_address
+        assert address.startswith("tls://127.0.0.1:")
+        assert client.run(os.getpid)  # the batch's own client holds the credentials
+        outsiders = [("tcp://" + address.removeprefix("tls://"), None),  # no TLS at all
+                     (address, distributed.security.Security.temporary())]  # TLS, but not the cluster's certificate
+        for target, security in outsiders:
+            with pytest.raises((OSError, TimeoutError, ValueError)):
+                with distributed.Client(target, security=security, timeout=2) as intruder:
+                    intruder.run(os.getuid)
+    finally:
+        client.close()
+        close_local(cluster, where)
+
+
+def test_without_cryptography_the_local_cluster_is_one_sentence(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "cryptography", None)
+    code, err = _batch(str(EXAMPLES), "--out", str(tmp_path / "r.parquet"), "--executor", "dask")
+    assert code == 2 and err == ("diagnose batch: error: --executor dask without --scheduler starts a local Dask "
+                                 "cluster secured with TLS, which needs the cryptography package; install it with "
+                                 "pip install 'nsys-diagnose[dask]'.\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_shards_of_either_executor_partition_the_profiles(scheduler, inputs, local, tmp_path, monkeypatch):
     monkeypatch.chdir(inputs)
     shards: dict[str, dict] = {}

@@ -86,11 +86,31 @@ def test_check_mode_names_a_stale_page_and_the_command_that_fixes_it(tmp_path: P
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
     (tmp_path / "rules" / "launch-bound.md").write_text("old", encoding="utf-8")
-    (tmp_path / "rules" / "retired-rule.md").write_text("gone", encoding="utf-8")
+    (tmp_path / "rules" / "retired-rule.md").write_text(f"{docs.GENERATED_MARKER} (python -m nsys_diagnose.docs "
+                                                       f"--write) from rules/x/retired-rule.yaml -->\n# gone\n",
+                                                       encoding="utf-8")
     monkeypatch.setattr(docs, "build", lambda: pages)
     assert docs.main(["--check", "--out", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "rules/launch-bound.md" in out and "rules/retired-rule.md" in out and "make docs" in out
     assert docs.main(["--write", "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"wrote {tmp_path / 'rules' / 'launch-bound.md'}",
+                                                    f"removed {tmp_path / 'rules' / 'retired-rule.md'}"]
     assert not (tmp_path / "rules" / "retired-rule.md").exists()
     assert docs.main(["--check", "--out", str(tmp_path)]) == 0
+
+
+def test_a_page_written_by_hand_beside_the_generated_ones_is_left_alone(tmp_path: Path, pages, monkeypatch, capsys):
+    """Only pages that carry the generator's marker are the generator's: a team's own page under docs/rules/ is
+    neither stale nor removed by --write."""
+    assert all(text.startswith(docs.GENERATED_MARKER) for text in pages.values())
+    for name, text in pages.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    own = tmp_path / "rules" / "our-serving-notes.md"
+    own.write_text("# Our serving notes\n\nWhat launch-bound means on our fleet.\n", encoding="utf-8")
+    monkeypatch.setattr(docs, "build", lambda: pages)
+    assert docs.main(["--check", "--out", str(tmp_path)]) == 0
+    assert docs.main(["--write", "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == ""
+    assert own.read_text(encoding="utf-8").startswith("# Our serving notes")

@@ -74,10 +74,23 @@ def test_timings_apply_to_one_profile(phased: Path, tmp_path: Path) -> None:
     assert "--timings applies to one profile" in run.stderr and "Traceback" not in run.stderr
 
 
+def test_every_fact_has_a_spill_value_when_facts_run_side_by_side(tmp_path: Path) -> None:
+    """A small export computes its facts on parallel cursors that are closed after each batch of facts: the spill
+    of every fact, of the run and of each phase, is still read (0 B is a value; "-" would mean it was not)."""
+    example = Path(__file__).resolve().parents[1] / "fixtures" / "examples" / "eager_decode.sqlite"
+    run = run_cli(example, "-q", "--no-cache", "-o", tmp_path / "r.json", "--timings")
+    assert run.returncode == 0, run.stderr
+    facts = {key: row for key, row in _table(run.stderr).items() if key[0] != "stage"
+             and not key[1].startswith("sum of")}
+    assert len(facts) > 30
+    assert [key for key, row in facts.items() if row["spill"] in (None, "-")] == []
+
+
 def test_spill_is_the_temporary_space_duckdb_used_while_the_fact_ran() -> None:
     spill_dir = tempfile.mkdtemp(prefix="nsys-diagnose-test-spill-")
     con = duckdb.connect(config={"memory_limit": "48MB", "temp_directory": spill_dir, "threads": 1})
     timings = Timings()
+    timings.sample(con)
     try:
         with timings.fact(con, "run", "sort") as out:
             con.execute("CREATE TABLE s AS SELECT i, hash(i) AS h, 'row ' || i AS t FROM range(2000000) r(i) "

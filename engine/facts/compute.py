@@ -283,6 +283,8 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
     rows and spill there (engine/timings.py)."""
     facts = facts if facts is not None else load_facts(extra_fact_dirs)
     con = export.con
+    if timings is not None:
+        timings.sample(con)
     _define_phases(con, phase_patterns, startup_patterns, step_patterns, op_classes)
     _define_metric_names(con)
     out = FactSet()
