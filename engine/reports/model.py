@@ -13,7 +13,7 @@ from typing_extensions import TypedDict
 
 from ..vocabulary import Kind, Severity
 
-REPORT_SCHEMA_VERSION = "2.4"
+REPORT_SCHEMA_VERSION = "2.5"
 Number = int | float  # integer nanoseconds and counts stay integers in the JSON; means may be fractional
 Better = Literal["higher", "lower"] | None
 
