@@ -391,3 +391,31 @@ def test_more_gpus_asked_than_visible_is_a_warning_and_the_range_note_is_printed
     assert "warning: the command asks for 2 GPUs but CUDA_VISIBLE_DEVICES shows 1" in done.stderr
     assert "note: With --range cudaProfilerApi, bracket the load with POST /start_profile and POST /stop_profile" \
         in done.stderr
+
+
+def test_every_bundled_capture_line_is_a_command_diagnose_profile_accepts():
+    """The line a capture finding prints is pasted as is: it must parse, with every switch whole."""
+    import re
+    import shlex
+
+    from nsys_diagnose.capture.presets import capture_line, load_presets
+    from nsys_diagnose.cli.main import capture_parser
+    from nsys_diagnose.diagnosis.rules import load_rules
+    from nsys_diagnose.facts import load_facts
+
+    rules = [r for r in load_rules(load_facts(), scope=None).values() if r.spec.capture is not None]
+    assert len(rules) >= 8
+    for rule in rules:
+        spec = rule.spec.capture
+        for preset in load_presets().values():
+            lineage = preset.stacks[:1] or ["cuda"]
+            line = capture_line(lineage, spec.profile, spec.pass_switches, spec.nsys)
+            command = line.removeprefix("Capture again with: ").split(" (by hand:")[0]
+            # the placeholders a user fills in (<seconds>, <Hz>) stand for numbers
+            filled = re.sub(r"<[^<>]+>", "10", command.replace("<your command>", "python bench.py"))
+            argv = shlex.split(filled)
+            assert argv[:2] == ["diagnose", "profile"], line
+            args = capture_parser().parse_args(argv[2:])  # exits 2 (SystemExit) on a switch it refuses
+            assert args.command == ["python", "bench.py"], line
+            assert all(s.split("=", 1)[0] in {p.split("=", 1)[0] for p in spec.pass_switches}
+                       for s in args.nsys_args), (rule.id, args.nsys_args)
