@@ -276,7 +276,7 @@ def _key_lines(text: str) -> dict[str, tuple[int, int]]:
                 if isinstance(steps, yaml.SequenceNode):
                     for i, item in enumerate(steps.value):
                         out[f"{key.value}.{stack.value}.{i}"] = (item.start_mark.line + 1, item.start_mark.column + 1)
-        if key.value == "capture" and isinstance(value, yaml.MappingNode):
+        if isinstance(value, yaml.MappingNode):  # e.g. capture.pass
             for sub, _ in value.value:
                 out[f"{key.value}.{sub.value}"] = (sub.start_mark.line + 1, sub.start_mark.column + 1)
         if key.value in ("params", "evidence") and isinstance(value, (yaml.MappingNode, yaml.SequenceNode)):
