@@ -157,12 +157,60 @@ def test_an_earlier_capture_is_never_overwritten_without_force(tmp_path, export)
     before = (out / "profile.sqlite").stat().st_mtime_ns
     again = run_cli("profile", "--nsys", nsys, "--out-dir", out, "--", sys.executable, "-c", "pass")
     assert again.returncode == 2
-    assert f"{out} already holds a capture (profile.nsys-rep); choose another --out-dir, or pass --force" \
+    assert f"{out} already holds a capture (capture.json); choose another --out-dir, or pass --force" \
         in again.stderr
     assert (out / "profile.sqlite").stat().st_mtime_ns == before
     assert run_cli("profile", "--nsys", nsys, "--out-dir", out, "--force", "--", sys.executable, "-c",
                    "pass").returncode == 0
     assert "--force-overwrite=true" in [c for c in calls(log) if c["argv"][:1] == ["profile"]][-1]["argv"]
+
+
+def test_force_replaces_the_captures_own_files_and_never_the_users_reports(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "report.html").write_text("the user's own report")
+    (out / "report.json").write_text("{}")
+    (out / "profile.py").write_text("# the user's own script")
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", out, "--", sys.executable, "-c", "pass")
+    assert done.returncode == 0, done.stderr  # none of these is a capture's
+    assert run_cli("profile", "--nsys", nsys, "--out-dir", out, "--force", "--", sys.executable, "-c",
+                   "pass").returncode == 0
+    assert (out / "report.html").read_text() == "the user's own report"
+    assert (out / "report.json").read_text() == "{}" and (out / "profile.py").is_file()
+
+
+def test_a_directory_without_capture_json_is_not_called_a_capture(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "report.md").write_text("notes")
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", out, "--", sys.executable, "-c", "pass")
+    assert done.returncode == 2
+    assert f"{out} holds report.md, which the capture would replace; choose another --out-dir, or pass --force " \
+           f"to replace it." in done.stderr
+    assert "already holds a capture" not in done.stderr and (out / "report.md").read_text() == "notes"
+
+
+def test_the_default_directory_is_never_one_that_exists_already(tmp_path, export, monkeypatch):
+    """Two runs started in the same second: the second never shares (or reuses the empty) directory of the first."""
+    from nsys_diagnose.capture import run as capture_run
+
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    work = tmp_path / "work"
+    work.mkdir()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(1_700_000_000))
+    real_localtime = time.localtime
+    monkeypatch.setattr(capture_run.time, "localtime", lambda _now=None: real_localtime(1_700_000_000))
+    taken = [work / f"nsys-diagnose-{stamp}", work / f"nsys-diagnose-{stamp}-{os.getpid()}"]
+    for path in taken:
+        path.mkdir()  # another run's, just created and still empty
+    done = run_cli("profile", "--nsys", nsys, "--", sys.executable, "-c", "pass", cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert all(not any(path.iterdir()) for path in taken)
+    made = sorted(set(work.iterdir()) - set(taken))
+    assert [p.name for p in made] == [f"nsys-diagnose-{stamp}-{os.getpid()}-1"]
+    assert (made[0] / "profile.sqlite").is_file()
 
 
 def test_the_default_directory_is_new_and_timestamped(tmp_path, export):
@@ -419,3 +467,39 @@ def test_every_bundled_capture_line_is_a_command_diagnose_profile_accepts():
             assert args.command == ["python", "bench.py"], line
             assert all(s.split("=", 1)[0] in {p.split("=", 1)[0] for p in spec.pass_switches}
                        for s in args.nsys_args), (rule.id, args.nsys_args)
+
+
+@pytest.mark.parametrize("switch, instead", [
+    ("--output=/tmp/x", "--out-dir DIR"), ("--duration=5", "--duration S"), ("--delay 3", "--delay S"),
+    ("--force-overwrite=true", "--force"), ("--capture-range=nvtx", "--range cudaProfilerApi"),
+    ("--capture-range-end=repeat", "--range cudaProfilerApi"), ("--export=sqlite", "the profile.sqlite"),
+    ("--gpu-metrics-device=all", "--gpu-metrics")])
+def test_nsys_arg_refuses_a_switch_diagnose_profile_sets_itself(tmp_path, switch, instead):
+    nsys, log = make_fake_nsys(tmp_path, V2024)
+    done = run_cli("profile", "--nsys", nsys, f"--nsys-arg={switch}", "--", "python", "bench.py", cwd=tmp_path)
+    assert done.returncode == 2
+    name = switch.split("=")[0].split()[0]
+    assert f"{name} is set by diagnose profile itself, so it cannot be passed with --nsys-arg; use {instead}" \
+        in done.stderr
+    assert not log.exists()  # refused before nsys was even asked what it accepts
+
+
+def test_arguments_nsys_rejects_are_reported_as_nsys_rejecting_them(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    out = tmp_path / "run"
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", out, "--nsys-arg=--sample=bogus", "--", sys.executable,
+                   "-c", "pass")
+    assert done.returncode == 2
+    assert "nsys rejected its arguments (it said: Illegal --sample argument: bogus. / Possible --sample values " \
+           "are 'process-tree', 'system-wide', and 'none'.) and ran nothing" in done.stderr
+    assert "the program failed" not in done.stderr and "failed: exit status" not in done.stderr
+
+
+def test_timings_time_the_capture_the_export_and_the_diagnosis(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", tmp_path / "run", "--timings", "-q", "--", sys.executable,
+                   "-c", "pass")
+    assert done.returncode == 0, done.stderr
+    stages = [line.split()[1] for line in done.stderr.splitlines() if line.startswith("stage ")]
+    assert stages[:3] == ["capture", "import", "export"] and "render" in stages and len(stages) > 4
+    assert any(line.startswith("total ") for line in done.stderr.splitlines())
