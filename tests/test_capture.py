@@ -503,3 +503,15 @@ def test_timings_time_the_capture_the_export_and_the_diagnosis(tmp_path, export)
     stages = [line.split()[1] for line in done.stderr.splitlines() if line.startswith("stage ")]
     assert stages[:3] == ["capture", "import", "export"] and "render" in stages and len(stages) > 4
     assert any(line.startswith("total ") for line in done.stderr.splitlines())
+
+
+def test_an_empty_capture_of_a_program_that_exited_0_does_not_blame_a_failure(tmp_path):
+    empty = tmp_path / "empty.sqlite"
+    generate("empty_capture", empty)
+    nsys, _ = make_fake_nsys(tmp_path, V2024, empty)
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", tmp_path / "run", "-f", "json", "--", sys.executable,
+                   "-c", "pass")
+    assert "the program exited with status 0" in done.stderr
+    finding = next(f for f in json.loads(done.stdout)["findings"] if f["rule"] == "capture-empty")
+    assert "probably failed" not in finding["message"]
+    assert "it ended (or failed) before the capture began or its capture range opened" in finding["message"]
