@@ -93,7 +93,7 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
     if result.rejected:
         raise NsysError(f"nsys rejected its arguments (it said: {result.rejection}) and ran nothing; correct the "
                         f"--nsys-arg switches (`nsys profile --help` lists what this nsys {nsys.version} accepts). "
-                        f"The full command is in {out_dir / 'capture.log'}.")
+                        f"What nsys printed is in {out_dir / 'capture.log'}.")
     status = result.program_status()
     if result.interrupted is not None or result.failed:
         _say(f"the program {status}; diagnosing the partial capture nsys wrote")
