@@ -515,3 +515,17 @@ def test_an_empty_capture_of_a_program_that_exited_0_does_not_blame_a_failure(tm
     finding = next(f for f in json.loads(done.stdout)["findings"] if f["rule"] == "capture-empty")
     assert "probably failed" not in finding["message"]
     assert "it ended (or failed) before the capture began or its capture range opened" in finding["message"]
+
+
+def test_the_capture_line_keeps_the_preset_the_capture_ran_with(tmp_path):
+    """An empty capture shows no stack, so the line would fall back to the generic preset; the vllm capture's
+    line keeps vllm (its worker spawning and fork tracing are what a re-capture needs)."""
+    empty = tmp_path / "empty.sqlite"
+    generate("empty_capture", empty)
+    nsys, _ = make_fake_nsys(tmp_path, V2024, empty)
+    done = run_cli("profile", "--nsys", nsys, "--preset", "vllm", "--out-dir", tmp_path / "run", "-f", "json", "--",
+                   sys.executable, "-c", "pass")
+    finding = next(f for f in json.loads(done.stdout)["findings"] if f["rule"] == "capture-empty")
+    assert finding["remediation"][0] == ("Capture again with: diagnose profile --preset vllm -- <your command> (by "
+                                         "hand: VLLM_WORKER_MULTIPROC_METHOD=spawn nsys profile "
+                                         "--trace=cuda,nvtx,osrt ...).")

@@ -109,7 +109,8 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
     stop.check()
     progress = Progress(stop, quiet=quiet)
     document = diagnose(sqlite, config, tokens=args.tokens, progress=progress, cache=args.cache,
-                        cache_dir=args.cache_dir, what_if_batch=args.what_if_batch, timings=timings)
+                        cache_dir=args.cache_dir, what_if_batch=args.what_if_batch, timings=timings,
+                        capture_preset=preset.preset)
     kept = out_dir / "report.md"
     emit(render(document, "md"), kept, inputs=[str(sqlite)], cache_dir=args.cache_dir)
     _record(out_dir, plan, nsys.version, result, command, sets)
