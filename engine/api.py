@@ -126,12 +126,14 @@ def profile_summary(export: Export, stack: StackInfo | None = None) -> ProfileSu
 
 
 def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config: Config,
-                 fact_defs: dict[str, Fact], tokens: int | None = None, what_if_batch: int | None = None) -> Report:
-    """`what_if_batch`: project that many requests per step (`--what-if batch=N`)."""
+                 fact_defs: dict[str, Fact], tokens: int | None = None, what_if_batch: int | None = None,
+                 capture_preset: str | None = None) -> Report:
+    """`what_if_batch`: project that many requests per step (`--what-if batch=N`); `capture_preset`: the preset
+    `diagnose profile` captured with, which the `diagnose profile` line of a capture finding keeps."""
     rule_params = {r: config.params_for(r) for r in config.rule_params}
     stack = detect_stack(facts)
     judging = dict(rule_params=rule_params, severities={r: s.value for r, s in config.severities.items()},
-                   disabled=set(config.disabled), stack=stack.lineage)
+                   disabled=set(config.disabled), stack=stack.lineage, capture_preset=capture_preset)
     evaluation = judge_phases(evaluate(rules, facts, **judging), rules, facts, fact_defs, **judging)
     evaluation.findings = merge_gpus(merge_agreeing(evaluation.findings,
                                                     {r.id: r.spec.absorbs for r in rules.values() if r.spec.absorbs}))
@@ -197,6 +199,7 @@ def load_rule_set(config: Config) -> tuple[dict[str, Fact], dict[str, Rule]]:
 def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | None = None,
              progress: Callable[[str], None] | None = None, cache: bool = True, threads: int | None = None,
              share: int = 1, cache_dir: str | Path | None = None, what_if_batch: int | None = None,
+             capture_preset: str | None = None,
              timings: Timings | None = None) -> Report:
     """Diagnose one export. `tokens`: output tokens the profiled run generated (adds tokens/s).
     `cache`: reuse (or save) the canonical tables in the user's cache directory, or `cache_dir` (see
@@ -239,7 +242,7 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
                                     exc.fact) from None
                 raise
             with stages("judge and build the report"):
-                return build_report(export, facts, rules, config, fact_defs, tokens, what_if_batch)
+                return build_report(export, facts, rules, config, fact_defs, tokens, what_if_batch, capture_preset)
     except RuntimeError as exc:  # Ctrl-C inside a DuckDB query surfaces as RuntimeError('Query interrupted')
         reraise_interrupt(exc)
         raise

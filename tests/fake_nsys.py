@@ -75,6 +75,11 @@ if args[:1] == ["export"]:
         print("no such report", file=sys.stderr); sys.exit(1)
     shutil.copyfile(CONF["export_from"], out)
     sys.exit(0)
+if args[:1] == ["profile"] and "--sample=bogus" in args:  # how nsys refuses a value it does not know
+    print("Illegal --sample argument: bogus.\nPossible --sample values are 'process-tree', 'system-wide', and "
+          "'none'.\n\nusage: nsys profile [<args>] [application] [<application args>]\nTry 'nsys profile --help' "
+          "for more information.", file=sys.stderr)
+    sys.exit(1)
 if args[:1] == ["profile"]:
     rest = args[1:]
     while rest and rest[0].startswith("-"):

@@ -157,12 +157,60 @@ def test_an_earlier_capture_is_never_overwritten_without_force(tmp_path, export)
     before = (out / "profile.sqlite").stat().st_mtime_ns
     again = run_cli("profile", "--nsys", nsys, "--out-dir", out, "--", sys.executable, "-c", "pass")
     assert again.returncode == 2
-    assert f"{out} already holds a capture (profile.nsys-rep); choose another --out-dir, or pass --force" \
+    assert f"{out} already holds a capture (capture.json); choose another --out-dir, or pass --force" \
         in again.stderr
     assert (out / "profile.sqlite").stat().st_mtime_ns == before
     assert run_cli("profile", "--nsys", nsys, "--out-dir", out, "--force", "--", sys.executable, "-c",
                    "pass").returncode == 0
     assert "--force-overwrite=true" in [c for c in calls(log) if c["argv"][:1] == ["profile"]][-1]["argv"]
+
+
+def test_force_replaces_the_captures_own_files_and_never_the_users_reports(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "report.html").write_text("the user's own report")
+    (out / "report.json").write_text("{}")
+    (out / "profile.py").write_text("# the user's own script")
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", out, "--", sys.executable, "-c", "pass")
+    assert done.returncode == 0, done.stderr  # none of these is a capture's
+    assert run_cli("profile", "--nsys", nsys, "--out-dir", out, "--force", "--", sys.executable, "-c",
+                   "pass").returncode == 0
+    assert (out / "report.html").read_text() == "the user's own report"
+    assert (out / "report.json").read_text() == "{}" and (out / "profile.py").is_file()
+
+
+def test_a_directory_without_capture_json_is_not_called_a_capture(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "report.md").write_text("notes")
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", out, "--", sys.executable, "-c", "pass")
+    assert done.returncode == 2
+    assert f"{out} holds report.md, which the capture would replace; choose another --out-dir, or pass --force " \
+           f"to replace it." in done.stderr
+    assert "already holds a capture" not in done.stderr and (out / "report.md").read_text() == "notes"
+
+
+def test_the_default_directory_is_never_one_that_exists_already(tmp_path, export, monkeypatch):
+    """Two runs started in the same second: the second never shares (or reuses the empty) directory of the first."""
+    from nsys_diagnose.capture import run as capture_run
+
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    work = tmp_path / "work"
+    work.mkdir()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(1_700_000_000))
+    real_localtime = time.localtime
+    monkeypatch.setattr(capture_run.time, "localtime", lambda _now=None: real_localtime(1_700_000_000))
+    taken = [work / f"nsys-diagnose-{stamp}", work / f"nsys-diagnose-{stamp}-{os.getpid()}"]
+    for path in taken:
+        path.mkdir()  # another run's, just created and still empty
+    done = run_cli("profile", "--nsys", nsys, "--", sys.executable, "-c", "pass", cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert all(not any(path.iterdir()) for path in taken)
+    made = sorted(set(work.iterdir()) - set(taken))
+    assert [p.name for p in made] == [f"nsys-diagnose-{stamp}-{os.getpid()}-1"]
+    assert (made[0] / "profile.sqlite").is_file()
 
 
 def test_the_default_directory_is_new_and_timestamped(tmp_path, export):
@@ -391,3 +439,93 @@ def test_more_gpus_asked_than_visible_is_a_warning_and_the_range_note_is_printed
     assert "warning: the command asks for 2 GPUs but CUDA_VISIBLE_DEVICES shows 1" in done.stderr
     assert "note: With --range cudaProfilerApi, bracket the load with POST /start_profile and POST /stop_profile" \
         in done.stderr
+
+
+def test_every_bundled_capture_line_is_a_command_diagnose_profile_accepts():
+    """The line a capture finding prints is pasted as is: it must parse, with every switch whole."""
+    import re
+    import shlex
+
+    from nsys_diagnose.capture.presets import capture_line, load_presets
+    from nsys_diagnose.cli.main import capture_parser
+    from nsys_diagnose.diagnosis.rules import load_rules
+    from nsys_diagnose.facts import load_facts
+
+    rules = [r for r in load_rules(load_facts(), scope=None).values() if r.spec.capture is not None]
+    assert len(rules) >= 8
+    for rule in rules:
+        spec = rule.spec.capture
+        for preset in load_presets().values():
+            lineage = preset.stacks[:1] or ["cuda"]
+            line = capture_line(lineage, spec.profile, spec.pass_switches, spec.nsys)
+            command = line.removeprefix("Capture again with: ").split(" (by hand:")[0]
+            # the placeholders a user fills in (<seconds>, <Hz>) stand for numbers
+            filled = re.sub(r"<[^<>]+>", "10", command.replace("<your command>", "python bench.py"))
+            argv = shlex.split(filled)
+            assert argv[:2] == ["diagnose", "profile"], line
+            args = capture_parser().parse_args(argv[2:])  # exits 2 (SystemExit) on a switch it refuses
+            assert args.command == ["python", "bench.py"], line
+            assert all(s.split("=", 1)[0] in {p.split("=", 1)[0] for p in spec.pass_switches}
+                       for s in args.nsys_args), (rule.id, args.nsys_args)
+
+
+@pytest.mark.parametrize("switch, instead", [
+    ("--output=/tmp/x", "--out-dir DIR"), ("--duration=5", "--duration S"), ("--delay 3", "--delay S"),
+    ("--force-overwrite=true", "--force"), ("--capture-range=nvtx", "--range cudaProfilerApi"),
+    ("--capture-range-end=repeat", "--range cudaProfilerApi"), ("--export=sqlite", "the profile.sqlite"),
+    ("--gpu-metrics-device=all", "--gpu-metrics")])
+def test_nsys_arg_refuses_a_switch_diagnose_profile_sets_itself(tmp_path, switch, instead):
+    nsys, log = make_fake_nsys(tmp_path, V2024)
+    done = run_cli("profile", "--nsys", nsys, f"--nsys-arg={switch}", "--", "python", "bench.py", cwd=tmp_path)
+    assert done.returncode == 2
+    name = switch.split("=")[0].split()[0]
+    assert f"{name} is set by diagnose profile itself, so it cannot be passed with --nsys-arg; use {instead}" \
+        in done.stderr
+    assert not log.exists()  # refused before nsys was even asked what it accepts
+
+
+def test_arguments_nsys_rejects_are_reported_as_nsys_rejecting_them(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    out = tmp_path / "run"
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", out, "--nsys-arg=--sample=bogus", "--", sys.executable,
+                   "-c", "pass")
+    assert done.returncode == 2
+    assert "nsys rejected its arguments (it said: Illegal --sample argument: bogus. / Possible --sample values " \
+           "are 'process-tree', 'system-wide', and 'none'.) and ran nothing" in done.stderr
+    assert "the program failed" not in done.stderr and "failed: exit status" not in done.stderr
+
+
+def test_timings_time_the_capture_the_export_and_the_diagnosis(tmp_path, export):
+    nsys, _ = make_fake_nsys(tmp_path, V2024, export)
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", tmp_path / "run", "--timings", "-q", "--", sys.executable,
+                   "-c", "pass")
+    assert done.returncode == 0, done.stderr
+    stages = [line.split()[1] for line in done.stderr.splitlines() if line.startswith("stage ")]
+    assert stages[:3] == ["capture", "import", "export"] and "render" in stages and len(stages) > 4
+    assert any(line.startswith("total ") for line in done.stderr.splitlines())
+
+
+def test_an_empty_capture_of_a_program_that_exited_0_does_not_blame_a_failure(tmp_path):
+    empty = tmp_path / "empty.sqlite"
+    generate("empty_capture", empty)
+    nsys, _ = make_fake_nsys(tmp_path, V2024, empty)
+    done = run_cli("profile", "--nsys", nsys, "--out-dir", tmp_path / "run", "-f", "json", "--", sys.executable,
+                   "-c", "pass")
+    assert "the program exited with status 0" in done.stderr
+    finding = next(f for f in json.loads(done.stdout)["findings"] if f["rule"] == "capture-empty")
+    assert "probably failed" not in finding["message"]
+    assert "it ended (or failed) before the capture began or its capture range opened" in finding["message"]
+
+
+def test_the_capture_line_keeps_the_preset_the_capture_ran_with(tmp_path):
+    """An empty capture shows no stack, so the line would fall back to the generic preset; the vllm capture's
+    line keeps vllm (its worker spawning and fork tracing are what a re-capture needs)."""
+    empty = tmp_path / "empty.sqlite"
+    generate("empty_capture", empty)
+    nsys, _ = make_fake_nsys(tmp_path, V2024, empty)
+    done = run_cli("profile", "--nsys", nsys, "--preset", "vllm", "--out-dir", tmp_path / "run", "-f", "json", "--",
+                   sys.executable, "-c", "pass")
+    finding = next(f for f in json.loads(done.stdout)["findings"] if f["rule"] == "capture-empty")
+    assert finding["remediation"][0] == ("Capture again with: diagnose profile --preset vllm -- <your command> (by "
+                                         "hand: VLLM_WORKER_MULTIPROC_METHOD=spawn nsys profile "
+                                         "--trace=cuda,nvtx,osrt ...).")

@@ -40,3 +40,13 @@ def test_real_nsys_captures_the_nvtx_ranges_of_a_cpu_only_program(tmp_path):
     for name in ("profile.nsys-rep", "profile.sqlite", "report.md", "capture.json", "capture.log"):
         assert (out / name).is_file(), name
     assert not (out / "profile.qdstrm").exists()  # imported, where nsys left one
+
+
+def test_real_nsys_rejecting_a_value_is_reported_as_nsys_rejecting_it(tmp_path):
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", "profile", "--out-dir", str(out),
+                           "--nsys-arg=--sample=bogus", "--", sys.executable, "-c", "pass"],
+                          capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "nsys rejected its arguments (it said: Illegal --sample argument" in done.stderr
+    assert "failed: exit status" not in done.stderr

@@ -91,3 +91,19 @@ def test_checks_that_depend_on_a_broken_key_are_left_out(tmp_path):
     assert ":5:1: " in problems[0] and "unknown fact 'launch_overhed'; did you mean 'launch_overhead'?" in problems[0]
     assert ":7:3: " in problems[1] and "params.max_ratio.unit: unknown unit 'furlongs'" in problems[1]
     assert ":10:1: " in problems[2] and "unknown filter 'pcent'" in problems[2]
+
+
+def test_a_capture_switch_yaml_split_at_its_commas_is_refused_at_its_line(tmp_path):
+    """`pass: [--trace=cuda,nvtx]` is three YAML items; the advice would print --nsys-arg=nvtx, which exits 2."""
+    from nsys_diagnose.diagnosis.rules import RuleError, load_rule_file
+
+    source = (bundled_rules_dir() / "capture" / "capture-empty.yaml").read_text()
+    path = tmp_path / "capture" / "capture-empty.yaml"
+    path.parent.mkdir()
+    path.write_text(source.replace('["--trace=cuda,nvtx,osrt"]', "[--trace=cuda,nvtx,osrt]"))
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.strip().startswith("pass:"))
+    with pytest.raises(RuleError) as err:
+        load_rule_file(path, FACTS, "bundled")
+    assert err.value.problems == [f'{path}:{line}:3: rule "capture-empty": capture.pass: \'nvtx\' is not an nsys '
+                                  f'switch: each item must be one whole --switch=value (quote a value with commas: '
+                                  f'["--trace=cuda,nvtx"])']

@@ -4,6 +4,7 @@ value this nsys lacks is dropped with a one-line warning that says what the capt
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,29 @@ from .nsys import Nsys
 from .presets import FlagSpec, Preset, load_flags
 
 RANGE_CHOICES = ("cudaProfilerApi",)
+# nsys profile switches that `diagnose profile` sets itself, and what to use instead: through --nsys-arg they would
+# contradict its own (two --output, a window it does not know of when judging how the program ended).
+OWN_SWITCHES = {
+    "--output": "--out-dir DIR",
+    "--force-overwrite": "--force",
+    "--duration": "--duration S",
+    "--delay": "--delay S",
+    "--capture-range": "--range cudaProfilerApi",
+    "--capture-range-end": "--range cudaProfilerApi (the preset sets how the range ends)",
+    "--stop-on-range-end": "--range cudaProfilerApi (the preset sets how the range ends)",
+    "--gpu-metrics-devices": "--gpu-metrics",
+    "--gpu-metrics-device": "--gpu-metrics",
+    "--export": "the profile.sqlite it exports itself (`nsys export` converts profile.nsys-rep to other formats)",
+}
+
+
+def own_switch_problem(switch: str) -> str | None:
+    """The sentence refusing an --nsys-arg that sets a switch `diagnose profile` sets itself, or None."""
+    name = re.split(r"[=\s]", switch, maxsplit=1)[0]
+    instead = OWN_SWITCHES.get(name)
+    if instead is None:
+        return None
+    return f"{name} is set by diagnose profile itself, so it cannot be passed with --nsys-arg; use {instead} instead"
 
 
 @dataclass(frozen=True)

@@ -147,10 +147,13 @@ def preset_sets(preset: Preset, switch: str) -> bool:
     return preset.flags.get(name.removeprefix("--")) == value
 
 
-def capture_line(lineage: Sequence[str], profile: str, switches: Sequence[str], nsys: str) -> str:
-    """The remediation step of a capture problem: the `diagnose profile` line that fixes it for the profile's
-    stack, and the raw nsys switches beside it."""
-    preset = preset_for_stack(lineage)
+def capture_line(lineage: Sequence[str], profile: str, switches: Sequence[str], nsys: str,
+                 preset_name: str | None = None) -> str:
+    """The remediation step of a capture problem: the `diagnose profile` line that fixes it with the preset the
+    capture ran with (`preset_name`, when `diagnose profile` made it), else the one of the profile's stack, and the
+    raw nsys switches beside it."""
+    presets = load_presets()
+    preset = presets[preset_name] if preset_name in presets else preset_for_stack(lineage)
     options = [profile] if profile else []
     options += [f"--nsys-arg={s}" for s in switches if not preset_sets(preset, s)]
     line = " ".join(["diagnose profile", f"--preset {preset.preset}", *options, "-- <your command>"])

@@ -16,9 +16,12 @@ from ..errors import DiagnoseError, OutputError
 from .flags import Plan
 from .nsys import INSTALL_HINT, NsysError, find_importer
 
-# The files a capture writes into its directory; --force replaces these and nothing else.
-OWN_FILES = ("profile.nsys-rep", "profile.qdstrm", "profile.sqlite", "capture.log", "capture.json",
-             "report.md", "report.json", "report.html", "report.txt")
+# The files a capture writes into its directory; --force replaces these and nothing else (a report.html or
+# report.json the user wrote there with -o stays). capture.json, written last, marks the directory as a capture.
+OWN_FILES = ("profile.nsys-rep", "profile.qdstrm", "profile.sqlite", "capture.log", "capture.json", "report.md")
+MARKER = "capture.json"
+DEFAULT_PREFIX = "nsys-diagnose-"
+NSYS_USAGE = "usage: nsys profile"
 EXPORT_TIMEOUT_S = 3600
 LOG_TAIL = 200  # lines of nsys's output kept to explain a failure
 # The message of nsys (and of CUPTI) when GPU performance counters need privileges the user lacks.
@@ -30,22 +33,43 @@ COUNTER_HINT = ("GPU metrics need access to the GPU performance counters: run th
                 "https://developer.nvidia.com/nvidia-development-tools-solutions-err_nvgpuctrperm-permission-issue-performance-counters).")
 
 
-def default_out_dir(now: float | None = None) -> Path:
-    return Path.cwd() / time.strftime("nsys-diagnose-%Y%m%d-%H%M%S", time.localtime(now))
+def default_out_dir(now: float | None = None, attempt: int = 0) -> Path:
+    """./nsys-diagnose-<date>-<time>-<pid>[-N]: the process id keeps two runs started in the same second apart."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    return Path.cwd() / f"{DEFAULT_PREFIX}{stamp}-{os.getpid()}{f'-{attempt}' if attempt else ''}"
 
 
-def prepare_out_dir(out_dir: Path, *, force: bool, explicit: bool) -> Path:
-    """Create the capture's directory, or reuse an existing one that holds none of our files; with --force,
-    remove our files from it (and only them). Never anything else."""
+def create_default_out_dir(now: float | None = None, tries: int = 100) -> Path:
+    """A new default directory, created by this run alone: one that exists already (whoever made it) is never
+    used; the next name is tried instead."""
+    for attempt in range(tries):
+        out_dir = Path(os.path.abspath(default_out_dir(now, attempt)))
+        try:
+            out_dir.mkdir(exist_ok=False)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise OutputError(f"{out_dir}: cannot create the capture directory ({exc.strerror or exc}); choose "
+                              f"an --out-dir.") from None
+        return out_dir
+    raise OutputError(f"{tries} capture directories named {default_out_dir(now).name}[-N] exist already; choose "
+                      f"an --out-dir.")
+
+
+def prepare_out_dir(out_dir: Path, *, force: bool) -> Path:
+    """Create the --out-dir, or use an existing one. One that holds a capture (its capture.json) or any file a
+    capture writes is refused unless --force, which removes those files (OWN_FILES) and nothing else."""
     if out_dir.exists() and not out_dir.is_dir():
         raise OutputError(f"{out_dir} exists and is not a directory; choose another --out-dir.")
     if out_dir.is_dir():
         ours = [out_dir / name for name in OWN_FILES if os.path.lexists(out_dir / name)]
         if ours and not force:
-            raise OutputError(f"{out_dir} already holds a capture ({ours[0].name}); choose another --out-dir, or "
-                              f"pass --force to replace it.")
-        if not explicit and not force and any(out_dir.iterdir()):
-            raise OutputError(f"{out_dir} already exists; choose an --out-dir, or pass --force to use it.")
+            if os.path.lexists(out_dir / MARKER):
+                raise OutputError(f"{out_dir} already holds a capture ({MARKER}); choose another --out-dir, or "
+                                  f"pass --force to replace it.")
+            names = ", ".join(p.name for p in ours)
+            raise OutputError(f"{out_dir} holds {names}, which the capture would replace; choose another "
+                              f"--out-dir, or pass --force to replace {'it' if len(ours) == 1 else 'them'}.")
         for path in ours:
             path.unlink()
         return out_dir
@@ -72,6 +96,20 @@ class CaptureResult:
         profile --help) and passes on the status 128 + 15, or 128 + 9 when the program had to be killed."""
         return (self.window_end_s is not None and self.interrupted is None and self.seconds >= self.window_end_s
                 and self.returncode in (128 + signal.SIGTERM, 128 + getattr(signal, "SIGKILL", 9)))
+
+    @property
+    def rejected(self) -> bool:
+        """nsys refused its own command line and ran nothing: it prints what it refused, then its usage
+        (`usage: nsys profile [<args>] ...`), and exits 1."""
+        return (self.returncode != 0 and self.interrupted is None
+                and any(line.startswith(NSYS_USAGE) for line in self.log_tail))
+
+    @property
+    def rejection(self) -> str:
+        """What nsys said before its usage, e.g. `Illegal --sample argument: bogus. / Possible --sample values
+        are ...`."""
+        cut = next(i for i, line in enumerate(self.log_tail) if line.startswith(NSYS_USAGE))
+        return _nsys_said(self.log_tail[max(0, cut - 6):cut])
 
     @property
     def failed(self) -> bool:

@@ -4,20 +4,24 @@ capture itself is engine/capture/; this module prints, asks and reports)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from ..api import diagnose
 from ..capture.flags import CaptureOptions, build_plan
 from ..capture.nsys import INSTALL_HINT, NsysError, installed_nsys
 from ..capture.presets import expected_settings, guess_preset, load_presets, parallel_size, visible_gpus
-from ..capture.run import default_out_dir, export_sqlite, finish_report, prepare_out_dir, run_capture
+from ..capture.run import (create_default_out_dir, default_out_dir, export_sqlite, finish_report, prepare_out_dir,
+                           run_capture)
 from ..diagnosis.config import resolve_config
 from ..errors import InputError
 from ..reports.render import render
+from ..timings import Timings
 from .deliver import deliver
 from .exits import EXIT_PROGRAM_FAILED, one_line
 from .interrupt import StopRequest
@@ -34,6 +38,7 @@ def _say(text: str, *, quiet: bool = False) -> None:
 
 
 def run(args: argparse.Namespace, stop: StopRequest) -> int:
+    begin = time.perf_counter()
     command = list(args.command)
     if not command:
         raise InputError("give the program to profile after --, e.g. `diagnose profile -- python bench.py`.")
@@ -53,6 +58,7 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
         raise NsysError(f"{nsys.path} (nsys {nsys.version}) is too old: it has no `nsys export --type sqlite`, which "
                         f"the diagnosis reads; {INSTALL_HINT}.")
     explicit = args.out_dir is not None
+    # the default directory is only named here; it is created (by this run alone) when the capture starts
     out_dir = Path(os.path.abspath(args.out_dir if explicit else default_out_dir()))
     options = CaptureOptions(duration_s=args.duration_s, delay_s=args.delay_s, capture_range=args.capture_range,
                              gpu_metrics=args.gpu_metrics, force=args.force, extra=tuple(args.nsys_args))
@@ -74,10 +80,20 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
     for output, _ in outputs:
         check_output(output, [])
     config = resolve_config(args.config, args.rule_dirs, [*sets, *args.sets])
-    prepare_out_dir(out_dir, force=args.force, explicit=explicit)
+    if explicit:
+        prepare_out_dir(out_dir, force=args.force)
+    else:
+        out_dir = create_default_out_dir()
+        plan = build_plan(nsys, preset, command, out_dir, options, environ)
     _say(f"capturing with nsys {nsys.version} into {out_dir}", quiet=quiet)
     window_end = (args.delay_s or 0) + args.duration_s if args.duration_s else None
-    result = run_capture(plan, lambda text: _say(text), environ, window_end)
+    timings = Timings() if args.timings else None
+    with _stage(timings, "capture"):
+        result = run_capture(plan, lambda text: _say(text), environ, window_end)
+    if result.rejected:
+        raise NsysError(f"nsys rejected its arguments (it said: {result.rejection}) and ran nothing; correct the "
+                        f"--nsys-arg switches (`nsys profile --help` lists what this nsys {nsys.version} accepts). "
+                        f"What nsys printed is in {out_dir / 'capture.log'}.")
     status = result.program_status()
     if result.interrupted is not None or result.failed:
         _say(f"the program {status}; diagnosing the partial capture nsys wrote")
@@ -85,23 +101,32 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
         _say(f"the program {status}", quiet=quiet)
     for note in result.notes:
         _say(note)
-    report = finish_report(plan, result, lambda text: _say(text, quiet=quiet))
+    with _stage(timings, "import"):
+        report = finish_report(plan, result, lambda text: _say(text, quiet=quiet))
     stop.check()
-    sqlite = export_sqlite(plan, lambda text: _say(text, quiet=quiet))
+    with _stage(timings, "export"):
+        sqlite = export_sqlite(plan, lambda text: _say(text, quiet=quiet))
     stop.check()
     progress = Progress(stop, quiet=quiet)
     document = diagnose(sqlite, config, tokens=args.tokens, progress=progress, cache=args.cache,
-                        cache_dir=args.cache_dir, what_if_batch=args.what_if_batch)
+                        cache_dir=args.cache_dir, what_if_batch=args.what_if_batch, timings=timings,
+                        capture_preset=preset.preset)
     kept = out_dir / "report.md"
     emit(render(document, "md"), kept, inputs=[str(sqlite)], cache_dir=args.cache_dir)
     _record(out_dir, plan, nsys.version, result, command, sets)
     _say(f"kept {report}, {sqlite}, {kept} (and capture.log, capture.json)", quiet=False)
-    code = deliver(args, document, document.findings, outputs, [str(sqlite), str(report)], stop, progress)
+    code = deliver(args, document, document.findings, outputs, [str(sqlite), str(report)], stop, progress, timings,
+                   begin)
     if result.interrupted is not None:
         return 128 + result.interrupted
     if result.failed:
         return EXIT_PROGRAM_FAILED
     return code
+
+
+def _stage(timings: Timings | None, name: str) -> contextlib.AbstractContextManager[None]:
+    """The capture's own stages (the program under nsys, the import of a .qdstrm, the export) in --timings."""
+    return timings.stage(name) if timings else contextlib.nullcontext()
 
 
 def _record(out_dir: Path, plan, version: str, result, command: list[str], sets: list[str]) -> None:

@@ -229,9 +229,14 @@ def _seconds(text: str) -> float:
 
 
 def _nsys_switch(text: str) -> str:
+    from ..capture.flags import own_switch_problem
+
     if not text.startswith("--") or len(text.split("=", 1)[0]) < 3:
         raise argparse.ArgumentTypeError(f"{text!r} is not an nsys switch; write it whole, e.g. "
                                          f"--nsys-arg=--cuda-graph-trace=node")
+    problem = own_switch_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 
@@ -247,7 +252,7 @@ def capture_parser() -> argparse.ArgumentParser:
                     "(vllm, sglang, trtllm-*, python ...) and printed; --preset overrides it. The flags are spelled "
                     "for the installed nsys; a flag it lacks is dropped with a warning saying what is lost. The "
                     "program's output goes to standard error; standard output carries only the report.",
-        epilog="Outputs go to --out-dir (default: a new ./nsys-diagnose-<timestamp>/): profile.nsys-rep, "
+        epilog="Outputs go to --out-dir (default: a new ./nsys-diagnose-<timestamp>-<pid>/): profile.nsys-rep, "
                "profile.sqlite, report.md, capture.log and capture.json; nothing is overwritten without --force. "
                "Ctrl-C stops the program and lets nsys write what it captured, which is then diagnosed; a second "
                "Ctrl-C aborts. " + EXIT_CODES_HELP.replace(
@@ -272,7 +277,7 @@ def capture_parser() -> argparse.ArgumentParser:
                                                   "--nsys-arg=--cuda-graph-trace=node")
     p.add_argument("--out-dir", type=Path, metavar="DIR",
                    help="directory for the report, the .nsys-rep and the .sqlite (default: a new "
-                        "./nsys-diagnose-<timestamp>/)")
+                        "./nsys-diagnose-<timestamp>-<pid>/)")
     p.add_argument("--force", action="store_true", help="replace an earlier capture in --out-dir")
     p.add_argument("--dry-run", action="store_true",
                    help="print the nsys and export command lines and the environment, and run nothing")

@@ -196,7 +196,7 @@ def _phase_cost(rule: Rule, phase: str | None, impact: float | None, run_impact:
 
 
 def _remediation(rule: Rule, stack: Sequence[str], context: dict[str, Any], not_after: float,
-                 facts: FactSet | None = None) -> list[str]:
+                 facts: FactSet | None = None, capture_preset: str | None = None) -> list[str]:
     """The stack's steps, then the generic ones, leaving out every step whose `when` does not hold on the
     evidence (a step that says "pin host memory" is not shown when every copy is pinned)."""
     row, params = context["row"], context["params"]
@@ -209,7 +209,7 @@ def _remediation(rule: Rule, stack: Sequence[str], context: dict[str, Any], not_
              if shown(f"stack_remediation.{key}.{i - 1}")]
     capture = rule.spec.capture
     if capture is not None:
-        line = capture_line(stack, capture.profile, capture.pass_switches, capture.nsys)
+        line = capture_line(stack, capture.profile, capture.pass_switches, capture.nsys, capture_preset)
         steps = [_render(rule, "capture", line, context, not_after), *steps]
     return steps + [_render(rule, f"remediation {i}", step_text(r), context, not_after)
                     for i, r in enumerate(rule.spec.remediation, 1) if shown(f"remediation.{i - 1}")]
@@ -224,7 +224,8 @@ def _references(rule: Rule, stack: Sequence[str]) -> list[str]:
 def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, dict[str, float]] | None = None,
              severities: dict[str, str] | None = None, disabled: set[str] | None = None,
              stack: Sequence[str] = (), phase: str | None = None, phase_share: float = 1.0,
-             judged_alone: bool = False, run_facts: FactSet | None = None) -> Evaluation:
+             judged_alone: bool = False, run_facts: FactSet | None = None,
+             capture_preset: str | None = None) -> Evaluation:
     """Judge every rule on its fact's rows. `stack`: the profile's stack lineage (StackInfo.lineage); each
     finding lists those stacks' remediation steps first, then the rule's generic steps. `phase`: the facts are
     one inference phase's (FactSet.phases), which takes `phase_share` of the run's GPU window; its findings
@@ -285,7 +286,7 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
                 subject=subject, message=_render(rule, "message", spec.message, context, not_after),
                 impact=impact, phase=phase, run_impact=run_impact,
                 evidence=_evidence(rule, row, params, column_docs) + _phase_cost(rule, phase, impact, run_impact),
-                remediation=_remediation(rule, stack, context, not_after, run_facts or facts),
+                remediation=_remediation(rule, stack, context, not_after, run_facts or facts, capture_preset),
                 references=_references(rule, stack), row=row))
         if not fired:
             out.passed.append(outcome)

@@ -15,7 +15,7 @@ from ..vocabulary import Kind
 
 def judge_phases(run: Evaluation, rules: dict[str, Rule], facts: FactSet, fact_defs: dict[str, Fact], *,
                  rule_params: dict[str, dict[str, float]], severities: dict[str, str], disabled: set[str],
-                 stack: Sequence[str]) -> Evaluation:
+                 stack: Sequence[str], capture_preset: str | None = None) -> Evaluation:
     """`run` with the per-phase findings added (capture rules aside). A rule that fires in a phase speaks for that
     phase: its whole-run finding on the same subject is dropped (the phases split the run, so the phase findings
     say more), and it no longer counts as passed. A rule that fires only over the whole run keeps that finding.
@@ -29,8 +29,9 @@ def judge_phases(run: Evaluation, rules: dict[str, Rule], facts: FactSet, fact_d
     alone = judged_alone_phases(facts)
     for phase, scoped in facts.phases.items():
         found += evaluate(phased, scoped, rule_params=rule_params, severities=severities, disabled=disabled,
-                          stack=stack, phase=phase, phase_share=phase_share(facts, phase),
-                          judged_alone=phase in alone, run_facts=facts).findings
+                          stack=stack, capture_preset=capture_preset, phase=phase,
+                          phase_share=phase_share(facts, phase), judged_alone=phase in alone,
+                          run_facts=facts).findings
     if not found:
         return run
     covered = {(f.rule, f.subject.split(" · ", 1)[1] if f.subject and " · " in f.subject else None) for f in found}

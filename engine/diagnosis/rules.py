@@ -113,6 +113,17 @@ class CaptureSpec(BaseModel):
     pass_switches: list[str] = Field(default_factory=list, alias="pass")
     nsys: str
 
+    @field_validator("pass_switches")
+    @classmethod
+    def _whole_switches(cls, v: list[str]) -> list[str]:
+        # YAML splits an unquoted [--trace=cuda,nvtx] at its commas; each piece would become an --nsys-arg
+        # that `diagnose profile` refuses.
+        bad = [s for s in v if not s.startswith("--")]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not an nsys switch: each item must be one whole --switch=value (quote "
+                             f"a value with commas: [\"--trace=cuda,nvtx\"])")
+        return v
+
 
 class StepSpec(BaseModel):
     """A remediation step shown only when its conditions hold on the evidence: `when` lists conditions in the
@@ -265,6 +276,9 @@ def _key_lines(text: str) -> dict[str, tuple[int, int]]:
                 if isinstance(steps, yaml.SequenceNode):
                     for i, item in enumerate(steps.value):
                         out[f"{key.value}.{stack.value}.{i}"] = (item.start_mark.line + 1, item.start_mark.column + 1)
+        if isinstance(value, yaml.MappingNode):  # e.g. capture.pass
+            for sub, _ in value.value:
+                out[f"{key.value}.{sub.value}"] = (sub.start_mark.line + 1, sub.start_mark.column + 1)
         if key.value in ("params", "evidence") and isinstance(value, (yaml.MappingNode, yaml.SequenceNode)):
             items = value.value
             for i, item in enumerate(items):
