@@ -411,7 +411,9 @@ def test_interrupted_write_keeps_the_old_report(tmp_path, capsys, monkeypatch, w
     if where == "render":
         def broken_render(*args, **kwargs):
             raise KeyboardInterrupt
-        monkeypatch.setattr(cli, "render", broken_render)
+        from nsys_diagnose.cli import deliver  # renders for both diagnose and diagnose profile
+
+        monkeypatch.setattr(deliver, "render", broken_render)
     else:
         def broken_replace(src, dst):
             raise OSError(28, "No space left on device", str(dst))
