@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -352,10 +353,22 @@ def test_ctrl_c_stops_the_program_lets_nsys_finish_and_diagnoses_what_it_wrote(t
 def test_a_second_ctrl_c_aborts(tmp_path, export):
     proc, out, _ = _start(tmp_path, export, finish_delay=60)  # an nsys slow to write its report
     os.killpg(proc.pid, signal.SIGINT)
-    time.sleep(1)
+    # The second Ctrl-C goes once the first was handled (its message is out), not after a fixed wait: two signals
+    # that arrive before the handler runs are one.
+    watchdog = threading.Timer(60, os.killpg, (proc.pid, signal.SIGKILL))
+    watchdog.start()
+    try:
+        first = ""
+        while "stopping the program" not in first:
+            line = proc.stderr.readline()
+            assert line, f"diagnose profile ended before handling the first Ctrl-C: {first}"
+            first += line
+    finally:
+        watchdog.cancel()
     started = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
+    stderr = first + stderr
     assert time.monotonic() - started < 20  # nsys was not waited for
     assert proc.returncode == 130
     assert stdout == "" and "interrupted" in stderr and "Traceback" not in stderr
