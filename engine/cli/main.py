@@ -25,7 +25,7 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
-from typing import TYPE_CHECKING  # noqa: E402
+from typing import TYPE_CHECKING, NoReturn  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 try:
@@ -53,12 +53,14 @@ except ImportError:
 
 if TYPE_CHECKING:
     from ..batch import Shard
+    from ..reports.model import Report
+    from ..reports.runmodel import RunReport
 
 Command = Callable[[argparse.Namespace, StopRequest], int]
 
 
 class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 too; keep its usage line
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep its usage line
         self.print_usage(sys.stderr)
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
 
@@ -569,14 +571,16 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -
             raise InputError("--timings applies to one profile; diagnose a rank alone to see where its time goes.")
         from ..diagnosis.multirank import diagnose_run  # only multi-rank runs need it
 
-        document = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs,
-                                cache_dir=args.cache_dir)
-        findings = [f for _, f in document.all_findings()]
+        run = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs,
+                           cache_dir=args.cache_dir)
+        findings = [f for _, f in run.all_findings()]
+        document: Report | RunReport = run
     else:
-        document = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
-                            cache=args.cache, cache_dir=args.cache_dir, what_if_batch=args.what_if_batch,
-                            timings=timings)
-        findings = document.findings
+        report = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
+                          cache=args.cache, cache_dir=args.cache_dir, what_if_batch=args.what_if_batch,
+                          timings=timings)
+        findings = report.findings
+        document = report
     return deliver(args, document, findings, outputs, args.profiles, stop, progress, timings, begin)
 
 

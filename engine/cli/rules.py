@@ -84,7 +84,8 @@ def cmd_explain(config: Config, rule_id: str) -> int:
     lines += [wrap(_step_line(i, step)) for i, step in enumerate(spec.remediation, 1)]
     labels = {s.key: s.label for s in STACKS}
     for stack, steps in spec.stack_remediation.items():
-        lines += ["", f"Remediation for {labels[stack]} profiles (shown before the steps above when the profile comes from it):"]
+        lines += ["", f"Remediation for {labels[stack]} profiles "
+                      f"(shown before the steps above when the profile comes from it):"]
         lines += [wrap(_step_line(i, step)) for i, step in enumerate(steps, 1)]
     if spec.references:
         lines += ["", "References:"] + [f"  {ref}" for ref in spec.references]

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from ..duck import insert_rows, sql_literal
+from ..duck import insert_rows, scalar, sql_literal
 from ..facts import (Fact, FactError, check_documented_columns, check_rows, did_you_mean, load_facts, materialize,
                      run_order, table_columns, with_needs)
 from ..reading.canonical import VIEWS
@@ -262,7 +262,8 @@ def _in_run_order(facts: dict[str, Fact]) -> list[Fact]:
 
 def _lock_for_team_facts(con: Any, limits: TeamLimits) -> None:
     """The connection already reads nothing but the canonical database: external access is off and the SQLite
-    extension was never loaded in its DuckDB instance (engine/reading/cache.py). Before team SQL runs, its spill space is
+    extension was never loaded in its DuckDB instance (engine/reading/cache.py). Before team SQL runs, its spill space
+    is
     bounded and the configuration locked, so the SQL cannot change either."""
     con.execute(f"SET max_temp_directory_size = {sql_literal(limits.spill)}")
     con.execute("SET lock_configuration = true")
@@ -322,7 +323,7 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
                 break
         out.results[fact.name] = FactResult(fact, columns, rows, skipped)
 
-    workers = side_by_side(con.execute("SELECT current_setting('threads')").fetchone()[0], ops)
+    workers = side_by_side(scalar(con, "SELECT current_setting('threads')"), ops)
     whole = _whole_capture(facts)
     first = [f for f in bundled if f.name in whole]
     computed = run_facts(con, first, compute, workers=workers, started=announce)
@@ -387,14 +388,14 @@ def _unmet(export: Export, requirement: str) -> str | None:
         if view not in VIEWS or column not in [c.name for c in VIEWS[view].columns]:
             raise FactError(f"-- @requires {requirement}: no canonical column {requirement}; write VIEW.COLUMN with "
                             f"a column of engine/reading/nsys-schema.md, e.g. devices.sm_count")
-        found = export.con.execute(f'SELECT count("{column}") FROM "{view}"').fetchone()[0]
+        found = scalar(export.con, f'SELECT count("{column}") FROM "{view}"')
         if found:
             return None
         doc = next(c.doc for c in VIEWS[view].columns if c.name == column)
         return f"the export records no {view}.{column} ({doc.rstrip('.')})"
     statuses = [export.views.get(view) for view in requirement.split("|")]
     if all(status is not None and status.rows == 0 for status in statuses):
-        return statuses[0].reason
+        return next(s.reason for s in statuses if s is not None)
     return None
 
 

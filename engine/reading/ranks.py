@@ -71,9 +71,10 @@ def number_ranks(paths: Sequence[Path]) -> tuple[list[RankInput], Numbering]:
     """Ranks from the file names when one pattern gives every file a distinct number; else sorted order."""
     for pattern in RANK_PATTERNS:
         numbers = [rank_from_name(p, pattern) for p in paths]
-        if None not in numbers and len(set(numbers)) == len(numbers):
-            ranked = sorted(zip(numbers, paths), key=lambda item: item[0])
-            return [RankInput(int(n), p) for n, p in ranked], "file names"
+        found = [n for n in numbers if n is not None]
+        if len(found) == len(numbers) and len(set(found)) == len(found):
+            ranked = sorted(zip(found, paths), key=lambda item: item[0])
+            return [RankInput(n, p) for n, p in ranked], "file names"
     ordered = sorted(paths, key=_natural_key)
     return [RankInput(i, p) for i, p in enumerate(ordered)], "sorted order"
 
@@ -263,9 +264,9 @@ def check_one_run(inputs: Sequence[RankInput]) -> None:
                              f"{INDEPENDENT}.")
     starts = sorted(((i.session_start_ns, str(p)) for p, i in ids if i.session_start_ns is not None))
     if len(starts) > 1 and starts[-1][0] - starts[0][0] > SESSION_START_TOLERANCE_NS:
-        (first, a), (last, b) = starts[0], starts[-1]
-        raise InputError(f"the capture of {a} started at {_utc(first)} and that of {b} at {_utc(last)}, "
-                         f"{_span(last - first)} later (the ranks of one run start within "
+        (first, first_path), (last, last_path) = starts[0], starts[-1]
+        raise InputError(f"the capture of {first_path} started at {_utc(first)} and that of {last_path} at "
+                         f"{_utc(last)}, {_span(last - first)} later (the ranks of one run start within "
                          f"{SESSION_START_TOLERANCE_NS // 60_000_000_000} minutes of each other); {INDEPENDENT}.")
     for n, (a, ia) in enumerate(ids):
         for b, ib in ids[n + 1:]:
