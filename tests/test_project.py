@@ -84,6 +84,7 @@ def test_installed_wheel_ships_rules_templates_and_facts_under_one_import_name()
     assert any(f.startswith("nsys_diagnose/facts/summary.sql") for f in files)
     assert any(f.startswith("nsys_diagnose/templates/report.md.j2") for f in files)
     assert any(f.startswith("nsys_diagnose/fixtures/examples/") for f in files)
+    assert any(f.startswith("nsys_diagnose/fixtures/scenarios/eager_decode.py") for f in files)  # one per scenario
 
 
 @pytest.mark.real_exports
