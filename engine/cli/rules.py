@@ -14,7 +14,8 @@ from ..diagnosis.rules import StepSpec, bundled_rules_dir, load_rules
 from ..diagnosis.ruletest import find_test_files, load_test_file, run_rule_tests
 from ..errors import DiagnoseError
 from ..facts.opclasses import load_operation_classes
-from ..facts import did_you_mean, load_facts
+from ..facts import load_facts
+from ..text import did_you_mean
 from ..text import term
 from .exits import EXIT_FINDINGS, EXIT_OK
 from .interrupt import StopRequest

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..duck import insert_rows, scalar, sql_literal
-from ..facts import (Fact, FactError, check_documented_columns, check_rows, did_you_mean, load_facts, materialize,
+from ..facts import (Fact, FactError, check_documented_columns, check_rows, load_facts, materialize,
                      run_order, table_columns, with_needs)
 from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
@@ -23,6 +23,7 @@ from .parallel import run_facts, side_by_side
 from .scopes import FROM_RUN, compute_phase, per_phase_order, phases_to_judge
 from .window import steady_start, steady_window
 from ..timings import RUN, Timings, timed
+from ..text import did_you_mean
 
 # Default NVTX phase patterns (case-insensitive RE2 regular expressions on the range text; the first phase whose
 # pattern matches wins, so a range that names both is prefill). A phase word counts only as a whole word: what
@@ -91,7 +92,7 @@ DEFAULT_STEP_PATTERNS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class TeamLimits:
-    """Bounds on what one team fact may cost: team rule packs are semi-trusted (README "Security model")."""
+    """Bounds on what one team fact may cost: team rule packs are semi-trusted (docs/security.md)."""
 
     seconds: float = 60.0      # wall time to compute the fact
     rows: int = 10_000         # rows it may return (rules and reports read every row)

@@ -13,7 +13,7 @@ Layout of one diagnosis:
     <cache file>                     the canonical tables, in the scratch dir when there is no cache, else
                                      <cache dir>/<hash of the profile path>-<name>.nsys-diagnose.duckdb
 
-Trust (the cache is private to its user; see README "Security model"):
+Trust (the cache is private to its user; see docs/security.md):
 - The cache directory is `$XDG_CACHE_HOME/nsys-diagnose` (else `~/.cache/nsys-diagnose`), created 0700. Another
   directory, such as the profile's own, is used only when asked for (`--cache-dir` or NSYS_DIAGNOSE_CACHE_DIR), and
   only when it exists: a directory the user named is never created (a typo would otherwise leave directories, with

@@ -6,7 +6,6 @@ labels, units and good directions are the key metrics of metrics.py; render.py r
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePath
@@ -17,6 +16,7 @@ from .comparemodel import (Assessment, Comparison, FindingChange, Gate, GateUnit
 from ..diagnosis.throughput import throughput
 from ..diagnosis.whatif import fmt_step
 from ..errors import DiagnoseError
+from ..text import did_you_mean
 from .metrics import (PHASE_KEY, Metric, compared, definition, fmt_change, fmt_metric, number, phase_values,
                       raw_value)
 from .model import Finding, Report
@@ -132,8 +132,7 @@ _GATE_SYMBOLS = {"percent": " %", "points": " pt", "ns": " ns", "us": " µs", "m
 
 
 def _unknown_metric(name: str, known: list[str]) -> GateError:
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else f"; known metrics are {', '.join(known)}"
+    hint = did_you_mean(name, known, f"; known metrics are {', '.join(known)}")
     return GateError(f"unknown metric {name!r} in --fail-on-regression{hint}")
 
 
