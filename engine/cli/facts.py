@@ -11,7 +11,7 @@ from typing import Any
 
 from ..api import validate_config
 from ..diagnosis.config import Config, ConfigError, resolve_config, split_config
-from ..diagnosis.facttest import bundled_fact_tests, find_fact_tests, run_fact_tests, test_file_of
+from ..diagnosis.facttest import bundled_fact_tests, find_fact_tests, run_fact_tests, fact_test_file
 from ..diagnosis.multirank import diagnose_ranks, run_facts_of
 from ..diagnosis.rules import load_rules
 from ..duck import reraise_interrupt
@@ -188,9 +188,9 @@ def test_facts(config: Config, targets: list[str], *, quiet: bool = False) -> in
     for name in names:
         if name not in facts:
             raise DiagnoseError(f"no fact {name!r}{did_you_mean(name, list(facts)) or '; `diagnose facts list` shows them all'}")
-        if not test_file_of(facts[name]).is_file():
-            raise DiagnoseError(f"fact {name!r} has no tests: write {test_file_of(facts[name])}")
-        files.append(test_file_of(facts[name]))
+        if not fact_test_file(facts[name]).is_file():
+            raise DiagnoseError(f"fact {name!r} has no tests: write {fact_test_file(facts[name])}")
+        files.append(fact_test_file(facts[name]))
     if not targets:
         files = bundled_fact_tests() + find_fact_tests([Path(d) for d in config.rule_dirs])
     if not files:

@@ -61,7 +61,7 @@ class FactCaseResult:
     got: list[dict[str, Any]] = field(default_factory=list)  # the fact's rows, cut to the columns `expected` names
 
 
-def test_file_of(fact: Fact) -> Path:
+def fact_test_file(fact: Fact) -> Path:
     """Where a fact's tests are: NAME.test.yaml beside its SQL file."""
     path = Path(fact.path)
     return path.with_name(path.stem + ".test.yaml")
@@ -114,8 +114,8 @@ def load_fact_test(path: Path, facts: dict[str, Fact]) -> tuple[str, list[dict[s
             raise FactTestError(f"{where()}: a case is a mapping with the keys {', '.join(sorted(_CASE_KEYS))}")
         for key in case:
             if key not in _CASE_KEYS:
-                raise FactTestError(f"{where(key)}: unknown key {key!r}{did_you_mean(str(key), sorted(_CASE_KEYS))}; "
-                                    f"a case has the keys {', '.join(sorted(_CASE_KEYS))}")
+                keys = "; a case has the keys " + ", ".join(sorted(_CASE_KEYS))
+                raise FactTestError(f"{where(key)}: unknown key {key!r}{did_you_mean(str(key), sorted(_CASE_KEYS)) or keys}")
         if "tables" not in case or "expect" not in case:
             raise FactTestError(f"{where()}: a case gives 'tables' (the canonical rows in) and 'expect' (the "
                                 f"fact's rows out; [] = no rows)")
@@ -142,7 +142,7 @@ def _check_tables(tables: Any, where: Any) -> None:
     for view, rows in tables.items():
         if view not in VIEWS:
             raise FactTestError(f"{where('tables', view)}: no canonical table {view!r}"
-                                f"{did_you_mean(str(view), list(VIEWS))}; the tables are {', '.join(VIEWS)}")
+                                f"{did_you_mean(str(view), list(VIEWS)) or '; the tables are ' + ', '.join(VIEWS)}")
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise FactTestError(f"{where('tables', view)}: tables.{view} is a list of rows, each a mapping of "
                                 f"its columns to values")
@@ -180,7 +180,7 @@ def _check_params(values: Any, name: str, params: dict[str, tuple[float, float]]
         if param not in params:
             known = f"; its params are {', '.join(sorted(params))}" if params else "; it has none"
             raise FactTestError(f"{where('params', param)}: fact {name!r} and the facts it needs have no param "
-                                f"{param!r}{did_you_mean(str(param), list(params))}{known}")
+                                f"{param!r}{did_you_mean(str(param), list(params)) or known}")
         lo, hi = params[param]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                 or not lo <= value <= hi:
@@ -196,8 +196,9 @@ def _check_expect(expect: Any, fact: Fact, where: Any) -> None:
     for j, row in enumerate(expect):
         for column, value in row.items():
             if column not in columns:
+                listed = "; its columns are " + ", ".join(columns)
                 raise FactTestError(f"{where('expect', j, column)}: fact {fact.name!r} has no column {column!r}"
-                                    f"{did_you_mean(str(column), columns)}")
+                                    f"{did_you_mean(str(column), columns) or listed}")
             if isinstance(value, dict):
                 raise FactTestError(f"{where('expect', j, column)}: expect.{column} is a value, not a mapping")
 
