@@ -141,7 +141,8 @@ def test_an_inline_rows_case_checks_message_and_evidence(tmp_path):
      "5:7: case 1: no fact 'launch_overheads'; did you mean 'launch_overhead'?"),
     ("median_gap_ns: 3500", "median_gap: 3500",
      "6:67: case 1: fact 'launch_overhead' has no column 'median_gap'; did you mean 'median_gap_ns'?"),
-    ("    rows:", "    scenario: eager_decode\n    rows:", "5:5: case 1: give exactly one of 'scenario', 'profile' or 'rows'"),
+    ("    rows:", "    scenario: eager_decode\n    rows:",
+     "5:5: case 1: give exactly one of 'scenario', 'profile' or 'rows'"),
     ("    rows:", "    facts: {gap_threshold_ns: 5000}\n    rows:",
      "4:5: case 1: 'facts' sets how facts are computed from a profile; a case with 'rows' gives the fact rows "
      "themselves"),

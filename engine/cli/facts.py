@@ -187,14 +187,16 @@ def test_facts(config: Config, targets: list[str], *, quiet: bool = False) -> in
     files = find_fact_tests(paths) if paths else []
     for name in names:
         if name not in facts:
-            raise DiagnoseError(f"no fact {name!r}{did_you_mean(name, list(facts)) or '; `diagnose facts list` shows them all'}")
+            hint = did_you_mean(name, list(facts)) or "; `diagnose facts list` shows them all"
+            raise DiagnoseError(f"no fact {name!r}{hint}")
         if not fact_test_file(facts[name]).is_file():
             raise DiagnoseError(f"fact {name!r} has no tests: write {fact_test_file(facts[name])}")
         files.append(fact_test_file(facts[name]))
     if not targets:
         files = bundled_fact_tests() + find_fact_tests([Path(d) for d in config.rule_dirs])
     if not files:
-        raise DiagnoseError(f"no fact tests (NAME.test.yaml beside NAME.sql) in {', '.join(targets) or 'the loaded rule directories'}")
+        raise DiagnoseError(f"no fact tests (NAME.test.yaml beside NAME.sql) in "
+                            f"{', '.join(targets) or 'the loaded rule directories'}")
     results = run_fact_tests(list(dict.fromkeys(files)), facts, load_operation_classes(dirs))
     failed = [r for r in results if not r.passed]
     for r in results:

@@ -115,7 +115,8 @@ def load_fact_test(path: Path, facts: dict[str, Fact]) -> tuple[str, list[dict[s
         for key in case:
             if key not in _CASE_KEYS:
                 keys = "; a case has the keys " + ", ".join(sorted(_CASE_KEYS))
-                raise FactTestError(f"{where(key)}: unknown key {key!r}{did_you_mean(str(key), sorted(_CASE_KEYS)) or keys}")
+                raise FactTestError(f"{where(key)}: unknown key {key!r}"
+                                    f"{did_you_mean(str(key), sorted(_CASE_KEYS)) or keys}")
         if "tables" not in case or "expect" not in case:
             raise FactTestError(f"{where()}: a case gives 'tables' (the canonical rows in) and 'expect' (the "
                                 f"fact's rows out; [] = no rows)")

@@ -341,8 +341,9 @@ def stored_rows(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[
         stored = []
         for row in rows:
             row = dict(row)
-            if "dur_ns" in columns and row.get("dur_ns") is None and None not in (row.get("start_ns"), row.get("end_ns")):
-                row["dur_ns"] = row["end_ns"] - row["start_ns"]
+            start, end = row.get("start_ns"), row.get("end_ns")
+            if "dur_ns" in columns and row.get("dur_ns") is None and start is not None and end is not None:
+                row["dur_ns"] = end - start
             if view == "kernels":
                 row["name_id"] = name_id("kernel_names", row.get("name"), row.get("name_id"))
                 row["short_name_id"] = name_id("kernel_names", row.get("short_name"))
