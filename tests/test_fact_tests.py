@@ -132,3 +132,14 @@ def test_diagnose_facts_test_by_name_and_what_it_refuses(capsys):
     rule_test = REPO / "rules" / "launch-bound" / "launch-bound.test.yaml"
     assert main(["facts", "test", str(rule_test)]) == 2
     assert "not a fact test" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # rules check compiles every fact first (seconds); the fast tier checks the same loader above
+def test_rules_check_finds_the_mistakes_of_a_packs_fact_tests(tmp_path, capsys):
+    pack = tmp_path / "pack"
+    shutil.copytree(PACK, pack)
+    test = pack / "acme_decode_steps.test.yaml"
+    test.write_text(test.read_text().replace("nvtx_ranges:", "nvtx_range:", 1))
+    assert main(["rules", "check", str(pack)]) == 2
+    assert capsys.readouterr().out.splitlines()[0] == (f"{test}:6:7: case 1: no canonical table 'nvtx_range'; did "
+                                                       f"you mean 'nvtx_ranges'?")
