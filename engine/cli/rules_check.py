@@ -54,7 +54,7 @@ def check_rules(config: Config, paths: list[Path]) -> int:
             errors += check_rule_file(f, facts)
         errors += check_facts(facts)  # typos, stale @column lines, what the run's sandbox and bounds would refuse
         errors += _check_run_facts()
-    if not errors:  # namespacing, duplicate ids, and the test files against the whole set
+    if not errors and facts is not None:  # namespacing, duplicate ids, and the test files against the whole set
         try:
             rules = load_rules(facts, team, scope=None)
             for t in find_test_files([p for p in targets if p.is_dir() or p.name.endswith(".test.yaml")]):
