@@ -25,7 +25,7 @@ import jinja2
 from .diagnosis.categories import Category
 from .diagnosis.evaluate import evaluate
 from .diagnosis.rules import Rule, StepSpec, load_rules, rule_categories
-from .diagnosis.ruletest import FactCache, load_test_file
+from .diagnosis.ruletest import FactCache, example_case, load_test_file
 from .errors import DiagnoseError
 from .facts import Fact, load_facts, with_needs
 from .facts.compute import FactSet
@@ -94,15 +94,22 @@ def _steps(steps: list[str | StepSpec]) -> list[dict[str, Any]]:
 
 
 def _example(rule: Rule, test_file: Path, cases: list[dict[str, Any]], cache: FactCache) -> Example | None:
-    firing = next((c for c in cases if c["expect"]), None)
+    firing = example_case(cases)
     if firing is None:
         return None
     params = {k: float(v) for k, v in (firing.get("params") or {}).items()}
     found = evaluate({rule.id: rule}, cache.get(firing, test_file, rule), rule_params={rule.id: params}).findings
     if not found:
         return None
-    return Example(firing.get("name", ""), str(firing.get("scenario") or firing.get("profile")),
+    return Example(firing.get("name", ""), _case_input(firing),
                    firing.get("params") or {}, found[0])
+
+
+def _case_input(case: dict[str, Any]) -> str:
+    """The scenario or export a case runs on, or the facts whose rows it gives ('rows of launch_overhead')."""
+    if "rows" in case:
+        return "rows of " + ", ".join(case["rows"])
+    return str(case.get("scenario") or case.get("profile"))
 
 
 def _case_row(case: dict[str, Any]) -> dict[str, Any]:
@@ -110,7 +117,7 @@ def _case_row(case: dict[str, Any]) -> dict[str, Any]:
     fires = ", ".join(f"{e.get('subject') or 'the capture'}" + (f" ({e['severity']})" if e.get("severity") else "")
                       for e in expect)
     settings = {**{f"facts.{k}": v for k, v in (case.get("facts") or {}).items()}, **(case.get("params") or {})}
-    return {"name": case.get("name", ""), "input": case.get("scenario") or case.get("profile"),
+    return {"name": case.get("name", ""), "input": _case_input(case),
             "settings": ", ".join(f"{k}={v}" for k, v in settings.items()),
             "outcome": f"fires on {fires}" if expect else "does not fire"}
 

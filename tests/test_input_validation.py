@@ -207,7 +207,8 @@ def test_a_rule_test_case_with_a_non_finite_param_is_refused(capsys, tmp_path, k
     test.write_text(f"rule: launch-bound\ncases:\n  - name: never fires\n    scenario: eager_decode\n"
                     f"    {key}: {value}\n    expect: []\n")
     line = in_process(capsys, "rules", "test", test)
-    assert line.startswith(f"diagnose: error: {test}: case 1: {key}.") and "must be a finite number, not" in line
+    # file:line:col of the offending value's key: line 5, inside the flow mapping
+    assert line.startswith(f"diagnose: error: {test}:5:{len(key) + 8}: case 1: {key}.") and "must be a finite number, not" in line
 
 
 # --- params out of their range ---------------------------------------------------------------------------------
@@ -312,7 +313,7 @@ def test_a_rule_test_case_with_a_param_outside_its_range_is_refused(capsys, tmp_
     test.write_text("rule: launch-bound\ncases:\n  - name: never fires\n    scenario: eager_decode\n"
                     "    params: {min_kernels: -1}\n    expect: []\n")
     line = in_process(capsys, "rules", "test", test)
-    assert line == (f"diagnose: error: {test}: case 1: params.min_kernels must be at least 0 (unit: count), "
+    assert line == (f"diagnose: error: {test}:5:14: case 1: params.min_kernels must be at least 0 (unit: count), "
                     f"not -1")
 
 

@@ -107,3 +107,54 @@ def test_a_capture_switch_yaml_split_at_its_commas_is_refused_at_its_line(tmp_pa
     assert err.value.problems == [f'{path}:{line}:3: rule "capture-empty": capture.pass: \'nvtx\' is not an nsys '
                                   f'switch: each item must be one whole --switch=value (quote a value with commas: '
                                   f'["--trace=cuda,nvtx"])']
+
+
+INLINE = """\
+rule: launch-bound
+cases:
+  - name: just over the ratio
+    rows:
+      launch_overhead:
+        - {device_id: 0, kernel_count: 500, mean_kernel_ns: 8000, median_gap_ns: 3500, overhead_ratio: 0.31,
+           launch_idle_share: 0.8, launch_idle_fraction: 0.25, launch_gap_allocation_share: 0, graph_share: 0}
+    expect:
+      - {subject: GPU 0, severity: warning, message: the overhead ratio is 0.31, evidence: {overhead_ratio: 0.31}}
+"""
+
+
+def test_an_inline_rows_case_checks_message_and_evidence(tmp_path):
+    path = tmp_path / "launch-bound.test.yaml"
+    path.write_text(INLINE)
+    [ok] = run_rule_tests([path], RULES, FACTS)
+    assert ok.passed, ok.got
+    path.write_text(INLINE.replace("evidence: {overhead_ratio: 0.31}", "evidence: {median_gap_ns: 3.4 µs}"))
+    [wrong] = run_rule_tests([path], RULES, FACTS)
+    assert not wrong.passed
+    assert wrong.got[0]["evidence"] == {"median_gap_ns": {"value": 3500, "display": "3.5 µs"}}
+    path.write_text(INLINE.replace("message: the overhead ratio is 0.31", "message: the overhead ratio is 0.32"))
+    [wrong] = run_rule_tests([path], RULES, FACTS)
+    assert not wrong.passed and "the overhead ratio is 0.31, and 80.0 %" in wrong.got[0]["message"]
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("      launch_overhead:", "      launch_overheads:",
+     "5:7: case 1: no fact 'launch_overheads'; did you mean 'launch_overhead'?"),
+    ("median_gap_ns: 3500", "median_gap: 3500",
+     "6:67: case 1: fact 'launch_overhead' has no column 'median_gap'; did you mean 'median_gap_ns'?"),
+    ("    rows:", "    scenario: eager_decode\n    rows:",
+     "5:5: case 1: give exactly one of 'scenario', 'profile' or 'rows'"),
+    ("    rows:", "    facts: {gap_threshold_ns: 5000}\n    rows:",
+     "4:5: case 1: 'facts' sets how facts are computed from a profile; a case with 'rows' gives the fact rows "
+     "themselves"),
+    ("evidence: {overhead_ratio: 0.31}", "evidence: {overhead: 0.31}",
+     "9:93: case 1: the rule's fact has no column 'overhead'; did you mean 'overhead_ratio'?"),
+])
+def test_a_mistake_in_an_inline_rows_case_is_one_sentence_with_its_place(tmp_path, old, new, message):
+    from nsys_diagnose.diagnosis.ruletest import RuleTestError, load_test_file
+
+    assert old in INLINE
+    path = tmp_path / "launch-bound.test.yaml"
+    path.write_text(INLINE.replace(old, new))
+    with pytest.raises(RuleTestError) as err:
+        load_test_file(path, RULES, FACTS)
+    assert str(err.value) == f"{path}:{message}"

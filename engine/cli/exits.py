@@ -36,7 +36,8 @@ EXIT_MEANINGS: dict[str, tuple[tuple[str, str], ...]] = {
               ("128+N", f"{_SIGNALS}: no results file is written")),
     "rules": (("0", "success"), ("1", "a failed rule test"), ("2", "a broken rule or fact file, usage or input error"),
               ("3", _BUG)),
-    "facts": (("0", "success"), ("2", "usage, input, configuration or fact error"), ("3", _BUG),
+    "facts": (("0", "success"), ("1", "a failed fact test"), ("2", "usage, input, configuration or fact error"),
+              ("3", _BUG),
               ("128+N", "stopped by signal N")),
 }
 

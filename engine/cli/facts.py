@@ -1,5 +1,5 @@
-"""`diagnose facts list|show`: the facts rules read, bundled and team ones, and the rows of one fact on an
-export. The command line itself is defined in main.py."""
+"""`diagnose facts list|show|test`: the facts rules read, bundled and team ones, the rows of one fact on an
+export, and the tests beside the facts. The command line itself is defined in main.py."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from typing import Any
 
 from ..api import validate_config
 from ..diagnosis.config import Config, ConfigError, resolve_config, split_config
+from ..diagnosis.facttest import bundled_fact_tests, find_fact_tests, run_fact_tests, fact_test_file
 from ..diagnosis.multirank import diagnose_ranks, run_facts_of
 from ..diagnosis.rules import load_rules
 from ..duck import reraise_interrupt
 from ..errors import DiagnoseError, InputError
 from ..facts.opclasses import load_operation_classes
-from ..facts import Fact, load_facts, with_needs
+from ..facts import Fact, bundled_fact_files, load_facts, with_needs
 from ..text import did_you_mean
 from ..facts.compute import FactResult, compute_facts
 from ..facts.cross_rank import load_run_facts
@@ -24,7 +25,7 @@ from ..reading.export import open_export
 from ..reading.ranks import resolve_run
 from ..text import term
 from ..units import describe_range
-from .exits import EXIT_OK
+from .exits import EXIT_FINDINGS, EXIT_OK
 from .interrupt import StopRequest
 from .output import check_output, emit
 from .progress import Progress
@@ -38,6 +39,8 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
     for d in config.rule_dirs:
         if not Path(d).is_dir():
             raise ConfigError(f"rule directory {d} does not exist")
+    if args.command == "test":
+        return test_facts(config, args.targets, quiet=args.quiet)
     facts = load_facts(config.rule_dirs)
     if args.command == "list":
         return list_facts(facts, args.format)
@@ -171,3 +174,39 @@ def _render(result: FactResult, fmt: str, limit: int | None) -> str:
     if result.skipped:
         notes.append(term(f"rules on this fact judge nothing on this export: {result.skipped}"))
     return terminal_table(result.columns, rows) + "\n".join(notes) + "\n"
+
+
+def test_facts(config: Config, targets: list[str], *, quiet: bool = False) -> int:
+    """`diagnose facts test [FACT|PATH ...]`: names are facts (bundled or of the loaded rule directories), anything
+    else a test file or a directory of them, whose facts are loaded as a team pack."""
+    paths = [Path(t) for t in targets if Path(t).exists() or t.endswith(".test.yaml") or "/" in t]
+    names = [t for t in targets if Path(t) not in paths]
+    bundled = bundled_fact_files()[0].parent.resolve()
+    given = [(p if p.is_dir() else p.parent).resolve() for p in paths]
+    dirs = list(dict.fromkeys([*config.rule_dirs, *(d for d in given if d != bundled)]))
+    facts = load_facts(dirs)
+    files = find_fact_tests(paths) if paths else []
+    for name in names:
+        if name not in facts:
+            hint = did_you_mean(name, list(facts)) or "; `diagnose facts list` shows them all"
+            raise DiagnoseError(f"no fact {name!r}{hint}")
+        if not fact_test_file(facts[name]).is_file():
+            raise DiagnoseError(f"fact {name!r} has no tests: write {fact_test_file(facts[name])}")
+        files.append(fact_test_file(facts[name]))
+    if not targets:
+        files = bundled_fact_tests() + find_fact_tests([Path(d) for d in config.rule_dirs])
+    if not files:
+        raise DiagnoseError(f"no fact tests (NAME.test.yaml beside NAME.sql) in "
+                            f"{', '.join(targets) or 'the loaded rule directories'}")
+    results = run_fact_tests(list(dict.fromkeys(files)), facts, load_operation_classes(dirs))
+    failed = [r for r in results if not r.passed]
+    for r in results:
+        if quiet and r.passed:
+            continue
+        print(f"{'ok  ' if r.passed else 'FAIL'} {r.fact}: {r.name}")
+        if not r.passed:
+            print(f"       {r.problem}")
+            print(f"       exp: {r.expected}")
+            print(f"       got: {r.got}")
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    return EXIT_FINDINGS if failed else EXIT_OK

@@ -426,7 +426,14 @@ def facts_parser() -> argparse.ArgumentParser:
     _add_set(show, "set a fact param, e.g. facts.gap_threshold_ns=5000 (rule settings are checked as for "
                    "diagnose); repeatable", "facts.PARAM=VALUE")
     _add_cache(show)
-    for command in (listing, show):
+    test = sub.add_parser("test", help="run the NAME.test.yaml cases beside the facts: canonical rows in, the "
+                                       "fact's rows out",
+                          description="Run fact tests: each NAME.test.yaml beside a fact's NAME.sql gives canonical "
+                                      "rows and the rows the fact must compute from them. Exit 1 when a case fails.")
+    test.add_argument("targets", nargs="*", metavar="FACT|PATH",
+                      help="fact names, fact test files or directories of them (default: the tests of every "
+                           "bundled fact and of the facts in the loaded rule directories)")
+    for command in (listing, show, test):
         _add_config(command, after=True)
         _add_quiet(command, after=True)
         _add_colour(command, None, after=True)

@@ -111,22 +111,22 @@ def _example_message(rule, rules, facts) -> str | None:
     if not test_file.is_file():
         return None
     from ..diagnosis.evaluate import evaluate
-    from ..diagnosis.ruletest import _FactCache
+    from ..diagnosis.ruletest import _FactCache, example_case
 
     _, cases = load_test_file(test_file, rules, facts)
-    firing = [c for c in cases if c["expect"]]
-    if not firing:
+    case = example_case(cases)
+    if case is None:
         return None
     cache = _FactCache(facts)
     try:
-        fact_set = cache.get(firing[0], test_file, rule)
+        fact_set = cache.get(case, test_file, rule)
     finally:
         cache.close()
-    params = {k: float(v) for k, v in (firing[0].get("params") or {}).items()}
+    params = {k: float(v) for k, v in (case.get("params") or {}).items()}
     found = evaluate({rule.id: rule}, fact_set, rule_params={rule.id: params}).findings
     if not found:
         return None
-    where = firing[0].get("scenario") or firing[0].get("profile")
+    where = case.get("scenario") or case.get("profile") or "inline rows"
     return f"[{where}] {found[0].message}"
 
 

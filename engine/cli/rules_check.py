@@ -1,5 +1,5 @@
-"""`diagnose rules check [PATHS]`: every problem of the rule files, test files and facts a run would load,
-found before any profile is read, one `FILE:LINE:COL: message` per line."""
+"""`diagnose rules check [PATHS]`: every problem of the rule files, test files (of rules and facts) and facts a
+run would load, found before any profile is read, one `FILE:LINE:COL: message` per line."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from ..diagnosis.evaluate import check_templates
 from ..facts.opclasses import OpClassError, load_operation_classes
 from ..diagnosis.rules import (RuleError, bundled_rules_dir, load_rule_file, load_rules, problem_position,
                                rule_files)
+from ..diagnosis.facttest import FactTestError, find_fact_tests, load_fact_test
 from ..diagnosis.ruletest import RuleTestError, find_test_files, load_test_file
 from ..duck import offline_connection
 from ..errors import DiagnoseError
@@ -60,6 +61,11 @@ def check_rules(config: Config, paths: list[Path]) -> int:
                 try:
                     load_test_file(t, rules, facts)
                 except RuleTestError as exc:
+                    errors.append(str(exc))
+            for t in find_fact_tests([p for p in targets if p.is_dir()]):
+                try:
+                    load_fact_test(t, facts)
+                except FactTestError as exc:
                     errors.append(str(exc))
         except RuleError as exc:
             errors += exc.problems

@@ -4,7 +4,7 @@
     cases:
       - name: eager decode is launch-bound
         scenario: eager_decode        # a generated fixture scenario ...
-        # profile: my-capture.sqlite  # ... or an export, relative to the test file
+        # profile: my-capture.sqlite  # ... or an export, relative to the test file ...
         params: {max_overhead_ratio: 0.3}   # rule params for this case
         facts: {gap_threshold_ns: 5000}     # fact params for this case
         expect:                       # the exhaustive list of this rule's findings
@@ -12,14 +12,25 @@
       - name: healthy prefill stays quiet
         scenario: healthy_prefill
         expect: []                    # must not fire
+      - name: just above the ratio    # ... or the fact rows themselves (promtool's input_series)
+        rows:
+          launch_overhead:            # fact name -> its rows; every fact not given is empty
+            - {device_id: 0, overhead_ratio: 0.31, kernel_count: 500}
+        expect:
+          - subject: GPU 0
+            message: overhead ratio 0.31       # a part of the finding's message (spaces as they fall)
+            evidence: {overhead_ratio: 0.31}   # evidence values (numbers) or their display ('31 %')
 
 A cross-rank rule (`scope: run`) is tested on a multi-rank run: a generated run scenario
 (`multi_rank_straggler`, `multi_rank_balanced`) or `profile:` naming a directory of rank exports; `facts`
-params then apply to the diagnosis of each rank.
+params then apply to the diagnosis of each rank. Its `rows:` are rows of the cross-rank facts.
+
+A `NAME.test.yaml` beside a fact's `NAME.sql` is a fact test (engine/facts/facttest.py), not a rule test.
 """
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -29,17 +40,22 @@ from typing import Any, Callable
 import yaml
 
 from ..errors import DiagnoseError
-from .evaluate import evaluate
-from ..facts.compute import FactSet, compute_facts
+from .evaluate import Evaluation, evaluate
+from ..facts.compute import FactResult, FactSet, compute_facts
+from ..facts.cross_rank import load_run_facts
 from ..facts.opclasses import OperationClasses
-from ..facts import Fact, fact_param_range
+from ..facts import Fact, did_you_mean, fact_param_range
 from ..units import describe_range
-from .rules import Rule
-from .yamlfile import error_position
+from .rules import Rule, RuleError
+from .yamlfile import SAFE_LOADER, Positions, error_position, error_problem
 from ..reading.export import open_export
 
-_CASE_KEYS = {"name", "scenario", "profile", "params", "facts", "expect"}
-_EXPECT_KEYS = {"subject", "severity"}
+_CASE_KEYS = {"name", "scenario", "profile", "rows", "params", "facts", "expect"}
+_INPUTS = ("scenario", "profile", "rows")
+_EXPECT_KEYS = {"subject", "severity", "message", "evidence"}
+# Numbers in `evidence:` checks and fact-test rows are equal when they differ by less than this share (rounding
+# of sums of doubles), unless a case sets a tolerance of its own.
+REL_TOLERANCE = 1e-9
 
 
 class RuleTestError(DiagnoseError):
@@ -56,77 +72,163 @@ class CaseResult:
     got: list[dict[str, Any]] = field(default_factory=list)
 
 
+def is_fact_test(path: Path) -> bool:
+    """A `NAME.test.yaml` beside `NAME.sql` tests that fact (engine/facts/facttest.py)."""
+    return path.with_name(path.name.removesuffix(".test.yaml") + ".sql").is_file()
+
+
 def find_test_files(paths: list[Path]) -> list[Path]:
+    """The rule test files of `paths` (directories are searched; fact tests in them are left out)."""
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files += sorted(p.rglob("*.test.yaml"))
+            files += [f for f in sorted(p.rglob("*.test.yaml")) if not is_fact_test(f)]
         elif p.name.endswith(".test.yaml"):
+            if is_fact_test(p):
+                raise RuleTestError(f"{p}: a fact test (it sits beside {p.name.removesuffix('.test.yaml')}.sql); "
+                                    f"run it with `diagnose facts test {p}`")
             files.append(p)
         else:
             raise RuleTestError(f"{p}: not a directory or a *.test.yaml file")
     return files
 
 
-def load_test_file(path: Path, rules: dict[str, Rule],
-                   facts: dict[str, Fact]) -> tuple[str, list[dict[str, Any]]]:
+def read_test_yaml(path: Path, error: type[DiagnoseError]) -> tuple[Any, Positions]:
+    """The document of a test file and where its keys are; a file that cannot be read or parsed is one
+    `FILE:LINE:COL:` sentence."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(f"{path}:1:1: cannot read the test file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}:1:1: not UTF-8 text (byte {exc.start}); save the test file as UTF-8") from None
+    try:
+        data = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         line, col = error_position(exc) or (1, 1)
-        pos = f"{line}:{col}"
-        raise RuleTestError(f"{path}:{pos}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+        raise error(f"{path}:{line}:{col}: invalid YAML ({error_problem(exc)})") from None
+    return data, Positions(text)
+
+
+def load_test_file(path: Path, rules: dict[str, Rule],
+                   facts: dict[str, Fact]) -> tuple[str, list[dict[str, Any]]]:
+    data, at = read_test_yaml(path, RuleTestError)
     if not isinstance(data, dict) or set(data) - {"rule", "cases"} or "rule" not in data:
         raise RuleTestError(f"{path}:1:1: a rule test file has the keys 'rule' and 'cases'")
     rule_id = data["rule"]
     if rule_id not in rules:
-        raise RuleTestError(f"{path}:1:1: rule {rule_id!r} does not exist, so this test matches nothing")
+        raise RuleTestError(f"{path}:{at.of('rule')}: rule {rule_id!r} does not exist, so this test matches "
+                            f"nothing{did_you_mean(str(rule_id), list(rules))}")
     cases = data.get("cases") or []
-    if not cases:
-        raise RuleTestError(f"{path}:1:1: rule {rule_id!r} has no test cases")
+    if not isinstance(cases, list) or not cases:
+        raise RuleTestError(f"{path}:{at.of('cases')}: rule {rule_id!r} has no test cases")
+    rule = rules[rule_id]
     for i, case in enumerate(cases):
-        where = f"{path}: case {i + 1}"
+        def where(*keys: object, i: int = i) -> str:
+            return f"{path}:{at.of('cases', i, *keys)}: case {i + 1}"
+
         if not isinstance(case, dict) or set(case) - _CASE_KEYS:
-            raise RuleTestError(f"{where}: allowed keys are {', '.join(sorted(_CASE_KEYS))}")
-        if ("scenario" in case) == ("profile" in case):
-            raise RuleTestError(f"{where}: give exactly one of 'scenario' or 'profile'")
+            bad = next((k for k in case if k not in _CASE_KEYS), None) if isinstance(case, dict) else None
+            raise RuleTestError(f"{where(bad) if bad is not None else where()}: allowed keys are "
+                                f"{', '.join(sorted(_CASE_KEYS))}"
+                                f"{did_you_mean(str(bad), sorted(_CASE_KEYS)) if bad is not None else ''}")
+        given = [k for k in _INPUTS if k in case]
+        if len(given) != 1:
+            raise RuleTestError(f"{where(*given[1:2])}: give exactly one of 'scenario', 'profile' or 'rows'")
         if "expect" not in case or not isinstance(case["expect"], list):
-            raise RuleTestError(f"{where}: 'expect' must be the list of expected findings ([] = must not fire)")
-        for item in case["expect"]:
-            if not isinstance(item, dict) or set(item) - _EXPECT_KEYS:
-                raise RuleTestError(f"{where}: each expected finding may name 'subject' and 'severity'")
+            raise RuleTestError(f"{where('expect')}: 'expect' must be the list of expected findings ([] = must "
+                                f"not fire)")
         _check_numbers(case, "params", where)
         _check_numbers(case, "facts", where)
-        unknown = set(case.get("params") or {}) - set(rules[rule_id].spec.params)
+        unknown = set(case.get("params") or {}) - set(rule.spec.params)
         if unknown:
-            raise RuleTestError(f"{where}: rule {rule_id!r} has no param {sorted(unknown)[0]!r}")
+            name = sorted(unknown)[0]
+            raise RuleTestError(f"{where('params', name)}: rule {rule_id!r} has no param {name!r}"
+                                f"{did_you_mean(name, list(rule.spec.params))}")
         fact_params = {p for f in facts.values() for p in f.params}
         unknown = set(case.get("facts") or {}) - fact_params
         if unknown:
-            raise RuleTestError(f"{where}: no fact has a param {sorted(unknown)[0]!r}")
+            name = sorted(unknown)[0]
+            raise RuleTestError(f"{where('facts', name)}: no fact has a param {name!r}"
+                                f"{did_you_mean(name, sorted(fact_params))}")
         for name, value in (case.get("params") or {}).items():  # the ranges --set and diagnose.yaml keep to
-            spec = rules[rule_id].spec.params[name]
+            spec = rule.spec.params[name]
             if not spec.in_range(float(value)):
-                raise RuleTestError(f"{where}: params.{name} must be {spec.range_text} (unit: {spec.unit}), not "
-                                    f"{value!r}")
+                raise RuleTestError(f"{where('params', name)}: params.{name} must be {spec.range_text} (unit: "
+                                    f"{spec.unit}), not {value!r}")
         for name, value in (case.get("facts") or {}).items():
             lo, hi = fact_param_range(facts, name)
             if not lo <= float(value) <= hi:
-                raise RuleTestError(f"{where}: facts.{name} must be {describe_range(lo, hi)}, not {value!r}")
+                raise RuleTestError(f"{where('facts', name)}: facts.{name} must be {describe_range(lo, hi)}, not "
+                                    f"{value!r}")
+        readable = rule_facts(rule, facts)
+        if "rows" in case:
+            if "facts" in case:
+                raise RuleTestError(f"{where('facts')}: 'facts' sets how facts are computed from a profile; a "
+                                    f"case with 'rows' gives the fact rows themselves")
+            _check_rows(case["rows"], readable, where)
+        _check_expect(case["expect"], readable[rule.spec.fact].column_names, where)
     return rule_id, cases
 
 
-def _check_numbers(case: dict[str, Any], key: str, where: str) -> None:
+def rule_facts(rule: Rule, facts: dict[str, Fact]) -> dict[str, Fact]:
+    """The facts a rule's rows come from: the cross-rank facts for a rule with `scope: run`."""
+    return load_run_facts() if rule.spec.scope == "run" else facts
+
+
+def _check_rows(rows: Any, facts: dict[str, Fact], where: Callable[..., str]) -> None:
+    """`rows:`: fact name -> list of mappings of that fact's columns."""
+    if not isinstance(rows, dict) or not rows:
+        raise RuleTestError(f"{where('rows')}: 'rows' maps fact names to lists of rows, e.g. "
+                            f"{{launch_overhead: [{{device_id: 0, overhead_ratio: 0.4}}]}}")
+    for name, fact_rows in rows.items():
+        if name not in facts or facts[name].is_helper:
+            known = [n for n, f in facts.items() if not f.is_helper]
+            raise RuleTestError(f"{where('rows', name)}: no fact {name!r}"
+                                f"{did_you_mean(str(name), known) or '; `diagnose facts list` shows them all'}")
+        if not isinstance(fact_rows, list) or not all(isinstance(r, dict) for r in fact_rows):
+            raise RuleTestError(f"{where('rows', name)}: rows.{name} must be a list of rows, each a mapping of "
+                                f"column names to values, e.g. [{{{facts[name].column_names[0]}: 0}}]")
+        columns = facts[name].column_names
+        for j, row in enumerate(fact_rows):
+            for column, value in row.items():
+                if column not in columns:
+                    raise RuleTestError(f"{where('rows', name, j, column)}: fact {name!r} has no column {column!r}"
+                                        f"{did_you_mean(str(column), columns)}")
+                if isinstance(value, dict):
+                    raise RuleTestError(f"{where('rows', name, j, column)}: rows.{name}.{column} must be a value "
+                                        f"(number, text, true/false or null), not a mapping")
+
+
+def _check_expect(expect: list[Any], columns: list[str], where: Callable[..., str]) -> None:
+    for j, item in enumerate(expect):
+        if not isinstance(item, dict) or set(item) - _EXPECT_KEYS:
+            raise RuleTestError(f"{where('expect', j)}: each expected finding may name "
+                                f"{', '.join(sorted(_EXPECT_KEYS))}")
+        if "message" in item and not isinstance(item["message"], str):
+            raise RuleTestError(f"{where('expect', j, 'message')}: 'message' is a part of the finding's message, "
+                                f"as text")
+        evidence = item.get("evidence", {})
+        if not isinstance(evidence, dict):
+            raise RuleTestError(f"{where('expect', j, 'evidence')}: 'evidence' maps fact columns to the values "
+                                f"the finding shows, e.g. {{{columns[0] if columns else 'column'}: 1}}")
+        for column in evidence:
+            if column not in columns:
+                raise RuleTestError(f"{where('expect', j, 'evidence', column)}: the rule's fact has no column "
+                                    f"{column!r}{did_you_mean(str(column), columns)}")
+
+
+def _check_numbers(case: dict[str, Any], key: str, where: Callable[..., str]) -> None:
     """A case's `params` / `facts`: a mapping of finite numbers (a NaN threshold silently never fires)."""
     values = case.get(key) or {}
     if not isinstance(values, dict):
-        raise RuleTestError(f"{where}: '{key}' must be a mapping of names to numbers, e.g. "
+        raise RuleTestError(f"{where(key)}: '{key}' must be a mapping of names to numbers, e.g. "
                             f"{{max_overhead_ratio: 0.3}}")
     for name, value in values.items():
         number = None if isinstance(value, bool) else _as_float(value)
         if number is None or number != number or number in (float("inf"), float("-inf")):
-            raise RuleTestError(f"{where}: {key}.{name} must be a finite number, not {value!r}; write a number "
-                                f"such as 0.3")
+            raise RuleTestError(f"{where(key, name)}: {key}.{name} must be a finite number, not {value!r}; write "
+                                f"a number such as 0.3")
 
 
 def _as_float(value: Any) -> float | None:
@@ -134,6 +236,15 @@ def _as_float(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+def inline_facts(rows: dict[str, list[dict[str, Any]]], facts: dict[str, Fact]) -> FactSet:
+    """A FactSet holding the given rows (a column a row leaves out is NULL); every other fact has none."""
+    out = FactSet()
+    for name, fact in facts.items():
+        columns = fact.column_names
+        out.results[name] = FactResult(fact, columns, [{c: row.get(c) for c in columns} for row in rows.get(name, [])])
+    return out
 
 
 class FactCache:
@@ -150,6 +261,8 @@ class FactCache:
     def get(self, case: dict[str, Any], base: Path, rule: Rule | None = None) -> FactSet:
         """The facts a case's rule reads: of one export, or cross-rank facts of a run (`scope: run`)."""
         rule_id = rule.id if rule else None
+        if "rows" in case:
+            return inline_facts(case["rows"], rule_facts(rule, self.facts) if rule is not None else self.facts)
         fact_params = {k: float(v) for k, v in (case.get("facts") or {}).items()}
         suffix = "" if not fact_params else "|" + ",".join(f"{k}={v}" for k, v in sorted(fact_params.items()))
         if rule is not None and rule.spec.scope == "run":
@@ -236,15 +349,47 @@ def run_rule_tests(files: list[Path], rules: dict[str, Rule], facts: dict[str, F
             for i, case in enumerate(cases):
                 fact_set = cache.get(case, path, rules[rule_id])
                 params = {k: float(v) for k, v in (case.get("params") or {}).items()}
-                evaluation = evaluate({rule_id: rules[rule_id]}, fact_set, rule_params={rule_id: params})
-                got = [{"subject": f.subject, "severity": f.severity} for f in evaluation.findings]
-                expected = [{"subject": e.get("subject"), "severity": e.get("severity")} for e in case["expect"]]
-                passed = _matches(expected, got)
-                results.append(CaseResult(str(path), rule_id, case.get("name", f"case {i + 1}"), passed,
-                                          expected, got))
+                try:
+                    evaluation = evaluate({rule_id: rules[rule_id]}, fact_set, rule_params={rule_id: params})
+                except RuleError as exc:
+                    if "rows" not in case:
+                        raise
+                    at = Positions(path.read_text(encoding="utf-8")).of("cases", i)
+                    raise RuleTestError(f"{path}:{at}: case {i + 1}: {exc}; give the rows every column the rule's "
+                                        f"templates read") from None
+                expected = [{"subject": e.get("subject"), "severity": e.get("severity"),
+                             **{k: e[k] for k in ("message", "evidence") if k in e}} for e in case["expect"]]
+                got = observed(evaluation, expected)
+                results.append(CaseResult(str(path), rule_id, case.get("name", f"case {i + 1}"),
+                                          _matches(expected, got), expected, got))
     finally:
         cache.close()
     return results
+
+
+def example_case(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The case whose finding shows a rule by example (docs, `rules explain`): the first that fires, one on a
+    scenario or an export before one on inline rows, whose numbers are made up."""
+    firing = [c for c in cases if c["expect"]]
+    return next((c for c in firing if "rows" not in c), firing[0] if firing else None)
+
+
+def observed(evaluation: Evaluation, expected: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The findings as the expected ones are written: subject and severity, and the message and the evidence
+    values of the columns some expected finding checks."""
+    checks_message = any("message" in e for e in expected)
+    columns = list(dict.fromkeys(c for e in expected for c in e.get("evidence", {})))
+    got = []
+    for f in evaluation.findings:
+        item: dict[str, Any] = {"subject": f.subject, "severity": str(f.severity)}
+        if checks_message:
+            item["message"] = " ".join(f.message.split())
+        if columns:
+            shown = {ev.column: ev for ev in f.evidence}
+            item["evidence"] = {c: {"value": shown[c].value, "display": shown[c].display} if c in shown else None
+                                for c in columns}
+        got.append(item)
+    return got
 
 
 def _matches(expected: list[dict[str, Any]], got: list[dict[str, Any]]) -> bool:
@@ -252,12 +397,33 @@ def _matches(expected: list[dict[str, Any]], got: list[dict[str, Any]]) -> bool:
         return False
     remaining = list(got)
     for e in expected:
-        hit = next((g for g in remaining if (e["subject"] is None or e["subject"] == g["subject"])
-                    and (e["severity"] is None or e["severity"] == g["severity"])), None)
+        hit = next((g for g in remaining if _finding_matches(e, g)), None)
         if hit is None:
             return False
         remaining.remove(hit)
     return True
 
 
+def _finding_matches(want: dict[str, Any], got: dict[str, Any]) -> bool:
+    if want["subject"] is not None and want["subject"] != got["subject"]:
+        return False
+    if want["severity"] is not None and want["severity"] != got["severity"]:
+        return False
+    if "message" in want and " ".join(want["message"].split()) not in got["message"]:
+        return False
+    for column, value in want.get("evidence", {}).items():
+        shown = got["evidence"][column]
+        if shown is None or not (same_value(value, shown["value"]) or
+                                 isinstance(value, str) and value == shown["display"]):
+            return False
+    return True
 
+
+def same_value(want: Any, got: Any, rel_tolerance: float = REL_TOLERANCE) -> bool:
+    """Equal values: numbers within `rel_tolerance` of each other, anything else (text, true/false, null) exactly."""
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    if number(want) and number(got):
+        return math.isclose(want, got, rel_tol=rel_tolerance, abs_tol=1e-12)
+    return type(want) is type(got) and want == got

@@ -18,3 +18,40 @@ def error_position(exc: yaml.YAMLError) -> tuple[int, int] | None:
 def error_problem(exc: yaml.YAMLError) -> str:
     """What is wrong, in PyYAML's words, without its multi-line context."""
     return getattr(exc, "problem", None) or str(exc).splitlines()[0]
+
+
+Path_ = tuple[str, ...]
+
+
+class Positions:
+    """Where each key and list item of a YAML document is, for `FILE:LINE:COL:` messages about its values."""
+
+    def __init__(self, text: str):
+        self._at: dict[Path_, tuple[int, int]] = {}
+        try:
+            node = yaml.compose(text, Loader=yaml.SafeLoader)
+        except yaml.YAMLError:
+            return
+        if node is not None:
+            self._walk(node, ())
+
+    def _walk(self, node: yaml.Node, path: Path_) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                here = (*path, str(key.value))
+                self._at[here] = (key.start_mark.line + 1, key.start_mark.column + 1)
+                self._walk(value, here)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                here = (*path, str(i))
+                self._at[here] = (item.start_mark.line + 1, item.start_mark.column + 1)
+                self._walk(item, here)
+
+    def of(self, *path: object) -> str:
+        """'LINE:COL' of the key or item at `path` (keys and 0-based indices), or of the nearest enclosing one
+        that is known; '1:1' for the document."""
+        keys = tuple(str(p) for p in path)
+        while keys and keys not in self._at:
+            keys = keys[:-1]
+        line, col = self._at.get(keys, (1, 1))
+        return f"{line}:{col}"

@@ -13,6 +13,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -322,6 +323,42 @@ def view_sql(view: str, catalog: str) -> str:
     cols = ", ".join(f'{stored.derived.get(c.name, "t." + chr(34) + c.name + chr(34))} AS "{c.name}"'
                      for c in VIEWS[view].columns)
     return f'SELECT {cols} FROM {catalog}."{view}" t {stored.joins.format(catalog=catalog)}'
+
+
+def stored_rows(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """Rows of canonical views (view name -> mappings of its columns) as the rows of the tables that store them:
+    every column of the table, NULL where a row gives none; the names of kernels and API calls moved into the
+    name tables, as ids (a row's own `name_id` is kept); `dur_ns`, when a row leaves it out, is end_ns - start_ns."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    names: dict[str, dict[str, int]] = {"kernel_names": {}, "api_names": {}}
+
+    def name_id(table: str, text: Any, given: Any = None) -> Any:
+        if text is None:
+            return given
+        ids = names[table]
+        if text not in ids:
+            ids[text] = given if given is not None else max([0, *ids.values()]) + 1
+        return ids[text]
+
+    for view, rows in tables.items():
+        columns = [c.name for c in stored_columns(view)]
+        stored = []
+        for row in rows:
+            row = dict(row)
+            start, end = row.get("start_ns"), row.get("end_ns")
+            if "dur_ns" in columns and row.get("dur_ns") is None and start is not None and end is not None:
+                row["dur_ns"] = end - start
+            if view == "kernels":
+                row["name_id"] = name_id("kernel_names", row.get("name"), row.get("name_id"))
+                row["short_name_id"] = name_id("kernel_names", row.get("short_name"))
+            elif view == "api_calls":
+                row["name_id"] = name_id("api_names", row.get("name"), row.get("name_id"))
+                row["event_class"] = {"runtime": 0, "driver": 1}.get(row.get("api_class") or "")
+            stored.append({c: row.get(c) for c in columns})
+        out[view] = stored
+    out["kernel_names"] = [{"id": i, "value": text} for text, i in names["kernel_names"].items()]
+    out["api_names"] = [{"id": i, "name": text, "value": text} for text, i in names["api_names"].items()]
+    return out
 
 
 def definition_text() -> str:

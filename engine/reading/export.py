@@ -9,19 +9,19 @@ import shutil
 import sqlite3
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import duckdb
 
 from . import cache as store
 from .cache import Workspace
-from .canonical import VIEWS, database_ddl, view_sql
+from .canonical import VIEWS, database_ddl, stored_rows, view_sql
 from .inputs import (DiskFullError, check_nsys_export, check_profile_path, convert_report, describe_sqlite_failure,
                      is_report, source_columns, unreadable)
 from .loader import Loader, ViewStatus
 from .metadata import ProfileInfo
 from .profile_file import ProfileFile
-from ..duck import load_sqlite_scanner, reraise_interrupt, sql_literal
+from ..duck import insert_rows, load_sqlite_scanner, reraise_interrupt, sql_literal
 from ..errors import DiagnoseError, InputError
 
 Progress = Callable[[str], None]
@@ -96,6 +96,14 @@ def open_export(path: str | os.PathLike, *, threads: int | None = None, progress
 def empty_export() -> Export:
     """An export whose canonical tables are all empty, opened through the same sandbox as a real one: `rules
     check` runs team facts on it to refuse what a run would refuse."""
+    return rows_export({})
+
+
+def rows_export(tables: dict[str, list[dict[str, Any]]], name: str = "empty.sqlite") -> Export:
+    """An export whose canonical views hold exactly `tables` (view name -> rows as mappings of its columns; a
+    column a row leaves out is NULL) and nothing else, opened through the same sandbox as a real one: fact tests
+    (engine/facts/facttest.py) compute facts on it. Names of kernels and API calls are stored as ids, the way the
+    reader stores them (canonical.STORED). A value the column's type cannot hold raises duckdb.Error."""
     workspace = Workspace.create(threads=1)
     try:
         target = workspace.root / "canonical.duckdb"
@@ -105,14 +113,19 @@ def empty_export() -> Export:
             con.execute("USE canon")
             for ddl in database_ddl().values():
                 con.execute(ddl)
+            for table, rows in stored_rows(tables).items():
+                if rows:
+                    columns = list(rows[0])
+                    insert_rows(con, f'"{table}"', [[row[c] for c in columns] for row in rows],
+                                "(" + ", ".join(f'"{c}"' for c in columns) + ")")
             con.execute("USE memory")
             con.execute("DETACH canon")
         finally:
             con.close()
         workspace.open_facts(target)
-        reason = "the export is empty"
-        return _finish(workspace, Path("empty.sqlite"), ProfileInfo(path="empty.sqlite"),
-                       {name: ViewStatus(0, reason) for name in VIEWS}, cache_file=None, cache_hit=False)
+        views = {view: ViewStatus(len(tables.get(view, [])), None if tables.get(view) else f"the export has no {view}")
+                 for view in VIEWS}
+        return _finish(workspace, Path(name), ProfileInfo(path=name), views, cache_file=None, cache_hit=False)
     except BaseException:
         workspace.close()
         raise
