@@ -208,7 +208,8 @@ def test_a_rule_test_case_with_a_non_finite_param_is_refused(capsys, tmp_path, k
                     f"    {key}: {value}\n    expect: []\n")
     line = in_process(capsys, "rules", "test", test)
     # file:line:col of the offending value's key: line 5, inside the flow mapping
-    assert line.startswith(f"diagnose: error: {test}:5:{len(key) + 8}: case 1: {key}.") and "must be a finite number, not" in line
+    assert line.startswith(f"diagnose: error: {test}:5:{len(key) + 8}: case 1: {key}.")
+    assert "must be a finite number, not" in line
 
 
 # --- params out of their range ---------------------------------------------------------------------------------
