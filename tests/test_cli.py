@@ -71,10 +71,12 @@ def test_set_overrides_a_threshold_and_the_report_says_so():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["/nonexistent/profile.sqlite"], "no such file"),
+    pytest.param(["/nonexistent/profile.sqlite"], "no such file", marks=pytest.mark.slow),
     (["{examples}/eager_decode.sqlite", "--set", "launch-bound.max_overhead=0.2"], "did you mean 'max_overhead_ratio'"),
-    (["{examples}/eager_decode.sqlite", "--set", "lauch-bound.max_overhead_ratio=0.2"], "did you mean 'launch-bound'"),
-    (["{examples}/eager_decode.sqlite", "--set", "launch-bound.max_overhead_ratio=lots"], "expected a number"),
+    pytest.param(["{examples}/eager_decode.sqlite", "--set", "lauch-bound.max_overhead_ratio=0.2"],
+                 "did you mean 'launch-bound'", marks=pytest.mark.slow),
+    pytest.param(["{examples}/eager_decode.sqlite", "--set", "launch-bound.max_overhead_ratio=lots"],
+                 "expected a number", marks=pytest.mark.slow),
 ])
 def test_bad_input_gets_one_sentence_and_exit_2(args, message):
     p = run(*[a.format(examples=EXAMPLES) for a in args])
@@ -90,6 +92,7 @@ def test_not_a_sqlite_file(tmp_path):
     assert p.returncode == 2 and "not a SQLite database" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_config_file_in_working_directory_is_used(tmp_path):
     (tmp_path / "diagnose.yaml").write_text("rules:\n  launch-bound:\n    min_kernels: 100000\n")
     p = run(str(EXAMPLES / "eager_decode.sqlite"), "-f", "json", cwd=tmp_path)
@@ -99,6 +102,7 @@ def test_config_file_in_working_directory_is_used(tmp_path):
     assert data["overrides"][0]["target"] == "launch-bound.min_kernels"
 
 
+@pytest.mark.slow
 def test_tokens_turn_time_into_throughput():
     p = run(str(EXAMPLES / "eager_decode.sqlite"), "--tokens", "2000", "-f", "json")
     assert p.returncode == 0, p.stderr
@@ -157,6 +161,7 @@ def test_one_module_defines_the_command_line_and_no_command_imports_it():
         visit(module)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["nsys_diagnose.cli", "nsys_diagnose.cli.main"])
 def test_both_module_entry_points_run_every_command(module):
     for args in (["--help"], ["compare", "--help"], ["rules", "--help"], ["facts", "show", "--help"]):
@@ -164,6 +169,7 @@ def test_both_module_entry_points_run_every_command(module):
         assert done.returncode == 0 and done.stdout.startswith("usage: diagnose"), (args, done.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("word", ["compare", "rules", "facts"])
 def test_a_file_named_like_a_command_is_a_profile(tmp_path, word):
     (tmp_path / word).write_bytes((EXAMPLES / "eager_decode.sqlite").read_bytes())
@@ -172,6 +178,7 @@ def test_a_file_named_like_a_command_is_a_profile(tmp_path, word):
     assert "VERDICT  launch-bound" in p.stdout
 
 
+@pytest.mark.slow
 def test_rule_options_go_before_or_after_the_subcommand():
     pack = REPO / "examples" / "team-rules"
     before = run("rules", "--rule-dir", str(pack), "list")

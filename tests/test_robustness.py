@@ -24,6 +24,8 @@ from nsys_diagnose.errors import DiagnoseError
 from nsys_diagnose.fixtures.generator import generate
 from nsys_diagnose.fixtures.runs import generate_run
 
+from conftest import slow_but
+
 # ---------------------------------------------------------------------------------------------------------
 # 1. Property: any mangled nsys-schema export gives a report or a DiagnoseError, never a traceback.
 # ---------------------------------------------------------------------------------------------------------
@@ -216,8 +218,9 @@ _SANDBOX_SQL = ("-- @fact team_fact\n-- @doc Reads a file.\n-- @column device_id
                 "SELECT 1 AS device_id FROM read_csv('/etc/passwd')\n")
 
 
-@pytest.mark.parametrize("fmt", ["terminal", "md", "html", "json"])
-@pytest.mark.parametrize("outcome", ["success", "bad-set", "sandbox", "missing-column"])
+@pytest.mark.parametrize("outcome, fmt", slow_but(
+    [(o, f) for o in ("success", "bad-set", "sandbox", "missing-column") for f in ("terminal", "md", "html", "json")],
+    ("success", "md")))
 def test_profile_untouched(tmp_path, capsys, fmt, outcome):
     profile_dir = tmp_path / "profile"
     profile_dir.mkdir()
@@ -265,6 +268,7 @@ sys.stdin.read()
 """
 
 
+@pytest.mark.slow
 def test_locked_database_is_one_sentence(tmp_path, capsys):
     import subprocess
     import sys
@@ -342,6 +346,7 @@ def _converted_outputs(log: Path) -> list[Path]:
     return [Path(c[c.index("--output") + 1]) for c in calls]
 
 
+@pytest.mark.slow
 def test_nsys_rep_is_converted_and_the_temporary_removed(tmp_path, capsys, monkeypatch):
     log = _fake_nsys(tmp_path, monkeypatch, _COPY_BODY.format(source=str(_base("eager_decode"))))
     (tmp_path / "reports").mkdir()
@@ -402,7 +407,7 @@ def test_without_nsys_the_message_names_the_export_command(tmp_path, capsys, mon
 # ---------------------------------------------------------------------------------------------------------
 # 6. Atomic report writes: an interrupted write leaves the old report and no temporary file.
 # ---------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("where", ["render", "replace"])
+@pytest.mark.parametrize("where", [pytest.param("render", marks=pytest.mark.slow), "replace"])
 def test_interrupted_write_keeps_the_old_report(tmp_path, capsys, monkeypatch, where):
     out_dir = tmp_path / "out"
     out_dir.mkdir()
@@ -427,8 +432,9 @@ def test_interrupted_write_keeps_the_old_report(tmp_path, capsys, monkeypatch, w
     assert target.read_text() == "previous report\n"
 
 
-@pytest.mark.parametrize("writer", ["no writer", "writer with committed rows in the WAL"])
-@pytest.mark.parametrize("cache", ["cache", "no-cache"])
+@pytest.mark.parametrize("cache, writer", slow_but(
+    [(c, w) for c in ("cache", "no-cache") for w in ("no writer", "writer with committed rows in the WAL")],
+    ("cache", "no writer"), ("no-cache", "writer with committed rows in the WAL")))
 def test_a_wal_mode_export_gets_no_side_files(tmp_path, capsys, writer, cache):
     """A WAL-mode export (someone ran `PRAGMA journal_mode=wal` on it): SQLite, even read-only, creates -shm and
     -wal beside such a file. The directory holds the same files with the same bytes after the diagnosis, and rows
