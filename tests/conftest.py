@@ -44,12 +44,16 @@ CORPUS_ABSENT = (f"the real-export corpus {os.path.relpath(REAL_DIR, REPO)} is a
 
 def slow_but(cases, *kept):
     """The cases of a parametrized test with every case but those in `kept` marked slow. A case is kept when it
-    equals an entry of `kept`, or when it is a tuple whose first value does (the case's name)."""
-    def is_kept(case) -> bool:
-        return case in kept or (isinstance(case, tuple) and case[0] in kept)
+    equals an entry of `kept`, or when it is a tuple whose first value (the case's name) does."""
+    def name(case):
+        return case[0] if isinstance(case, tuple) else case
 
-    return [case if is_kept(case) else pytest.param(*(case if isinstance(case, tuple) else (case,)),
-                                                   marks=pytest.mark.slow) for case in cases]
+    cases = list(cases)
+    if missing := [k for k in kept if not any(k in (case, name(case)) for case in cases)]:
+        raise ValueError(f"slow_but: no case {', '.join(map(repr, missing))} to keep in the fast tier")
+    return [case if case in kept or name(case) in kept
+            else pytest.param(*(case if isinstance(case, tuple) else (case,)), marks=pytest.mark.slow)
+            for case in cases]
 
 
 REAL_EXPORTS_MARK = "real_exports"
