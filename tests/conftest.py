@@ -101,6 +101,19 @@ def pytest_deselected(items):
     _TIERS["slow_deselected"] += sum(1 for i in items if i.get_closest_marker("slow"))
 
 
+# Under pytest-xdist (`-n N`) each worker collects, deselects and runs in its own process, with its own scratch
+# cache and scenario directories (this module is imported once per process); the controller prints the summary,
+# so a worker hands its count of deselected slow tests back through xdist's `workeroutput`.
+def _is_xdist_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    deselected = getattr(node, "workeroutput", {}).get("slow_deselected", 0)
+    _TIERS["slow_deselected"] = max(_TIERS["slow_deselected"], deselected)  # every worker collects the same tests
+
+
 def pytest_runtest_logreport(report):
     if report.skipped and report.when == "setup" and isinstance(report.longrepr, tuple) \
             and report.longrepr[2].endswith(CORPUS_ABSENT):
@@ -123,7 +136,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 def pytest_sessionfinish(session, exitstatus):
     """The suite's caches and generated scenarios are scratch: remove them (tens of MB per run)."""
-    if _ci() and _TIERS["corpus_skipped"] and session.exitstatus == pytest.ExitCode.OK:
+    if _is_xdist_worker(session.config):
+        session.config.workeroutput["slow_deselected"] = _TIERS["slow_deselected"]
+    elif _ci() and _TIERS["corpus_skipped"] and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     import shutil
 
@@ -132,8 +147,9 @@ def pytest_sessionfinish(session, exitstatus):
             shutil.rmtree(d, ignore_errors=True)
     import subprocess
 
-    for user in _CREATED_USERS:
-        subprocess.run(["userdel", user], capture_output=True)
+    if not _is_xdist_worker(session.config) and _other_user_was_created():
+        # by the controller only: under xdist the workers share the user and finish at different times
+        subprocess.run(["userdel", OTHER_USER], capture_output=True)
 
 
 def real(fragment: str) -> Path:
@@ -178,7 +194,6 @@ _ANALYSES: dict = {}
 
 _SCENARIO_DIR: list[Path] = []
 _CLEANUP: list[Path] = []
-_CREATED_USERS: list[str] = []
 
 
 def scenario_analysis(name: str):
@@ -231,6 +246,24 @@ def user_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 OTHER_USER = "nsys-diagnose-other"
 
 
+def _user_exists(name: str) -> bool:
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+# Whether the suite created the second user (removed again at the end): it did not exist when the session began.
+_OTHER_USER_EXISTED = _user_exists(OTHER_USER)
+
+
+def _other_user_was_created() -> bool:
+    return not _OTHER_USER_EXISTED and _user_exists(OTHER_USER)
+
+
 @pytest.fixture(scope="session")
 def other_user() -> tuple[int, int]:
     """(uid, gid) of a second, unprivileged user, for the cases where another user on a shared machine plants
@@ -250,10 +283,10 @@ def other_user() -> tuple[int, int]:
             pytest.skip("the cross-user cases need `useradd` to create a second user, and it is not installed")
         done = subprocess.run([useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
                               capture_output=True, text=True)
-        if done.returncode != 0:
+        try:  # another xdist worker may have created it first
+            entry = pwd.getpwnam(OTHER_USER)
+        except KeyError:
             pytest.skip(f"cannot create a second user for the cross-user cases: {done.stderr.strip()}")
-        _CREATED_USERS.append(OTHER_USER)  # removed again at the end of the session
-        entry = pwd.getpwnam(OTHER_USER)
     return entry.pw_uid, entry.pw_gid
 
 
