@@ -196,18 +196,22 @@ _SCENARIO_DIR: list[Path] = []
 _CLEANUP: list[Path] = []
 
 
-def scenario_analysis(name: str):
-    """(facts, report) of a generated fixture scenario, computed once per test session."""
-    import tempfile
-
+def scenario_path(name: str) -> Path:
+    """The export of a generated fixture scenario (seed 0, scale 1), written once per test session (per xdist
+    worker) and shared by every test that reads it; a test that changes an export copies it first."""
     from nsys_diagnose.fixtures.generator import generate
 
     if not _SCENARIO_DIR:
         _SCENARIO_DIR.append(Path(tempfile.mkdtemp(prefix="nsys-diagnose-scenarios-")))
     path = _SCENARIO_DIR[0] / f"{name}.sqlite"
-    if str(path) not in _ANALYSES:
+    if not path.exists():
         generate(name, path)
-    return analysis(path)
+    return path
+
+
+def scenario_analysis(name: str):
+    """(facts, report) of a generated fixture scenario, computed once per test session."""
+    return analysis(scenario_path(name))
 
 
 def analysis(path: Path):

@@ -10,18 +10,25 @@ from pathlib import Path
 
 import pytest
 
+from cli_in_process import run_cli
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "fixtures" / "examples"
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`diagnose ARGS` in the test process (cli_in_process.py); run_subprocess is the command line end to end."""
+    return run_cli(*args, cwd=cwd, drop_env=("NO_COLOR",))
+
+
+def run_subprocess(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300)
+                          env=env, timeout=300)
 
 
 def test_terminal_summary_names_the_bottleneck_and_the_headline_metrics():
-    p = run(str(EXAMPLES / "eager_decode.sqlite"))
+    p = run_subprocess(str(EXAMPLES / "eager_decode.sqlite"))
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert "VERDICT  launch-bound" in out

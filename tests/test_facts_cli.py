@@ -5,13 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from cli_in_process import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
@@ -19,9 +19,8 @@ PACK = REPO / "examples" / "team-rules"
 
 
 def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=300)
+    # in the test process: tests/test_cli.py runs the command line end to end in a subprocess
+    return run_cli(*args, cwd=cwd, drop_env=("NO_COLOR",))
 
 
 def one_error(done: subprocess.CompletedProcess, *parts: str) -> None:

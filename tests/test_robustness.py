@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import atexit
 import errno
 import hashlib
 import json
@@ -11,7 +10,6 @@ import os
 import math
 import shutil
 import sqlite3
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,10 +19,9 @@ from hypothesis import strategies as st
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.errors import DiagnoseError
-from nsys_diagnose.fixtures.generator import generate
 from nsys_diagnose.fixtures.runs import generate_run
 
-from conftest import slow_but
+from conftest import scenario_path, slow_but
 
 # ---------------------------------------------------------------------------------------------------------
 # 1. Property: any mangled nsys-schema export gives a report or a DiagnoseError, never a traceback.
@@ -42,16 +39,11 @@ _TABLES = {
     "StringIds": ("id", "value"),
     "TARGET_INFO_GPU": ("id", "name", "smCount"),
 }
-_BASE_DIR = Path(tempfile.mkdtemp(prefix="nsys-robust-"))  # generated once per session, shared by examples
-atexit.register(shutil.rmtree, _BASE_DIR, ignore_errors=True)
 _HUGE = 2**62
 
 
 def _base(scenario: str) -> Path:
-    path = _BASE_DIR / f"{scenario}.sqlite"
-    if not path.exists():
-        generate(scenario, path)
-    return path
+    return scenario_path(scenario)  # generated once per session, shared with the other modules; copied to change
 
 
 _table = st.sampled_from(sorted(_TABLES))
