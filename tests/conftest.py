@@ -38,7 +38,9 @@ CORPUS_ABSENT = (f"the real-export corpus {os.path.relpath(REAL_DIR, REPO)} is a
 # This file names no test: tests/test_tiers.py fails if it does again.
 # What stays fast still covers every fact (single-sort invariants on sampled scenarios, the scenario
 # expectations), every rule (.test.yaml cases on the generated scenarios), every renderer, the CLI end to end,
-# the cache and its trust checks, output safety, multi-rank runs and one case of each sandbox.
+# the cache and its trust checks, output safety, multi-rank runs, one case of each sandbox, and `diagnose profile`
+# (a fake capture exported and diagnosed, its default directory, a failing and an empty program, no overwriting).
+# Shared work is done once per session (per xdist worker): scenario_path and scenario_analysis.
 # ------------------------------------------------------------------------------------------------------------
 
 
