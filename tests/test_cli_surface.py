@@ -68,7 +68,7 @@ def test_no_color_is_color_never_for_diagnose_and_compare(tmp_path: Path) -> Non
 
 def test_rules_test_quiet_prints_only_failures_and_the_count(tmp_path: Path, capsys) -> None:
     from nsys_diagnose.diagnosis.rules import bundled_rules_dir
-    test_file = bundled_rules_dir() / "capture" / "server-idle.test.yaml"
+    test_file = bundled_rules_dir() / "capture" / "graph-mode-hides-kernels.test.yaml"  # two cases: seconds, not tens
     assert cli.main(["rules", "test", str(test_file)]) == 0
     loud = capsys.readouterr().out.splitlines()
     assert cli.main(["rules", "test", "-q", str(test_file)]) == 0
