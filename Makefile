@@ -11,7 +11,7 @@ PYTEST := $(PY) -m pytest
 help:
 	@echo "make dev        editable install of the package and its test and dev tools into $(VENV)"
 	@echo "make test       the fast tier (pytest's default run)"
-	@echo "make test-all   exactly what CI runs (.ci/run): both tiers, pytest --all"
+	@echo "make test-all   exactly what CI runs (.ci/run): both tiers, pytest --all -n auto"
 	@echo "make regen      every generated expectation: JSON schemas, golden reports, scenario expectations, docs"
 	@echo "make docs       docs/rules/*.md and docs/facts.md from the rule and fact metadata"
 	@echo "make lint       ruff (Python) and sqlfluff (fact SQL)"
@@ -30,7 +30,7 @@ test:
 # The same command as the last line of .ci/run and the README (tests/test_project.py keeps those two equal);
 # CI installs the package as a wheel in a fresh .venv first, so a wheel install is what it tests.
 test-all:
-	$(PYTEST) --all
+	$(PYTEST) --all -n auto
 
 # Regenerate everything that is compared with committed files, then review `git diff`.
 regen: schemas goldens expectations docs

@@ -207,6 +207,7 @@ def _die_on_a(path: str, settings: batch.WorkerSettings) -> dict:
     return batch.error_row(path, "diagnosed")
 
 
+@pytest.mark.slow
 def test_a_worker_that_dies_is_an_internal_error_row_not_the_end_of_the_batch(tmp_path):
     paths = [tmp_path / f"{name}.sqlite" for name in ("a", "b", "c")]
     done: list[str] = []
@@ -251,6 +252,7 @@ def two_big(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("whom, sig, code, said", [("group", signal.SIGINT, 130, "interrupted"),
                                                     ("parent", signal.SIGTERM, 143, "stopped by SIGTERM")])
 def test_a_stop_signal_stops_the_workers_and_leaves_nothing(tmp_path, two_big, whom, sig, code, said):

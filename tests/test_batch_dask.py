@@ -154,6 +154,7 @@ def _killer(path: str, settings: batch.WorkerSettings, check) -> dict:
     return batch.error_row(path, "diagnosed")
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_task_is_retried_then_an_internal_error_row(scheduler, tmp_path):
     from nsys_diagnose.batch_dask import diagnose_batch_dask
 
@@ -175,6 +176,7 @@ def _slow(path: str, settings: batch.WorkerSettings, check) -> dict:
     return batch.error_row(path, "diagnosed")
 
 
+@pytest.mark.slow
 def test_a_scheduler_that_goes_away_leaves_a_row_for_every_profile(tmp_path):
     """The cluster's scheduler stops once the first row is back: the profiles it had not finished are rows that
     say so (not "internal error:": the cluster's trouble, not a bug), and the batch returns."""
@@ -258,6 +260,7 @@ def test_the_real_exports_give_the_rows_of_local_mode_on_a_dask_cluster(schedule
     assert sorted(expected) == sorted(exports) and _rows(on_dask) == expected
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_local_cluster_and_leaves_nothing(tmp_path):
     """Ctrl-C reaches the whole process group, the local Dask cluster's workers too: each stops its diagnosis at
     the next stage and removes its temporary files, then the cluster is shut down; no results file is written."""

@@ -11,10 +11,14 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "tools" / "benchmark.py"
 HEADER = ("| kernels | file MB | command | wall s | peak RSS MB | CPU % | x floor (gaps) "
           "| x faster than nsys stats | x faster than nsys analyze |")
+
+pytestmark = pytest.mark.slow(reason="benchmark smoke: runs tools/benchmark.py end to end")
 
 
 def _bench(workdir: Path, out: Path) -> subprocess.CompletedProcess:

@@ -74,6 +74,7 @@ def test_changed_profile_rebuilds_the_cache(profile, user_cache, tmp_path):
         assert export.cache_hit
 
 
+@pytest.mark.slow
 def test_touching_the_profile_invalidates_the_cache(profile, user_cache):
     diagnose(profile)
     st = profile.stat()
@@ -82,6 +83,7 @@ def test_touching_the_profile_invalidates_the_cache(profile, user_cache):
         assert not export.cache_hit
 
 
+@pytest.mark.slow
 def test_same_size_and_mtime_but_other_content_is_not_reused(tmp_path, user_cache):
     """The whole content is hashed: rows rewritten in the middle of a file, with its header, size and mtime
     restored, are seen."""
@@ -102,6 +104,7 @@ def test_same_size_and_mtime_but_other_content_is_not_reused(tmp_path, user_cach
         assert not export.cache_hit
 
 
+@pytest.mark.slow
 def test_damaged_cache_is_rebuilt_not_trusted(profile, user_cache):
     user_cache.mkdir(parents=True, exist_ok=True)
     _cache_of(profile).write_bytes(b"not a database at all" * 100)
@@ -111,6 +114,7 @@ def test_damaged_cache_is_rebuilt_not_trusted(profile, user_cache):
         assert export.cache_hit
 
 
+@pytest.mark.slow
 def test_a_cache_of_another_profile_is_not_used(profile, user_cache, tmp_path):
     other = tmp_path / "other.sqlite"
     generate("sync_storm", other)
@@ -119,6 +123,7 @@ def test_a_cache_of_another_profile_is_not_used(profile, user_cache, tmp_path):
     assert diagnose(profile).verdict.primary == "launch-bound"
 
 
+@pytest.mark.slow
 def test_no_cache_writes_nothing_anywhere(profile, user_cache):
     diagnose(profile, cache=False)
     assert _listing(profile.parent) == ["run.sqlite"]
@@ -129,6 +134,7 @@ def test_no_cache_writes_nothing_anywhere(profile, user_cache):
     assert not user_cache.exists() or not list(user_cache.glob("*" + store.CACHE_SUFFIX))
 
 
+@pytest.mark.slow
 def test_default_cache_is_never_beside_the_profile(profile, user_cache):
     done = subprocess.run([str(DIAGNOSE), str(profile), "-q"], capture_output=True, text=True,
                           env=dict(os.environ))
@@ -137,6 +143,7 @@ def test_default_cache_is_never_beside_the_profile(profile, user_cache):
     assert len(list(user_cache.glob("*" + store.CACHE_SUFFIX))) == 1
 
 
+@pytest.mark.slow
 def test_cache_beside_the_profile_is_opt_in(profile, user_cache):
     """--cache-dir (or NSYS_DIAGNOSE_CACHE_DIR) puts the cache where the user asks, e.g. beside the profile."""
     done = subprocess.run([str(DIAGNOSE), str(profile), "-q", "--cache-dir", str(profile.parent)],
@@ -148,6 +155,7 @@ def test_cache_beside_the_profile_is_opt_in(profile, user_cache):
         assert export.cache_hit
 
 
+@pytest.mark.slow
 def test_cache_dir_env_keeps_caches_out_of_the_profile_directory(profile, user_cache, tmp_path, monkeypatch):
     """Everything the cache needs, its key included, goes where the user said: nothing into ~/.cache."""
     caches = tmp_path / "caches"
@@ -178,6 +186,7 @@ def test_a_cache_directory_the_user_named_is_never_created(profile, user_cache, 
     assert not missing.parent.exists() and not user_cache.exists()
 
 
+@pytest.mark.slow
 def test_unusable_cache_directory_means_no_cache(profile, user_cache, tmp_path, monkeypatch):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
@@ -187,6 +196,7 @@ def test_unusable_cache_directory_means_no_cache(profile, user_cache, tmp_path, 
         assert export.cache_file is None and not export.cache_hit
 
 
+@pytest.mark.slow
 def test_long_profile_names_are_cached_too(tmp_path, user_cache):
     long = tmp_path / ("r" * 240 + ".sqlite")  # 247 bytes: with the cache suffix more than a file name may hold
     generate("tiny_capture", long)
@@ -209,6 +219,7 @@ def test_opening_leaves_no_temporary_files(profile, tmp_path, monkeypatch):
     assert _listing(scratch) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", ["starting", "reading CUPTI_ACTIVITY_KIND_KERNEL", "computing fact"])
 def test_ctrl_c_stops_promptly_and_leaves_no_temporary_files(tmp_path, stage):
     """Ctrl-C while the program is still importing, while the big kernel table is read, and while the facts run:
@@ -250,6 +261,7 @@ def tiny_disk(tmp_path):
     subprocess.run(["umount", str(d)], capture_output=True)
 
 
+@pytest.mark.slow
 def test_full_cache_disk_falls_back_to_no_cache(tmp_path, tiny_disk, monkeypatch):
     big = tmp_path / "big.sqlite"
     generate_large(big, kernels=100_000)
@@ -259,6 +271,7 @@ def test_full_cache_disk_falls_back_to_no_cache(tmp_path, tiny_disk, monkeypatch
     assert _listing(tiny_disk) == [store.key_path(tiny_disk).name]  # the partial cache was removed
 
 
+@pytest.mark.slow
 def test_full_temporary_disk_is_one_sentence(tmp_path, tiny_disk):
     big = tmp_path / "big.sqlite"
     generate_large(big, kernels=100_000)

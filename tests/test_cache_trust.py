@@ -93,6 +93,7 @@ def test_planted_cache_with_a_file_reading_view_is_not_used(tmp_path, user_cache
                                 "AND NOT internal")[0][0]
 
 
+@pytest.mark.slow
 def test_a_sealed_cache_whose_tables_were_altered_is_refused(tmp_path, user_cache):
     """Even our own sealed cache is not read once its tables differ from what this version writes: here a
     generated column, an expression DuckDB would evaluate on every read."""
@@ -112,6 +113,7 @@ def test_a_sealed_cache_whose_tables_were_altered_is_refused(tmp_path, user_cach
         assert export.cache_hit and not export.query("SELECT count(*) FROM kernels WHERE name LIKE 'FORGED%'")[0][0]
 
 
+@pytest.mark.slow
 def test_a_cache_sealed_by_another_key_cannot_forge_the_verdict(tmp_path, user_cache, monkeypatch):
     """A cache built by someone else (another user's key) for this very profile, with its rows edited to hide the
     problem, is not reused: the fingerprint can be computed from the profile, the seal cannot."""
@@ -134,6 +136,7 @@ def test_a_cache_sealed_by_another_key_cannot_forge_the_verdict(tmp_path, user_c
     assert done.returncode == 1 and "launch-bound" in done.stdout
 
 
+@pytest.mark.slow
 def test_cache_directory_and_key_are_private(tmp_path, user_cache):
     profile = tmp_path / "run.sqlite"
     generate("tiny_capture", profile)
@@ -145,6 +148,7 @@ def test_cache_directory_and_key_are_private(tmp_path, user_cache):
     assert stat.S_IMODE(user_cache.stat().st_mode) == 0o700
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [0o600, 0o640, 0o644])
 def test_cache_is_never_more_readable_than_the_profile(tmp_path, user_cache, mode):
     shared = shared_directory()
@@ -157,6 +161,7 @@ def test_cache_is_never_more_readable_than_the_profile(tmp_path, user_cache, mod
     assert stat.S_IMODE(cache.stat().st_mode) == mode
 
 
+@pytest.mark.slow
 def test_another_user_cannot_read_the_cache_of_a_private_profile(tmp_path, user_cache, other_user):
     """The profiled command line (with its API keys) is in the cache: a 0600 profile gives a 0600 cache, even in
     a directory every user can enter."""
@@ -174,6 +179,7 @@ def test_another_user_cannot_read_the_cache_of_a_private_profile(tmp_path, user_
     assert denied.returncode != 0 and "Permission denied" in denied.stderr
 
 
+@pytest.mark.slow
 def test_a_cache_planted_by_another_user_is_not_trusted(tmp_path, user_cache, other_user, secret_file):
     """In a shared cache directory another user plants a cache for our profile (with views that read our
     private file, and the right fingerprint): it is not opened; the run goes on without a cache."""
@@ -190,6 +196,7 @@ def test_a_cache_planted_by_another_user_is_not_trusted(tmp_path, user_cache, ot
     assert cache.stat().st_uid == other_user[0]  # left alone, not trusted, not used
 
 
+@pytest.mark.slow
 def test_a_planted_directory_at_the_cache_path_means_no_cache(tmp_path, user_cache):
     profile = tmp_path / "run.sqlite"
     generate("eager_decode", profile)
@@ -205,6 +212,7 @@ def _to_wal_mode(profile: Path) -> None:
     con.close()
 
 
+@pytest.mark.slow
 def test_rows_committed_into_a_wal_are_read_not_a_stale_cache(tmp_path, user_cache):
     """Rows committed into `run.sqlite-wal` change neither the size, the mtime nor the content of the main file:
     such an export is read afresh every time, never from a cache."""
@@ -228,6 +236,7 @@ def test_rows_committed_into_a_wal_are_read_not_a_stale_cache(tmp_path, user_cac
     assert not list(user_cache.glob("*" + store.CACHE_SUFFIX))
 
 
+@pytest.mark.slow
 def test_a_hot_journal_is_named_not_called_a_permissions_problem(tmp_path, user_cache):
     """A copy taken while a writer was inside a transaction: pages already changed in the file, the originals in
     `-journal`. A read-only reader may not roll it back, and the message says what the journal is."""
@@ -261,6 +270,7 @@ def _switch_on_first_read(action):
     return progress
 
 
+@pytest.mark.slow
 def test_a_symlink_switched_during_a_run_mixes_nothing(tmp_path, user_cache):
     """`ln -sfn other.sqlite current.sqlite` while `current.sqlite` is being read: the run reads the export it
     opened, and the next run reads the new one, not a cache of the old."""
@@ -281,6 +291,7 @@ def test_a_symlink_switched_during_a_run_mixes_nothing(tmp_path, user_cache):
     assert diagnose(current).verdict.primary == "api-latency"
 
 
+@pytest.mark.slow
 def test_a_file_moved_over_the_profile_during_a_run_mixes_nothing(tmp_path, user_cache):
     """`mv other.sqlite run.sqlite` while run.sqlite is being read: the run says so instead of reporting (or
     caching) a mix of the two exports; the next run reads the new export."""

@@ -166,6 +166,7 @@ def test_an_earlier_capture_is_never_overwritten_without_force(tmp_path, export)
     assert "--force-overwrite=true" in [c for c in calls(log) if c["argv"][:1] == ["profile"]][-1]["argv"]
 
 
+@pytest.mark.slow
 def test_force_replaces_the_captures_own_files_and_never_the_users_reports(tmp_path, export):
     nsys, _ = make_fake_nsys(tmp_path, V2024, export)
     out = tmp_path / "run"
@@ -193,6 +194,7 @@ def test_a_directory_without_capture_json_is_not_called_a_capture(tmp_path, expo
     assert "already holds a capture" not in done.stderr and (out / "report.md").read_text() == "notes"
 
 
+@pytest.mark.slow
 def test_the_default_directory_is_never_one_that_exists_already(tmp_path, export, monkeypatch):
     """Two runs started in the same second: the second never shares (or reuses the empty) directory of the first."""
     from nsys_diagnose.capture import run as capture_run
@@ -236,6 +238,7 @@ def test_a_failing_program_is_reported_and_its_partial_capture_diagnosed(tmp_pat
     assert json.loads((out / "capture.json").read_text())["program_exit_status"] == 3
 
 
+@pytest.mark.slow
 def test_the_qdstrm_nsys_leaves_is_imported_with_the_importer_beside_it(tmp_path, export):
     nsys, _ = make_fake_nsys(tmp_path, V2022, export, qdstrm=True)
     out = tmp_path / "run"
@@ -375,6 +378,7 @@ def test_a_second_ctrl_c_aborts(tmp_path, export):
     assert not (out / "report.md").exists()
 
 
+@pytest.mark.slow
 def test_expected_gpus_turn_a_missing_gpu_into_a_capture_finding(tmp_path, export):
     nsys, _ = make_fake_nsys(tmp_path, V2024, export)
     done = run_cli("profile", "--nsys", nsys, "--out-dir", tmp_path / "run", "-f", "json", "--expect-gpus", "2",
@@ -388,6 +392,7 @@ def test_expected_gpus_turn_a_missing_gpu_into_a_capture_finding(tmp_path, expor
         "facts.expected_gpus=2", "facts.expected_ranks=2"]
 
 
+@pytest.mark.slow
 def test_capture_findings_lead_with_the_diagnose_profile_line_for_the_profiles_stack():
     from conftest import scenario_analysis
 
@@ -405,6 +410,7 @@ def test_capture_findings_lead_with_the_diagnose_profile_line_for_the_profiles_s
         "(by hand: nsys profile --cuda-graph-trace=node --trace=cuda,nvtx ...).")
 
 
+@pytest.mark.slow
 def test_nsys_arg_replaces_the_presets_switch_and_unknown_switches_are_dropped(tmp_path):
     plan = _plan(tmp_path, V2022, "vllm", ["vllm", "serve", "m"],
                  extra=("--cuda-graph-trace=graph", "--python-sampling=true"))
@@ -422,6 +428,7 @@ def test_an_nsys_that_cannot_run_is_one_sentence(tmp_path):
     assert "--nsys PATH or NSYS_DIAGNOSE_NSYS" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_gpu_metrics_without_the_privilege_say_how_to_grant_it(tmp_path, export):
     nsys, _ = make_fake_nsys(tmp_path, V2024, export, say="ERR_NVGPUCTRPERM - The user does not have permission "
                                                           "to access NVIDIA GPU Performance Counters")
@@ -432,6 +439,7 @@ def test_gpu_metrics_without_the_privilege_say_how_to_grant_it(tmp_path, export)
     assert "NVreg_RestrictProfilingToAdminUsers=0" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_program_that_nsys_stops_at_the_end_of_duration_did_not_fail(tmp_path, export):
     nsys, _ = make_fake_nsys(tmp_path, V2024, export)
     out = tmp_path / "run"
@@ -508,6 +516,7 @@ def test_arguments_nsys_rejects_are_reported_as_nsys_rejecting_them(tmp_path, ex
     assert "the program failed" not in done.stderr and "failed: exit status" not in done.stderr
 
 
+@pytest.mark.slow
 def test_timings_time_the_capture_the_export_and_the_diagnosis(tmp_path, export):
     nsys, _ = make_fake_nsys(tmp_path, V2024, export)
     done = run_cli("profile", "--nsys", nsys, "--out-dir", tmp_path / "run", "--timings", "-q", "--", sys.executable,
@@ -530,6 +539,7 @@ def test_an_empty_capture_of_a_program_that_exited_0_does_not_blame_a_failure(tm
     assert "it ended (or failed) before the capture began or its capture range opened" in finding["message"]
 
 
+@pytest.mark.slow
 def test_the_capture_line_keeps_the_preset_the_capture_ran_with(tmp_path):
     """An empty capture shows no stack, so the line would fall back to the generic preset; the vllm capture's
     line keeps vllm (its worker spawning and fork tracing are what a re-capture needs)."""

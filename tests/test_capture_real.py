@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(
                          "to run it")
 
 
+@pytest.mark.slow(reason="runs the real nsys end to end (about 10 s)")
 def test_real_nsys_captures_the_nvtx_ranges_of_a_cpu_only_program(tmp_path):
     out = tmp_path / "run"
     done = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", "profile", "--out-dir", str(out), "-f", "json",
@@ -42,6 +43,7 @@ def test_real_nsys_captures_the_nvtx_ranges_of_a_cpu_only_program(tmp_path):
     assert not (out / "profile.qdstrm").exists()  # imported, where nsys left one
 
 
+@pytest.mark.slow(reason="runs the real nsys end to end (about 10 s)")
 def test_real_nsys_rejecting_a_value_is_reported_as_nsys_rejecting_it(tmp_path):
     out = tmp_path / "run"
     done = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", "profile", "--out-dir", str(out),

@@ -65,6 +65,7 @@ def test_a_rule_without_kind_takes_its_categorys_kind():
     assert rules["launch-bound"].spec.kind == Kind.CAUSE
 
 
+@pytest.mark.slow
 def test_a_team_pack_adds_a_category_and_its_findings_use_it(tmp_path):
     pack = _pack(tmp_path)
     rules = load_rules(FACTS, [pack])
@@ -92,6 +93,7 @@ def test_a_team_may_not_redefine_a_bundled_category(tmp_path):
         load_rules(FACTS, [pack])
 
 
+@pytest.mark.slow
 def test_a_broken_categories_file_is_one_sentence_with_its_path(tmp_path):
     pack = _pack(tmp_path, categories="- {id: acme-slo, kind: reason, title: T, description: D}\n")
     p = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", "rules", "--rule-dir", str(pack), "check"],

@@ -10,18 +10,25 @@ from pathlib import Path
 
 import pytest
 
+from cli_in_process import run_cli
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "fixtures" / "examples"
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`diagnose ARGS` in the test process (cli_in_process.py); run_subprocess is the command line end to end."""
+    return run_cli(*args, cwd=cwd, drop_env=("NO_COLOR",))
+
+
+def run_subprocess(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300)
+                          env=env, timeout=300)
 
 
 def test_terminal_summary_names_the_bottleneck_and_the_headline_metrics():
-    p = run(str(EXAMPLES / "eager_decode.sqlite"))
+    p = run_subprocess(str(EXAMPLES / "eager_decode.sqlite"))
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert "VERDICT  launch-bound" in out
@@ -71,10 +78,12 @@ def test_set_overrides_a_threshold_and_the_report_says_so():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["/nonexistent/profile.sqlite"], "no such file"),
+    pytest.param(["/nonexistent/profile.sqlite"], "no such file", marks=pytest.mark.slow),
     (["{examples}/eager_decode.sqlite", "--set", "launch-bound.max_overhead=0.2"], "did you mean 'max_overhead_ratio'"),
-    (["{examples}/eager_decode.sqlite", "--set", "lauch-bound.max_overhead_ratio=0.2"], "did you mean 'launch-bound'"),
-    (["{examples}/eager_decode.sqlite", "--set", "launch-bound.max_overhead_ratio=lots"], "expected a number"),
+    pytest.param(["{examples}/eager_decode.sqlite", "--set", "lauch-bound.max_overhead_ratio=0.2"],
+                 "did you mean 'launch-bound'", marks=pytest.mark.slow),
+    pytest.param(["{examples}/eager_decode.sqlite", "--set", "launch-bound.max_overhead_ratio=lots"],
+                 "expected a number", marks=pytest.mark.slow),
 ])
 def test_bad_input_gets_one_sentence_and_exit_2(args, message):
     p = run(*[a.format(examples=EXAMPLES) for a in args])
@@ -90,6 +99,7 @@ def test_not_a_sqlite_file(tmp_path):
     assert p.returncode == 2 and "not a SQLite database" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_config_file_in_working_directory_is_used(tmp_path):
     (tmp_path / "diagnose.yaml").write_text("rules:\n  launch-bound:\n    min_kernels: 100000\n")
     p = run(str(EXAMPLES / "eager_decode.sqlite"), "-f", "json", cwd=tmp_path)
@@ -99,6 +109,7 @@ def test_config_file_in_working_directory_is_used(tmp_path):
     assert data["overrides"][0]["target"] == "launch-bound.min_kernels"
 
 
+@pytest.mark.slow
 def test_tokens_turn_time_into_throughput():
     p = run(str(EXAMPLES / "eager_decode.sqlite"), "--tokens", "2000", "-f", "json")
     assert p.returncode == 0, p.stderr
@@ -157,6 +168,7 @@ def test_one_module_defines_the_command_line_and_no_command_imports_it():
         visit(module)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["nsys_diagnose.cli", "nsys_diagnose.cli.main"])
 def test_both_module_entry_points_run_every_command(module):
     for args in (["--help"], ["compare", "--help"], ["rules", "--help"], ["facts", "show", "--help"]):
@@ -164,6 +176,7 @@ def test_both_module_entry_points_run_every_command(module):
         assert done.returncode == 0 and done.stdout.startswith("usage: diagnose"), (args, done.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("word", ["compare", "rules", "facts"])
 def test_a_file_named_like_a_command_is_a_profile(tmp_path, word):
     (tmp_path / word).write_bytes((EXAMPLES / "eager_decode.sqlite").read_bytes())
@@ -172,6 +185,7 @@ def test_a_file_named_like_a_command_is_a_profile(tmp_path, word):
     assert "VERDICT  launch-bound" in p.stdout
 
 
+@pytest.mark.slow
 def test_rule_options_go_before_or_after_the_subcommand():
     pack = REPO / "examples" / "team-rules"
     before = run("rules", "--rule-dir", str(pack), "list")

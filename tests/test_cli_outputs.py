@@ -67,6 +67,7 @@ def test_every_output_is_checked_before_the_profile_is_read(tmp_path: Path, caps
     assert not safe.exists()
 
 
+@pytest.mark.slow
 def test_compare_writes_every_format_from_one_comparison(tmp_path: Path) -> None:
     before, after = REPO / "fixtures" / "examples" / "eager_decode.sqlite", EXAMPLE
     files = [tmp_path / "c.md", tmp_path / "c.json"]

@@ -149,6 +149,7 @@ def test_html_escapes_untrusted_text(improved):
     assert "<script>" not in html and "&lt;script&gt;" in html
 
 
+@pytest.mark.slow
 def test_cli_exit_codes(exports, tmp_path):
     eager, graphs = str(exports["eager"]), str(exports["graphs"])
     bad = cli(graphs, eager, "--fail-on-regression", "overhead_ratio:+0.05", "-f", "md",

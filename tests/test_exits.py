@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import start_and_wait_for
+from conftest import slow_but, start_and_wait_for
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.reading import cache as store
 from nsys_diagnose.fixtures.generator import generate_large
@@ -34,10 +34,13 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("sig, code, said", [(signal.SIGTERM, 143, "stopped by SIGTERM"),
-                                             (signal.SIGHUP, 129, "stopped by SIGHUP"),
-                                             (signal.SIGINT, 130, "interrupted")])
-@pytest.mark.parametrize("stage", ["starting", "reading CUPTI_ACTIVITY_KIND_KERNEL", "computing fact"])
+_SIGNALS = [(signal.SIGTERM, 143, "stopped by SIGTERM"), (signal.SIGHUP, 129, "stopped by SIGHUP"),
+            (signal.SIGINT, 130, "interrupted")]
+
+
+@pytest.mark.parametrize("stage, sig, code, said", slow_but(
+    [(stage, *s) for stage in ("starting", "reading CUPTI_ACTIVITY_KIND_KERNEL", "computing fact") for s in _SIGNALS],
+    ("starting", *_SIGNALS[0]), ("reading CUPTI_ACTIVITY_KIND_KERNEL", *_SIGNALS[2])))
 def test_a_stop_signal_exits_128_plus_n_and_leaves_nothing(tmp_path, big, sig, code, said, stage):
     """The signal lands at a known point: during the imports, while the kernels are read, while the facts run."""
     scratch, xdg = tmp_path / "tmp", tmp_path / "xdg"
@@ -75,6 +78,7 @@ def test_a_stop_signal_right_after_start_exits_128_plus_n_without_a_traceback(tm
         assert _listing(scratch) == []
 
 
+@pytest.mark.slow
 def test_timeout_leaves_nothing_behind(tmp_path, big):
     scratch, xdg = tmp_path / "tmp", tmp_path / "xdg"
     scratch.mkdir()
@@ -95,6 +99,7 @@ def _dead_pid() -> int:
     return child.pid
 
 
+@pytest.mark.slow
 def test_leftovers_of_killed_runs_are_removed_by_the_next_run(tmp_path, monkeypatch):
     """SIGKILL (or a power cut) leaves a scratch directory and a half-built cache behind: the next run removes
     those older than a few minutes whose process is gone, and nothing else."""
@@ -126,6 +131,7 @@ def test_leftovers_of_killed_runs_are_removed_by_the_next_run(tmp_path, monkeypa
     assert all(d.exists() for d in kept)
 
 
+@pytest.mark.slow
 def test_leftovers_of_another_user_are_not_touched(tmp_path, other_user):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -155,6 +161,7 @@ def test_an_internal_error_is_exit_3_not_a_finding(monkeypatch, capsys):
         "diagnose: internal error:")
 
 
+@pytest.mark.slow
 def test_an_internal_error_in_compare_is_exit_3(monkeypatch, capsys):
     from nsys_diagnose.cli import compare as comparecli
 
@@ -163,6 +170,7 @@ def test_an_internal_error_in_compare_is_exit_3(monkeypatch, capsys):
     assert capsys.readouterr().err.startswith("diagnose compare: internal error: IndexError")
 
 
+@pytest.mark.slow
 def test_exit_codes_are_documented_in_help():
     for argv in ([], ["compare"], ["profile"]):
         out = subprocess.run([str(DIAGNOSE), *argv, "--help"], capture_output=True, text=True).stdout
@@ -225,6 +233,7 @@ def test_a_report_named_like_an_option_is_not_passed_to_nsys_as_one(tmp_path):
     assert "-o.nsys-rep" not in args and str(report) in args
 
 
+@pytest.mark.slow
 def test_too_little_address_space_is_one_sentence():
     """DuckDB aborts the process (exit 134) when it cannot reserve address space: refuse up front instead."""
     done = subprocess.run(["bash", "-c", f"ulimit -v 600000; exec {DIAGNOSE} {EXAMPLE} -q --no-cache"],
@@ -236,6 +245,7 @@ def test_too_little_address_space_is_one_sentence():
     assert ok.returncode == 0, ok.stderr
 
 
+@pytest.mark.slow
 def test_running_out_of_memory_is_not_called_a_damaged_file(tmp_path, big):
     env = dict(os.environ, NSYS_DIAGNOSE_MEMORY_LIMIT="20MB")
     done = subprocess.run([str(DIAGNOSE), str(big), "-q", "--no-cache"], env=env, capture_output=True, text=True,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from cli_in_process import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
@@ -19,9 +19,8 @@ PACK = REPO / "examples" / "team-rules"
 
 
 def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    return subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=300)
+    # in the test process: tests/test_cli.py runs the command line end to end in a subprocess
+    return run_cli(*args, cwd=cwd, drop_env=("NO_COLOR",))
 
 
 def one_error(done: subprocess.CompletedProcess, *parts: str) -> None:
@@ -52,6 +51,7 @@ def test_list_shows_every_fact_with_its_doc_columns_params_and_kind():
     assert all(len(line) <= 100 for line in out.splitlines())
 
 
+@pytest.mark.slow
 def test_list_includes_team_facts_and_speaks_json():
     done = run("facts", "list", "--rule-dir", PACK, "-f", "json")
     assert done.returncode == 0, done.stderr
@@ -78,6 +78,7 @@ def test_show_prints_an_aligned_table():
     assert lines[-1] == "(1 row)"
 
 
+@pytest.mark.slow
 def test_show_json_and_csv_carry_the_rows_diagnose_reports():
     report = json.loads(run(EXAMPLE, "-f", "json").stdout)
     data = show_json("kernel_gaps", EXAMPLE)
@@ -91,6 +92,7 @@ def test_show_json_and_csv_carry_the_rows_diagnose_reports():
     assert table[0]["stream_id"] == "" and data["rows"][0]["stream_id"] is None  # NULL is an empty field
 
 
+@pytest.mark.slow
 def test_fact_params_come_from_set_and_config(tmp_path):
     default = show_json("kernel_gaps", EXAMPLE)["rows"][0]["gaps_over_threshold"]
     lower = show_json("kernel_gaps", EXAMPLE, "--set", "facts.gap_threshold_ns=1")["rows"][0]
@@ -103,6 +105,7 @@ def test_fact_params_come_from_set_and_config(tmp_path):
     assert json.loads(done.stdout)["rows"][0] == lower
 
 
+@pytest.mark.slow
 def test_show_computes_team_facts_and_helpers(tmp_path):
     from nsys_diagnose.fixtures.generator import generate
 
@@ -115,6 +118,7 @@ def test_show_computes_team_facts_and_helpers(tmp_path):
     assert table.stdout.splitlines()[-1].startswith("(2 of ") and len(table.stdout.splitlines()) == 4
 
 
+@pytest.mark.slow
 def test_show_writes_to_a_file_but_never_over_its_input(tmp_path):
     target = tmp_path / "rows.csv"
     done = run("facts", "show", "summary", EXAMPLE, "-f", "csv", "-o", target)
@@ -127,6 +131,7 @@ def test_show_writes_to_a_file_but_never_over_its_input(tmp_path):
     assert copy.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_the_rows_of_a_cross_rank_fact_come_from_a_run(tmp_path):
     from nsys_diagnose.fixtures.runs import generate_run
 
@@ -138,18 +143,26 @@ def test_the_rows_of_a_cross_rank_fact_come_from_a_run(tmp_path):
 
 @pytest.mark.parametrize("args, parts", [
     (["launch_overhed", "{example}"], ["no fact 'launch_overhed'; did you mean 'launch_overhead'?"]),
-    (["nothing_like_it", "{example}"], ["no fact 'nothing_like_it'; `diagnose facts list` shows them all"]),
-    (["summary", "/nonexistent/run.sqlite"], ["/nonexistent/run.sqlite: no such file"]),
-    (["summary", "{example}", "{example}"], ["fact 'summary' is computed over one export; give one PROFILE, not 2"]),
-    (["kernel_gaps", "{example}", "--set", "facts.gap_treshold_ns=1"], ["did you mean 'gap_threshold_ns'"]),
-    (["kernel_gaps", "{example}", "--set", "facts.gap_threshold_ns=lots"], ["expected a number"]),
-    (["kernel_gaps", "{example}", "--set", "lauch-bound.min_kernels=1"], ["did you mean 'launch-bound'"]),
-    (["summary", "{example}", "--rule-dir", "/nonexistent/pack"], ["rule directory /nonexistent/pack does not exist"]),
+    pytest.param(["nothing_like_it", "{example}"],
+                 ["no fact 'nothing_like_it'; `diagnose facts list` shows them all"], marks=pytest.mark.slow),
+    pytest.param(["summary", "/nonexistent/run.sqlite"],
+                 ["/nonexistent/run.sqlite: no such file"], marks=pytest.mark.slow),
+    pytest.param(["summary", "{example}", "{example}"],
+                 ["fact 'summary' is computed over one export; give one PROFILE, not 2"], marks=pytest.mark.slow),
+    pytest.param(["kernel_gaps", "{example}", "--set", "facts.gap_treshold_ns=1"],
+                 ["did you mean 'gap_threshold_ns'"], marks=pytest.mark.slow),
+    pytest.param(["kernel_gaps", "{example}", "--set", "facts.gap_threshold_ns=lots"],
+                 ["expected a number"], marks=pytest.mark.slow),
+    pytest.param(["kernel_gaps", "{example}", "--set", "lauch-bound.min_kernels=1"],
+                 ["did you mean 'launch-bound'"], marks=pytest.mark.slow),
+    pytest.param(["summary", "{example}", "--rule-dir", "/nonexistent/pack"],
+                 ["rule directory /nonexistent/pack does not exist"], marks=pytest.mark.slow),
 ])
 def test_bad_input_is_one_sentence_and_exit_2(args, parts):
     one_error(run("facts", "show", *[a.format(example=EXAMPLE) for a in args]), *parts)
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2_with_the_usage_line():
     for args in (["facts"], ["facts", "show", "summary"], ["facts", "show", "summary", str(EXAMPLE), "-f", "xml"],
                  ["facts", "show", "summary", str(EXAMPLE), "--limit", "0"]):
@@ -157,6 +170,7 @@ def test_usage_errors_exit_2_with_the_usage_line():
         assert done.returncode == 2 and done.stderr.startswith("usage: diagnose facts"), (args, done.stderr)
 
 
+@pytest.mark.slow
 def test_a_broken_team_fact_is_one_sentence(tmp_path):
     (tmp_path / "bad.sql").write_text("-- @fact acme_bad\n-- @column x X.\n-- @check y not_null\nSELECT 1 AS x\n")
     one_error(run("facts", "list", "--rule-dir", tmp_path), "bad.sql:3: @check names column 'y'")

@@ -23,6 +23,8 @@ from nsys_diagnose.fixtures import runs
 from nsys_diagnose.fixtures.runs import RUN_SCENARIOS, RunScenario
 from nsys_diagnose.fixtures.generator import SCENARIOS, Scenario, generate, generate_large, main
 
+from conftest import scenario_path
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 REAL = SHARED / "real-profiles"
@@ -143,13 +145,8 @@ def meta(path: Path, table: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("scenarios")
-    paths = {}
-    for name in NAMES:
-        paths[name] = out / f"{name}.sqlite"
-        generate(name, paths[name], seed=0)
-    return paths
+def files() -> dict[str, Path]:
+    return {name: scenario_path(name) for name in NAMES}  # seed 0, shared with the other modules
 
 
 # ------------------------------------------------------------------------------------------------------------

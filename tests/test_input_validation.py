@@ -22,7 +22,7 @@ from nsys_diagnose.errors import InputError
 from nsys_diagnose.fixtures.runs import generate_run
 from nsys_diagnose.reading.ranks import resolve_run
 
-from conftest import REAL_EXPORTS
+from conftest import REAL_EXPORTS, slow_but
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
@@ -141,6 +141,7 @@ def test_a_fifo_given_as_config_is_refused_without_reading_it(tmp_path, profile)
     assert f"{fifo} is not a regular file; give --config the path of a YAML file" in line
 
 
+@pytest.mark.slow
 def test_phase_patterns_are_checked_by_duckdb_which_runs_them(capsys, tmp_path, monkeypatch, profile):
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "diagnose.yaml"
@@ -154,6 +155,7 @@ def test_phase_patterns_are_checked_by_duckdb_which_runs_them(capsys, tmp_path, 
     assert main([str(profile), "-q", "--no-cache"]) == 0, capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_empty_phases_are_an_error_and_an_empty_phases_key_keeps_the_defaults(capsys, tmp_path, monkeypatch,
                                                                               profile):
     monkeypatch.chdir(tmp_path)
@@ -319,6 +321,7 @@ def test_a_rule_test_case_with_a_param_outside_its_range_is_refused(capsys, tmp_
 
 
 # --- profile paths -----------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_an_empty_profile_path_is_an_error_not_the_working_directory(tmp_path, profile):
     shutil.copy(profile, tmp_path / "rank0.sqlite")  # the working directory holds exports: "" must not mean it
     shutil.copy(EXAMPLE.with_name("healthy_prefill.sqlite"), tmp_path / "rank1.sqlite")
@@ -345,9 +348,12 @@ def special_dir() -> Path:
 
 
 @pytest.mark.parametrize("name, kind", [
-    ("fifo.sqlite", "a FIFO (named pipe)"), ("link-to-fifo.sqlite", "a FIFO (named pipe)"),
-    ("fifo.nsys-rep", "a FIFO (named pipe)"), ("socket.sqlite", "a socket"),
-    ("zero.sqlite", "a character device"), ("/dev/zero", "a character device"),
+    pytest.param("fifo.sqlite", "a FIFO (named pipe)", marks=pytest.mark.slow),
+    ("link-to-fifo.sqlite", "a FIFO (named pipe)"),
+    pytest.param("fifo.nsys-rep", "a FIFO (named pipe)", marks=pytest.mark.slow),
+    pytest.param("socket.sqlite", "a socket", marks=pytest.mark.slow),
+    pytest.param("zero.sqlite", "a character device", marks=pytest.mark.slow),
+    pytest.param("/dev/zero", "a character device", marks=pytest.mark.slow),
 ])
 def test_a_profile_that_is_not_a_regular_file_is_refused_without_opening_it(special_dir, name, kind):
     path = special_dir / name  # an absolute name stays itself
@@ -378,7 +384,7 @@ def _run_with(tmp_path: Path, run_dir: Path, extra: str) -> Path:
     return d
 
 
-@pytest.mark.parametrize("extra, message", [
+@pytest.mark.parametrize("extra, message", slow_but([
     ("hard link", "{d}/rank1.sqlite and {d}/rank2.sqlite are the same file (hard links, or two paths to one file); "
                   "give each rank's export once."),
     ("copy", "{d}/rank0.sqlite and {d}/rank2.sqlite have identical contents, so they cannot be two ranks of one run; "
@@ -387,13 +393,14 @@ def _run_with(tmp_path: Path, run_dir: Path, extra: str) -> Path:
                   "the rank exports as files (diagnose RANK0.sqlite RANK1.sqlite ...)."),
     ("dangling link", "{d}/rank5.sqlite is named like a rank export but is a symbolic link to a missing file ("),
     ("fifo", "{d}/rank2.sqlite is named like a rank export but is a FIFO (named pipe); remove or rename it"),
-])
+], "hard link"))
 def test_a_run_directory_with_a_duplicate_or_unreadable_rank_is_refused(tmp_path, run_dir, extra, message):
     d = _run_with(tmp_path, run_dir, extra)
     line = cli(d, "-q", "--no-cache", timeout=HANG)
     assert line.startswith("diagnose: error: " + message.format(d=d))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra, message", [
     ("hard link", "rank1.sqlite and {d}/rank2.sqlite are the same file (hard links, or two paths to one file)"),
     ("copy", "rank0.sqlite and {d}/rank2.sqlite have identical contents, so they cannot be two ranks of one run"),

@@ -31,7 +31,7 @@ from nsys_diagnose.reports.render import render
 from nsys_diagnose.reports.schema import schema_text, shipped_schema
 
 from cli_in_process import run_cli
-from conftest import REAL_DIR, REAL_EXPORTS, sqlite_ro
+from conftest import REAL_DIR, REAL_EXPORTS, slow_but, sqlite_ro
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
@@ -148,6 +148,7 @@ def test_each_rank_keeps_its_own_verdict(straggler):
     assert all(r.verdict.headline for r in straggler.ranks)
 
 
+@pytest.mark.slow
 def test_balanced_run_does_not_fire(balanced):
     truth = RUN_SCENARIOS["multi_rank_balanced"].truth
     assert balanced.findings == []
@@ -183,6 +184,7 @@ def test_rank_clocks_disagree_but_durations_are_compared(runs):
 
 
 # --- input handling ------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_directory_input_equals_the_explicit_file_list(runs, straggler):
     d = runs["multi_rank_straggler"]
     files = [str(d / f"rank{r}.sqlite") for r in (3, 1, 0, 2)]  # any order: ranks come from the names
@@ -226,6 +228,7 @@ def test_directory_listing_skips_hidden_files_caches_subdirectories_and_reports_
     assert how == "file names"
 
 
+@pytest.mark.slow
 def test_ranks_renamed_in_the_files_are_renumbered(tmp_path, runs):
     d = tmp_path / "renamed"
     d.mkdir()
@@ -236,14 +239,14 @@ def test_ranks_renamed_in_the_files_are_renumbered(tmp_path, runs):
     assert run.verdict.subject == "rank 7" and run.balance.straggler_rank == 7
 
 
-@pytest.mark.parametrize("setup, expected", [
+@pytest.mark.parametrize("setup, expected", slow_but([
     ("one_file_dir", "holds only one export (rank0.sqlite); a multi-rank run needs at least two"),
     ("empty_dir", "holds no export; a multi-rank run needs at least two"),
     ("missing_file", "missing.sqlite: no such file"),
     ("duplicate", "is given twice"),
     ("dir_and_file", "give either one directory of rank exports or two or more export files, not both"),
     ("text_file", "not-an-export.sqlite is not a SQLite database"),
-])
+], "duplicate"))
 def test_bad_run_inputs_exit_2_with_one_sentence(tmp_path, runs, setup, expected):
     src = runs["multi_rank_balanced"]
     d = tmp_path / "in"
@@ -263,6 +266,7 @@ def test_bad_run_inputs_exit_2_with_one_sentence(tmp_path, runs, setup, expected
     assert expected in line
 
 
+@pytest.mark.slow
 def test_a_rank_that_is_no_nsys_export_is_named_with_its_rank(tmp_path, runs):
     d = tmp_path / "in"
     d.mkdir()
@@ -284,6 +288,7 @@ def test_tokens_apply_to_one_profile_only(runs):
     assert "--tokens applies to one profile" in line
 
 
+@pytest.mark.slow
 def test_one_file_keeps_the_single_profile_report():
     p = cli(str(EXAMPLE), "--no-cache")
     assert p.returncode == 0, p.stderr
@@ -295,6 +300,7 @@ def test_one_file_keeps_the_single_profile_report():
 
 
 # --- outputs ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_cli_terminal_summary_of_the_straggler_run(runs):
     p = cli(str(runs["multi_rank_straggler"]), "--no-cache")
     assert p.returncode == 0, p.stderr
@@ -307,11 +313,13 @@ def test_cli_terminal_summary_of_the_straggler_run(runs):
     assert "\x1b[" not in out
 
 
+@pytest.mark.slow
 def test_cli_fail_on_counts_cross_rank_and_rank_findings(runs):
     assert cli(str(runs["multi_rank_straggler"]), "--no-cache", "-q", "--fail-on", "warning").returncode == 1
     assert cli(str(runs["multi_rank_straggler"]), "--no-cache", "-q", "--fail-on", "error").returncode == 0
 
 
+@pytest.mark.slow
 def test_set_tunes_the_cross_rank_rule_and_is_reported(runs):
     run = diagnose_run([runs["multi_rank_straggler"]], _config("rank-straggler.min_imbalance=0.4"), cache=False)
     assert run.findings == [] and run.verdict.primary == "communication-bound"
@@ -338,6 +346,7 @@ remediation: [See rank-straggler.]
 """
 
 
+@pytest.mark.slow
 def test_team_rules_can_judge_runs_and_misplaced_facts_get_a_hint(tmp_path, runs):
     pack = tmp_path / "pack"
     pack.mkdir()
@@ -370,6 +379,7 @@ def _config(*sets: str):
     return resolve_config(None, [], list(sets))
 
 
+@pytest.mark.slow
 def test_json_output_validates_against_the_shipped_schema(tmp_path, runs):
     import jsonschema
 
@@ -431,6 +441,7 @@ def test_markdown_and_html_show_the_table_the_finding_and_each_rank(straggler):
     assert tags.stack == [] and tags.rects >= 3 * 4 - 1
 
 
+@pytest.mark.slow
 def test_hostile_file_names_are_inert_in_every_format(tmp_path, runs):
     d = tmp_path / "hostile"
     d.mkdir()
@@ -446,6 +457,7 @@ def test_hostile_file_names_are_inert_in_every_format(tmp_path, runs):
 
 
 # --- parallel reading ------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_ranks_are_diagnosed_side_by_side(runs, monkeypatch):
     real_diagnose = api.diagnose
     both_inside = threading.Barrier(2, timeout=60)  # breaks (and fails the run) unless two ranks overlap
@@ -465,6 +477,7 @@ def test_ranks_are_diagnosed_side_by_side(runs, monkeypatch):
     assert messages[-1] == "4/4 ranks done"
 
 
+@pytest.mark.slow
 def test_workers_never_exceed_the_ranks_or_the_cpus(runs, monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     assert diagnose_run([runs["multi_rank_balanced"]], cache=False).workers == 4

@@ -21,6 +21,8 @@ import pytest
 from nsys_diagnose.cli import compare as comparecli, main as cli
 from nsys_diagnose.reading.cache import cache_path
 
+from conftest import slow_but
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "examples" / "eager_decode.sqlite"
 REPORT_MARK = "VERDICT"  # the terminal report's verdict heading
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="creating device nodes and changing owners needs root")
@@ -80,7 +82,8 @@ def _alias(export: Path, how: str) -> tuple[Path, Path]:
     raise AssertionError(how)
 
 
-@pytest.mark.parametrize("how", ["same path", "relative path", "symlink", "symlink chain", "hard link"])
+@pytest.mark.parametrize("how", slow_but(["same path", "relative path", "symlink", "symlink chain", "hard link"],
+                                           "symlink chain", "hard link"))
 def test_output_onto_the_input_profile_is_refused(export, how):
     before = digest(export)
     cwd, output = _alias(export, how)
@@ -91,7 +94,7 @@ def test_output_onto_the_input_profile_is_refused(export, how):
     assert listing(export.parent) == files
 
 
-@pytest.mark.parametrize("side", ["-wal", "-shm", "-journal", "dangling link to -wal"])
+@pytest.mark.parametrize("side", slow_but(["-wal", "-shm", "-journal", "dangling link to -wal"], "-wal"))
 def test_output_onto_a_sqlite_side_file_of_the_input_is_refused(export, side):
     output = export.with_name(export.name + side)
     if side.startswith("dangling"):
@@ -102,6 +105,7 @@ def test_output_onto_a_sqlite_side_file_of_the_input_is_refused(export, side):
     assert not export.with_name(export.name + "-wal").exists() and not export.with_name(export.name + "-shm").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["cache", "cache through a dangling link", "facts kept beside the cache"])
 def test_output_onto_the_cache_of_the_input_is_refused(export, which):
     warm = run(export, "-q")  # builds the cache
@@ -121,7 +125,7 @@ def test_output_onto_the_cache_of_the_input_is_refused(export, which):
     assert not cache.with_name(cache.name + ".wal").exists()
 
 
-@pytest.mark.parametrize("position", ["before", "after"])
+@pytest.mark.parametrize("position", ["before", pytest.param("after", marks=pytest.mark.slow)])
 def test_compare_output_onto_either_input_is_refused(tmp_path, position):
     a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
     shutil.copyfile(EXAMPLE, a)
@@ -132,7 +136,7 @@ def test_compare_output_onto_either_input_is_refused(tmp_path, position):
     assert digest(a) == digest(b) == before
 
 
-@pytest.mark.parametrize("given", ["files", "directory"])
+@pytest.mark.parametrize("given", ["files", pytest.param("directory", marks=pytest.mark.slow)])
 def test_multi_rank_output_onto_a_rank_export_is_refused(tmp_path, given):
     ranks = tmp_path / "run"
     ranks.mkdir()
@@ -169,6 +173,7 @@ def test_refusal_comes_before_any_diagnosis(export, command, monkeypatch, capsys
     assert "the input export" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_output_is_checked_again_right_before_writing(export, monkeypatch, capsys):
     """A run can be long: a link put at the output path meanwhile must not lead the report onto the input."""
     before = digest(export)
@@ -186,7 +191,8 @@ def test_output_is_checked_again_right_before_writing(export, monkeypatch, capsy
     assert digest(export) == before and output.is_symlink()
 
 
-@pytest.mark.parametrize("kind", ["existing directory", "missing directory", "file as directory"])
+@pytest.mark.parametrize("kind", slow_but(["existing directory", "missing directory", "file as directory"],
+                                          "existing directory"))
 def test_output_where_no_file_can_go_is_refused_with_what_to_do(export, kind):
     d = export.parent
     output = {"existing directory": d, "missing directory": d / "nope" / "report.md",
@@ -202,6 +208,7 @@ def test_output_where_no_file_can_go_is_refused_with_what_to_do(export, kind):
 
 # -- devices, FIFOs, sockets and standard output -----------------------------------------------------------------
 
+@pytest.mark.slow
 @as_root
 def test_character_device_is_written_into_not_replaced(export):
     node = export.with_name("null")
@@ -213,6 +220,7 @@ def test_character_device_is_written_into_not_replaced(export):
     assert listing(export.parent) == {"run.sqlite", "null"}
 
 
+@pytest.mark.slow
 @as_root
 def test_block_device_is_refused(export):
     node = export.with_name("disk")
@@ -222,6 +230,7 @@ def test_block_device_is_refused(export):
     assert stat.S_ISBLK(os.lstat(node).st_mode)
 
 
+@pytest.mark.slow
 def test_fifo_reader_gets_the_report(export):
     fifo = export.with_name("pipe")
     os.mkfifo(fifo)
@@ -255,6 +264,7 @@ def test_fifo_reader_gets_the_report(export):
     assert REPORT_MARK in received.decode()
 
 
+@pytest.mark.slow
 def test_unix_socket_is_sent_the_report(export, tmp_path):
     path = tmp_path / "s.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -284,6 +294,7 @@ def test_unix_socket_is_sent_the_report(export, tmp_path):
     assert REPORT_MARK in received.decode()
 
 
+@pytest.mark.slow
 def test_dash_is_standard_output(export):
     files = listing(export.parent)
     done = run(export, "-o", "-", cwd=export.parent)
@@ -304,6 +315,7 @@ def dev_stdout_guard():
         pytest.fail("/dev/stdout was replaced (and has been put back)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"])
 def test_standard_output_names_are_standard_output(export, name, dev_stdout_guard):
     done = run(export, "-o", name)
@@ -313,6 +325,7 @@ def test_standard_output_names_are_standard_output(export, name, dev_stdout_guar
 
 # -- symbolic links and modes ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target_exists", [True, False])
 def test_symlink_output_writes_its_target_and_stays_a_link(export, target_exists):
     (export.parent / "out").mkdir()
@@ -328,6 +341,7 @@ def test_symlink_output_writes_its_target_and_stays_a_link(export, target_exists
     assert sorted(p.name for p in target.parent.iterdir()) == ["report.txt"]  # no temporary file left
 
 
+@pytest.mark.slow
 def test_new_report_gets_the_mode_the_umask_asks_for(export):
     for umask, mode in ((0o022, 0o644), (0o027, 0o640), (0o077, 0o600)):
         output = export.with_name(f"report-{umask:03o}.txt")
@@ -336,6 +350,7 @@ def test_new_report_gets_the_mode_the_umask_asks_for(export):
         assert stat.S_IMODE(output.stat().st_mode) == mode, f"umask {umask:03o}"
 
 
+@pytest.mark.slow
 def test_replaced_report_keeps_its_mode_and_owner_and_is_private_while_written(export, monkeypatch, capsys):
     output = export.with_name("report.txt")
     output.write_text("old report\n")
@@ -362,6 +377,7 @@ def test_replaced_report_keeps_its_mode_and_owner_and_is_private_while_written(e
     assert modes_while_written and all(mode & ~0o640 == 0 for mode in modes_while_written), modes_while_written
 
 
+@pytest.mark.slow
 def test_interrupted_write_leaves_the_old_report_and_no_temporary_file(export, monkeypatch, capsys):
     output = export.with_name("report.txt")
     output.write_text("old report\n")

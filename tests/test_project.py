@@ -22,7 +22,7 @@ def test_readme_starts_with_the_demo_and_the_test_command():
     demo, tests = _readme_commands()
     assert "pip install ." in demo and "diagnose fixtures/examples/eager_decode.sqlite" in demo
     assert (REPO / "fixtures/examples/eager_decode.sqlite").is_file()
-    assert tests.strip().endswith("-m pytest --all")  # the whole suite: both tiers
+    assert tests.strip().endswith("-m pytest --all -n auto")  # the whole suite: both tiers, one worker per core
 
 
 def test_ci_runs_exactly_the_readme_test_command():

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from chromium import Browser, page_problems, require_chromium
-from conftest import analysis, rounded, scenario_analysis
+from conftest import analysis, rounded, scenario_analysis, slow_but
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.diagnosis.config import resolve_config
@@ -251,7 +251,8 @@ def test_report_schema_describes_every_fact_column_from_its_header():
     assert set(schema["$defs"]["summary_metrics"]["properties"]) == set(facts["summary"].column_names)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", slow_but(NAMES, "eager_decode", "multi_gpu_straggler", "memory_bound_metrics",
+                                           "empty_capture"))
 def test_json_report_validates_against_the_schema(name):
     data = json.loads(render(scenario_analysis(name)[1], "json"))
     errors = [f"{list(e.absolute_path)}: {e.message[:200]}" for e in _validator().iter_errors(data)]
@@ -708,6 +709,7 @@ def test_hostile_names_survive_json_exactly_and_inertly(hostile):
     assert not list(_validator().iter_errors(data))
 
 
+@pytest.mark.slow
 def test_cli_writes_the_html_report(hostile, tmp_path):
     path, report = hostile
     target = tmp_path / "report.html"
@@ -721,6 +723,7 @@ def test_cli_writes_the_html_report(hostile, tmp_path):
 # ------------------------------------------------------------------------------------------------------------
 # Headless Chromium: renders the charts, no console error, no network request, a screenshot
 # ------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_html_in_headless_chromium(tmp_path, hostile):
     binary = require_chromium()
     pages = {"eager": tmp_path / "eager_decode_report.html", "hostile": tmp_path / "hostile_report.html"}

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import atexit
 import errno
 import hashlib
 import json
@@ -11,7 +10,6 @@ import os
 import math
 import shutil
 import sqlite3
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,8 +19,9 @@ from hypothesis import strategies as st
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.errors import DiagnoseError
-from nsys_diagnose.fixtures.generator import generate
 from nsys_diagnose.fixtures.runs import generate_run
+
+from conftest import scenario_path, slow_but
 
 # ---------------------------------------------------------------------------------------------------------
 # 1. Property: any mangled nsys-schema export gives a report or a DiagnoseError, never a traceback.
@@ -40,16 +39,11 @@ _TABLES = {
     "StringIds": ("id", "value"),
     "TARGET_INFO_GPU": ("id", "name", "smCount"),
 }
-_BASE_DIR = Path(tempfile.mkdtemp(prefix="nsys-robust-"))  # generated once per session, shared by examples
-atexit.register(shutil.rmtree, _BASE_DIR, ignore_errors=True)
 _HUGE = 2**62
 
 
 def _base(scenario: str) -> Path:
-    path = _BASE_DIR / f"{scenario}.sqlite"
-    if not path.exists():
-        generate(scenario, path)
-    return path
+    return scenario_path(scenario)  # generated once per session, shared with the other modules; copied to change
 
 
 _table = st.sampled_from(sorted(_TABLES))
@@ -216,8 +210,9 @@ _SANDBOX_SQL = ("-- @fact team_fact\n-- @doc Reads a file.\n-- @column device_id
                 "SELECT 1 AS device_id FROM read_csv('/etc/passwd')\n")
 
 
-@pytest.mark.parametrize("fmt", ["terminal", "md", "html", "json"])
-@pytest.mark.parametrize("outcome", ["success", "bad-set", "sandbox", "missing-column"])
+@pytest.mark.parametrize("outcome, fmt", slow_but(
+    [(o, f) for o in ("success", "bad-set", "sandbox", "missing-column") for f in ("terminal", "md", "html", "json")],
+    ("success", "md")))
 def test_profile_untouched(tmp_path, capsys, fmt, outcome):
     profile_dir = tmp_path / "profile"
     profile_dir.mkdir()
@@ -265,6 +260,7 @@ sys.stdin.read()
 """
 
 
+@pytest.mark.slow
 def test_locked_database_is_one_sentence(tmp_path, capsys):
     import subprocess
     import sys
@@ -342,6 +338,7 @@ def _converted_outputs(log: Path) -> list[Path]:
     return [Path(c[c.index("--output") + 1]) for c in calls]
 
 
+@pytest.mark.slow
 def test_nsys_rep_is_converted_and_the_temporary_removed(tmp_path, capsys, monkeypatch):
     log = _fake_nsys(tmp_path, monkeypatch, _COPY_BODY.format(source=str(_base("eager_decode"))))
     (tmp_path / "reports").mkdir()
@@ -402,7 +399,7 @@ def test_without_nsys_the_message_names_the_export_command(tmp_path, capsys, mon
 # ---------------------------------------------------------------------------------------------------------
 # 6. Atomic report writes: an interrupted write leaves the old report and no temporary file.
 # ---------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("where", ["render", "replace"])
+@pytest.mark.parametrize("where", [pytest.param("render", marks=pytest.mark.slow), "replace"])
 def test_interrupted_write_keeps_the_old_report(tmp_path, capsys, monkeypatch, where):
     out_dir = tmp_path / "out"
     out_dir.mkdir()
@@ -427,8 +424,9 @@ def test_interrupted_write_keeps_the_old_report(tmp_path, capsys, monkeypatch, w
     assert target.read_text() == "previous report\n"
 
 
-@pytest.mark.parametrize("writer", ["no writer", "writer with committed rows in the WAL"])
-@pytest.mark.parametrize("cache", ["cache", "no-cache"])
+@pytest.mark.parametrize("cache, writer", slow_but(
+    [(c, w) for c in ("cache", "no-cache") for w in ("no writer", "writer with committed rows in the WAL")],
+    ("cache", "no writer"), ("no-cache", "writer with committed rows in the WAL")))
 def test_a_wal_mode_export_gets_no_side_files(tmp_path, capsys, writer, cache):
     """A WAL-mode export (someone ran `PRAGMA journal_mode=wal` on it): SQLite, even read-only, creates -shm and
     -wal beside such a file. The directory holds the same files with the same bytes after the diagnosis, and rows

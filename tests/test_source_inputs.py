@@ -85,6 +85,7 @@ def test_invalid_utf8_in_kernel_names_is_replaced_not_fatal(tmp_path):
         assert name.startswith("gemm") and "\ufffd" in name
 
 
+@pytest.mark.slow
 def test_impossible_timestamps_are_dropped_and_counted(tmp_path):
     """Negative starts and reversed intervals are left out of the canonical tables, and the count of each kind
     reaches the capture warning instead of vanishing."""
@@ -171,6 +172,7 @@ def test_a_table_named_in_invalid_utf8_is_ignored(tmp_path):
         assert export.count("kernels") == 7325
 
 
+@pytest.mark.slow
 def test_strings_stored_as_invalid_utf8_blobs_are_read_lossily(tmp_path):
     """StringIds values written as BLOBs with bytes that are not UTF-8: read with U+FFFD, never a traceback."""
     from nsys_diagnose.api import diagnose

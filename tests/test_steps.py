@@ -16,21 +16,19 @@ from nsys_diagnose.api import diagnose
 from nsys_diagnose.diagnosis.config import Config, Setting
 from nsys_diagnose.facts import load_facts
 from nsys_diagnose.facts.compute import compute_facts
-from nsys_diagnose.fixtures.generator import SCENARIOS, generate
+from nsys_diagnose.fixtures.generator import SCENARIOS
 from nsys_diagnose.reading.export import open_export
 from nsys_diagnose.reports.render import render
 
-from conftest import scenario_analysis
+from conftest import scenario_analysis, scenario_path
 
 TRT, V1 = "trtllm_forward_steps", "vllm_v1_forward_ranges"
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("steps")
-    for name in (TRT, V1, "eager_decode", "idle_server_bursts"):
-        generate(name, root / f"{name}.sqlite")
-    return root
+def exports() -> Path:
+    paths = [scenario_path(name) for name in (TRT, V1, "eager_decode", "idle_server_bursts")]
+    return paths[0].parent  # generated once per session, read only here
 
 
 def _steps(path: Path, **params: float) -> list[dict]:

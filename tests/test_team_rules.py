@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cli_in_process import run_cli
+from conftest import slow_but
 
 REPO = Path(__file__).resolve().parents[1]
 PACK = REPO / "examples" / "team-rules"
@@ -44,12 +45,14 @@ def pack(tmp_path: Path, rule_text: str, name: str = "slow-decode.yaml", sql: st
     return d
 
 
+@pytest.mark.slow
 def test_example_pack_passes_its_tests():
     p = run("rules", "test", str(PACK))
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.strip().splitlines()[-1] == "6 passed, 0 failed"
 
 
+@pytest.mark.slow
 def test_example_pack_rules_show_up_namespaced_in_list_and_reports():
     listing = run("rules", "--rule-dir", str(PACK), "list")
     assert "acme/decode-step-budget" in listing.stdout and str(PACK) in listing.stdout
@@ -61,6 +64,7 @@ def test_example_pack_rules_show_up_namespaced_in_list_and_reports():
     assert data["overrides"][0]["target"] == "acme/decode-step-budget.max_p90_step"
 
 
+@pytest.mark.slow
 def test_a_failing_case_prints_expected_and_got(tmp_path):
     d = tmp_path / "pack"
     # One rule of the example pack, with its fact: its cases diagnose two scenarios, not the pack's four.
@@ -74,6 +78,7 @@ def test_a_failing_case_prints_expected_and_got(tmp_path):
     assert p.stdout.strip().splitlines()[-1] == "2 passed, 1 failed"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mutate, message", [
     (lambda t: t.replace("when:\n  - overhead_ratio", "when:\n - overhead_ratio: [\n"), ":1"),
     (lambda t: t.replace("overhead_ratio > $max_ratio", "overhead_ration > $max_ratio"),
@@ -99,6 +104,7 @@ def test_broken_rules_get_one_precise_error_and_exit_2(tmp_path, mutate, message
     assert "Traceback" not in diag.stderr
 
 
+@pytest.mark.slow
 def test_malformed_yaml_points_at_the_line(tmp_path):
     d = pack(tmp_path, GOOD_RULE.replace("when:\n  - overhead_ratio > $max_ratio", "when: [overhead_ratio > 1"))
     p = run("rules", "check", str(d))
@@ -117,7 +123,7 @@ SANDBOX_ESCAPES = {
 }
 
 
-@pytest.mark.parametrize("what", sorted(SANDBOX_ESCAPES))
+@pytest.mark.parametrize("what", slow_but(sorted(SANDBOX_ESCAPES), "file read"))
 def test_team_sql_cannot_escape_the_sandbox(tmp_path, what):
     sql = f"-- @fact team_fact\n-- @doc Escape attempt.\n-- @column device_id x\n{SANDBOX_ESCAPES[what]}\n"
     rule = GOOD_RULE.replace("fact: launch_overhead", "fact: team_fact").replace(
@@ -133,6 +139,7 @@ def test_team_sql_cannot_escape_the_sandbox(tmp_path, what):
     assert not Path("/tmp/nsys-diagnose-escape.csv").exists() and not Path("/tmp/nsys-diagnose-escape.db").exists()
 
 
+@pytest.mark.slow
 def test_sandbox_error_names_the_rule(tmp_path):
     sql = ("-- @fact team_fact\n-- @doc Reads a file.\n-- @column device_id x\n"
            "SELECT 1 AS device_id FROM read_csv('/etc/passwd')\n")
@@ -143,6 +150,7 @@ def test_sandbox_error_names_the_rule(tmp_path):
     assert "stopped by the sandbox" in p.stderr and "needed by rule acme/slow-decode" in p.stderr
 
 
+@pytest.mark.slow
 def test_explain_shows_params_remediation_and_a_real_example():
     p = run("rules", "explain", "pcie-bound")
     assert p.returncode == 0, p.stderr
@@ -154,6 +162,7 @@ def test_explain_shows_params_remediation_and_a_real_example():
     assert wrong.returncode == 2 and "did you mean 'pcie-bound'" in wrong.stderr
 
 
+@pytest.mark.slow
 def test_config_file_precedence_command_line_wins(tmp_path):
     cfg = tmp_path / "team.yaml"
     cfg.write_text("rules:\n  launch-bound:\n    max_overhead_ratio: 0.9\n")
@@ -165,6 +174,7 @@ def test_config_file_precedence_command_line_wins(tmp_path):
     assert both["overrides"][0]["origin"] == "command line"
 
 
+@pytest.mark.slow
 def test_unknown_config_key_is_an_error(tmp_path):
     cfg = tmp_path / "diagnose.yaml"
     cfg.write_text("rulez: {}\n")
@@ -184,6 +194,7 @@ def test_yaml_object_tags_never_execute(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_every_mistake_of_a_rule_file_is_listed_by_check_and_by_diagnose(tmp_path):
     broken = (GOOD_RULE.replace("overhead_ratio > $max_ratio", "overhead_ration > $max_ratio")
               .replace("{{ row.device_id }}", "{{ row.device_id | pcent }}") + "sevrity: error\n")
@@ -222,6 +233,7 @@ TEAM_RULE = GOOD_RULE.replace("fact: launch_overhead", "fact: team_fact").replac
     " overhead {{ row.overhead_ratio }}", "")
 
 
+@pytest.mark.slow
 def test_rules_check_compiles_team_sql_and_points_at_the_typo(tmp_path):
     d = pack(tmp_path, TEAM_RULE, sql=TEAM_FACT.replace("sum(dur_ns)", "sum(durr_ns)"))
     check = run("rules", "check", str(d))
@@ -232,6 +244,7 @@ def test_rules_check_compiles_team_sql_and_points_at_the_typo(tmp_path):
     assert check.stdout.splitlines()[-1] == "checked 1 rule file: 1 error"
 
 
+@pytest.mark.slow
 def test_rules_check_reports_stale_and_missing_column_docs(tmp_path):
     d = pack(tmp_path, TEAM_RULE, sql=TEAM_FACT)
     check = run("rules", "check", str(d))
@@ -250,6 +263,7 @@ def test_rules_check_reports_stale_and_missing_column_docs(tmp_path):
     assert fixed.returncode == 0, fixed.stdout
 
 
+@pytest.mark.slow
 def test_rules_check_runs_a_team_facts_column_tests_over_an_empty_export(tmp_path):
     sql = ("-- @fact team_fact\n-- @doc Kernels.\n-- @column device_id GPU.\n-- @column kernel_count Kernels.\n"
            "-- @column busiest Busiest GPU.\n-- @check busiest not_null\n"

@@ -22,6 +22,9 @@ from nsys_diagnose.errors import DiagnoseError
 
 from cli_in_process import run_cli
 
+pytestmark = pytest.mark.slow(reason="team SQL pushed to its limits (time, memory, rows, text, files), a diagnosis "
+                                     "each")
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
 SECRET = "TOP-SECRET-db-password-hunter2"

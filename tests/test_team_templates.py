@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from cli_in_process import run_cli
-from conftest import scenario_analysis
+from conftest import scenario_analysis, slow_but
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
@@ -134,13 +134,14 @@ def assert_one_sentence(result: Result, field: str, words: str) -> None:
     assert result.peak_rss_kb < MAX_PEAK_RSS_KB, f"peak RSS {result.peak_rss_kb // 1024} MiB"
 
 
-@pytest.mark.parametrize("attack", sorted(ATTACKS))
+@pytest.mark.parametrize("attack", slow_but(sorted(ATTACKS), "''.__class__.__mro__"))
 def test_a_misbehaving_message_template_is_one_sentence_naming_the_rule(tmp_path, attack):
     template, words = ATTACKS[attack]
     result = run(str(EXAMPLE), "--rule-dir", str(team_dir(tmp_path, message=template)))
     assert_one_sentence(result, "message", words)
 
 
+@pytest.mark.slow
 def test_label_and_remediation_templates_are_named_too(tmp_path):
     label = run(str(EXAMPLE), "--rule-dir", str(team_dir(tmp_path, label="{{ 'x' * 10**10 }}")))
     assert_one_sentence(label, "label", "would build a string of 10,000,000,000 characters")
@@ -148,6 +149,7 @@ def test_label_and_remediation_templates_are_named_too(tmp_path):
     assert_one_sentence(step, "remediation 1", "divides by zero")
 
 
+@pytest.mark.slow
 def test_a_template_that_does_not_compile_stops_diagnose_before_the_profile_is_read(tmp_path):
     # Nothing here renders a template: the CLI runs in this process (the attacks above need a process of their own).
     syntax = run_cli(str(EXAMPLE), "--rule-dir", str(team_dir(tmp_path, message="GPU {{ row.used_devices }")))
@@ -182,6 +184,7 @@ remediation:
 """
 
 
+@pytest.mark.slow
 def test_rules_check_lists_every_template_error_of_a_file(tmp_path):
     d = tmp_path / "team"
     d.mkdir()
@@ -210,6 +213,7 @@ def test_rules_check_lists_every_template_error_of_a_file(tmp_path):
     assert result.wall_s < MAX_WALL_S and result.peak_rss_kb < MAX_PEAK_RSS_KB
 
 
+@pytest.mark.slow
 def test_rules_check_lists_template_errors_beside_another_error(tmp_path):
     d = team_dir(tmp_path, message="{{ row.gpu_utilization | pcent }}")
     f = d / "x.yaml"
@@ -223,6 +227,7 @@ def test_rules_check_lists_template_errors_beside_another_error(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_renders_in_threads_are_bounded_each_and_restore_the_trace_function():
     """Multi-rank runs render in worker threads: a slow template stops on its own thread only."""
     from nsys_diagnose.diagnosis.templating import TemplateFailure, render

@@ -154,6 +154,7 @@ def test_a_capture_without_gpu_work_has_no_excerpt():
     assert "A stretch of the timeline" not in render(report, "md")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["eager_decode", GRAPH_SCENARIO])
 def test_chromium_draws_the_profiles_own_events(tmp_path, name):
     """What the browser draws: one rect per GPU operation of the excerpt, in the export's order, each as wide

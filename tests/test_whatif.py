@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import sqlite3
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_in_process import run_cli
 from conftest import scenario_analysis
 
 NODE_GAP_NS = 1000  # facts.whatif_node_gap_ns: no node-traced graph replay in these scenarios
@@ -294,8 +293,7 @@ def test_too_few_steps_give_no_projection():
                                          ("8.5", "at least 2"), ("-3", "at least 2"), ("4097", "at most 4096")])
 def test_what_if_batch_refuses_bad_values(value, says, tmp_path):
     path = tmp_path / "none.sqlite"
-    run = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", str(path), "--what-if", f"batch={value}"],
-                         capture_output=True, text=True)
+    run = run_cli(path, "--what-if", f"batch={value}")
     assert run.returncode == 2
     assert "Traceback" not in run.stderr and says in run.stderr
 
@@ -363,8 +361,7 @@ def test_rule_what_if_key_is_validated(tmp_path):
     text = (P(__file__).parent.parent / "rules/launch-bound/launch-bound.yaml").read_text()
     text = text.replace("id: launch-bound", "id: acme/launch-twice").replace("what_if: launch-gaps", "what_if: graphs")
     (tmp_path / "launch-twice.yaml").write_text(text)
-    run = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli", "rules", "check", str(tmp_path)],
-                         capture_output=True, text=True)
+    run = run_cli("rules", "check", tmp_path)
     assert run.returncode == 2
     assert "launch-twice.yaml:16:1" in run.stdout + run.stderr and "'launch-gaps'" in run.stdout + run.stderr
 
