@@ -48,9 +48,12 @@ stats AS (
            count(*) AS kernel_count,
            count(prev_end_ns) AS gap_count,
            coalesce(sum(greatest(start_ns - prev_end_ns, 0)), 0) AS total_gap_ns,
-           avg(greatest(start_ns - prev_end_ns, 0)) AS mean_gap_ns,
+           -- the first kernel of a device or stream has no gap before it: DuckDB's greatest() skips a NULL, so
+           -- without the filter it would count as a gap of 0
+           avg(greatest(start_ns - prev_end_ns, 0)) FILTER (WHERE prev_end_ns IS NOT NULL) AS mean_gap_ns,
            -- one sorted state for the three percentiles
-           quantile_cont(greatest(start_ns - prev_end_ns, 0), [0.5, 0.9, 0.99]) AS q,
+           quantile_cont(greatest(start_ns - prev_end_ns, 0), [0.5, 0.9, 0.99]) FILTER (WHERE prev_end_ns IS NOT NULL)
+               AS q,
            count(*) FILTER (WHERE start_ns - prev_end_ns > ${gap_threshold_ns}) AS gaps_over_threshold,
            coalesce(sum(start_ns - prev_end_ns) FILTER (WHERE start_ns > prev_end_ns AND api_end_ns >= prev_end_ns), 0)
                AS host_wait_gap_ns

@@ -39,8 +39,9 @@ WITH gaps AS (SELECT phase, gap_ns, end_ns - start_ns AS dur_ns FROM _phase_kern
 kstats AS (
     SELECT phase, count(*) AS kernel_count, sum(dur_ns) AS kernel_time_ns, avg(dur_ns) AS mean_kernel_ns,
            count(gap_ns) FILTER (WHERE gap_ns > 0) AS gap_count,
-           avg(greatest(gap_ns, 0)) AS mean_gap_ns,
-           quantile_cont(greatest(gap_ns, 0), 0.5) AS median_gap_ns,
+           -- a kernel with no gap before it is not a gap of 0 (greatest() skips a NULL)
+           avg(greatest(gap_ns, 0)) FILTER (WHERE gap_ns IS NOT NULL) AS mean_gap_ns,
+           quantile_cont(greatest(gap_ns, 0), 0.5) FILTER (WHERE gap_ns IS NOT NULL) AS median_gap_ns,
            coalesce(sum(greatest(gap_ns, 0)), 0) AS gap_ns
     FROM gaps GROUP BY phase
 ),
