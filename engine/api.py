@@ -10,6 +10,7 @@ from typing import Callable
 from .diagnosis.config import Config, ConfigError, Setting, split_config
 from .duck import reraise_interrupt
 from .diagnosis.evaluate import evaluate, idle_cause_rules, verdict
+from .diagnosis.headlines import load_headlines
 from .diagnosis.merge import merge_agreeing, merge_gpus
 from .diagnosis.phases import judge_phases
 from .diagnosis.stacks import detect_stack
@@ -127,14 +128,15 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
     # The facts marked `-- @report` in their headers (helpers and very long tables are left out or cut).
     shown = reported_facts(fact_defs)
     reported = {f.name: facts.rows(f.name)[:f.report_rows] for f in shown if f.name in facts.results}
-    for name, result in facts.results.items():  # team facts are reported too
+    for name, result in facts.results.items():  # team facts are reported too, 200 rows unless `@report rows=N`
         if name not in reported and fact_defs[name].team:
-            reported[name] = result.rows[:200]
+            reported[name] = result.rows[:fact_defs[name].report_rows or 200]
     per_phase = [f.name for f in shown if f.report_per_phase]
     startup = startup_summary(facts)
     report = Report(
         tool_version=tool_version(), profile=profile_summary(export, stack),
-        verdict=verdict(evaluation, facts, blocking, idle_cause_rules(rules)), metrics=facts.first("summary"),
+        verdict=verdict(evaluation, facts, blocking, idle_cause_rules(rules), load_headlines(config.rule_dirs)),
+        metrics=facts.first("summary"),
         findings=evaluation.findings, passed=evaluation.passed, skipped=evaluation.skipped,
         overrides=overrides(config, rules, fact_defs), facts=reported,
         phase_facts={phase: {name: scoped.rows(name) for name in per_phase if name in scoped.results}
@@ -200,6 +202,7 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
         validate_config(config, {**rules, **run_rules}, fact_defs)
         config = split_config(config, set(run_rules))[0]
         op_classes = load_operation_classes(config.rule_dirs)
+        load_headlines(config.rule_dirs)  # a broken headlines.yaml stops the run before the export is read
     try:
         with contextlib.ExitStack() as scope:
             with stages("read the export"):
