@@ -62,3 +62,17 @@ def test_the_report_draws_each_table_from_its_entry(fmt, monkeypatch):
         assert f"Retitled {key}" in text
         missing = [c["title"] for c in changed[key]["columns"] if c["title"] not in text]
         assert not missing, f"{key}: {missing}"
+
+
+@pytest.mark.parametrize("fmt", sections.FORMATS)
+def test_a_new_entry_is_drawn_without_a_template_line(fmt, monkeypatch):
+    """An entry the templates do not place comes after the other fact tables: adding a table is the entry alone."""
+    _, report = scenario_analysis("prefill_heavy_eager_decode")
+    assert report.facts["launch_api"]
+    original = sections.registry(fmt)
+    entry = sections._section("launch-calls", {"fact": "launch_api", "title": "Launch calls", "columns": [
+        {"title": "Launch API", "value": "name", "format": "text", "width": 40}]}, fmt)
+    monkeypatch.setattr(sections, "registry", lambda f: {**original, "launch-calls": entry} if f == fmt else original)
+    text = render(report, fmt)
+    heading = "### Launch calls" if fmt == "md" else '<section id="launch-calls">\n<h2>Launch calls</h2>'
+    assert heading in text and text.index(heading) > text.index("Top kernels")

@@ -15,7 +15,7 @@ FORMATS = ("md", "html")
 CELL_FORMATS = ("num", "dur", "pct", "percent", "fixed2", "plain", "text", "short_name", "labelled", "at_seconds",
                 "phase", "matched_texts", "gpu_scope", "samples", "launch_config", "where", "detail", "share_bar")
 _NUMERIC = {"num", "dur", "pct", "percent", "fixed2", "at_seconds", "samples", "launch_config"}
-_SECTION_KEYS = {"fact", "title", "rows", "shown_when", "per_phase", "intro", "note", "columns"}
+_SECTION_KEYS = {"fact", "placed", "title", "rows", "shown_when", "per_phase", "intro", "note", "columns"}
 _COLUMN_KEYS = {"title", "value", "format", "width", "none", "numeric", "name", "tooltip", "tip", "only", "label_of",
                 "labels"}
 
@@ -57,6 +57,7 @@ def _section(key: str, spec: dict[str, Any], fmt: str) -> dict[str, Any]:
     return {"id": key, "fact": spec["fact"], "title": _for(spec.get("title", ""), fmt),
             "rows": _for(spec.get("rows"), fmt),
             "shown_when": spec.get("shown_when"), "per_phase": bool(spec.get("per_phase")),
+            "placed": bool(spec.get("placed")),
             "intro": _for(spec.get("intro"), fmt), "note": _for(spec.get("note"), fmt), "columns": columns}
 
 
