@@ -9,13 +9,14 @@ from typing import Callable
 from .diagnosis.config import Config, ConfigError, Setting, split_config
 from .duck import reraise_interrupt
 from .diagnosis.evaluate import evaluate, idle_cause_rules, verdict
+from .diagnosis.headlines import load_headlines
 from .diagnosis.merge import merge_agreeing, merge_gpus
 from .diagnosis.phases import judge_phases
 from .diagnosis.stacks import detect_stack
 from .facts.compute import FactSet
 from .facts.opclasses import load_operation_classes
 from .facts.results_cache import facts_of
-from .facts import Fact, FactError, FactOverflowError, fact_param_range, load_facts
+from .facts import Fact, FactError, FactOverflowError, fact_param_range, load_facts, reported_facts
 from .errors import InputError
 from .text import did_you_mean
 from .timings import Timings
@@ -31,18 +32,6 @@ from .diagnosis.throughput import throughput
 from .diagnosis import whatif
 from .units import describe_range, fmt_limit
 
-# Facts shown in reports and JSON (helpers and very long tables are left out or cut).
-REPORTED_FACTS = (
-    "summary", "gpu_utilization", "launch_overhead", "kernel_gaps", "launch_api", "api_summary",
-    "sync_overview", "sync_summary", "copy_summary", "transfer_overview", "kernel_summary", "cuda_graphs",
-    "communication", "device_balance", "gpu_metrics_summary", "phases", "steps", "gpu_starvation", "capture_health",
-    "nvtx_summary", "osrt_summary", "worst_offenders", "startup",
-    "utilization_timeline", "gap_histogram", "timeline_excerpt", "whatif_replay", "operation_classes",
-    "gemm_precision", "fusion_candidates",
-)
-_ROW_LIMITS = {"kernel_summary": 50, "api_summary": 50, "kernel_gaps": 200, "nvtx_summary": 50, "osrt_summary": 50}
-# Per-phase facts shown in reports and JSON (Report.phase_facts).
-PHASE_REPORTED_FACTS = ("gpu_utilization", "launch_overhead", "gpu_metrics_summary", "operation_classes")
 
 
 def validate_config(config: Config, rules: dict[str, Rule], facts: dict[str, Fact]) -> None:
@@ -133,21 +122,21 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
     evaluation.findings = merge_gpus(merge_agreeing(evaluation.findings,
                                                     {r.id: r.spec.absorbs for r in rules.values() if r.spec.absorbs}))
     blocking = {r.id for r in rules.values() if r.spec.blocking}
-    reported = {}
-    for name in REPORTED_FACTS:
-        if name in facts.results:
-            rows = facts.rows(name)
-            reported[name] = rows[: _ROW_LIMITS.get(name, len(rows))]
-    for name, result in facts.results.items():  # team facts are reported too
+    # The facts marked `-- @report` in their headers (helpers and very long tables are left out or cut).
+    shown = reported_facts(fact_defs)
+    reported = {f.name: facts.rows(f.name)[:f.report_rows] for f in shown if f.name in facts.results}
+    for name, result in facts.results.items():  # team facts are reported too, 200 rows unless `@report rows=N`
         if name not in reported and fact_defs[name].team:
-            reported[name] = result.rows[:200]
+            reported[name] = result.rows[:fact_defs[name].report_rows or 200]
+    per_phase = [f.name for f in shown if f.report_per_phase]
     startup = startup_summary(facts)
     report = Report(
         tool_version=tool_version(), profile=profile_summary(export, stack),
-        verdict=verdict(evaluation, facts, blocking, idle_cause_rules(rules)), metrics=facts.first("summary"),
+        verdict=verdict(evaluation, facts, blocking, idle_cause_rules(rules), load_headlines(config.rule_dirs)),
+        metrics=facts.first("summary"),
         findings=evaluation.findings, passed=evaluation.passed, skipped=evaluation.skipped,
         overrides=overrides(config, rules, fact_defs), facts=reported,
-        phase_facts={phase: {name: scoped.rows(name) for name in PHASE_REPORTED_FACTS if name in scoped.results}
+        phase_facts={phase: {name: scoped.rows(name) for name in per_phase if name in scoped.results}
                      for phase, scoped in facts.phases.items()},
         throughput=throughput(_judged_ns(export, startup), facts.rows("steps") if "steps" in facts.results else [],
                               tokens),
@@ -210,6 +199,7 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
         validate_config(config, {**rules, **run_rules}, fact_defs)
         config = split_config(config, set(run_rules))[0]
         op_classes = load_operation_classes(config.rule_dirs)
+        load_headlines(config.rule_dirs)  # a broken headlines.yaml stops the run before the export is read
     try:
         with contextlib.ExitStack() as scope:
             with stages("read the export"):

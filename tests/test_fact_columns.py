@@ -99,3 +99,58 @@ def test_a_team_fact_with_a_bad_check_stops_the_load(tmp_path: Path):
                                        "-- @check step non_negative\nSELECT 1 AS steps\n")
     with pytest.raises(FactError, match=r"acme\.sql:4: @check names column 'step'.*did you mean 'steps'"):
         load_facts([tmp_path])
+
+
+# Report metadata in the headers (`-- @report [rows=N] [per-phase]`, `-- @whole-run`)
+
+def test_report_header_says_what_a_report_keeps():
+    fact = parse_fact("-- @fact f\n-- @report rows=5 per-phase\n-- @per-phase\n-- @column device_id GPU.\n"
+                      "-- @check device_id not_null\nSELECT 1 AS device_id\n", "f.sql")
+    assert (fact.reported, fact.report_rows, fact.report_per_phase) == (True, 5, True)
+    plain = parse_fact("-- @fact g\n-- @report\n-- @column x X.\n-- @check x not_null\nSELECT 1 AS x\n", "g.sql")
+    assert (plain.reported, plain.report_rows, plain.report_per_phase) == (True, None, False)
+
+
+@pytest.mark.parametrize("header, message", [
+    ("-- @report rows=0", r"f\.sql:2:4: @report takes `rows=N`.*not 'rows=0'"),
+    ("-- @report top=5", r"f\.sql:2:4: @report takes .*not 'top=5'"),
+    ("-- @report per-phase", r"@report per-phase on 'f', which is not computed per phase"),
+])
+def test_a_wrong_report_header_names_the_file_and_the_fix(header, message):
+    with pytest.raises(FactError, match=message):
+        parse_fact(f"-- @fact f\n{header}\n-- @column x X.\n-- @check x not_null\nSELECT 1 AS x\n", "f.sql")
+
+
+def test_a_helper_is_never_reported():
+    with pytest.raises(FactError, match="@report on the helper fact '_h'"):
+        parse_fact("-- @fact _h\n-- @report\nSELECT 1 AS x\n", "_h.sql")
+
+
+def test_the_report_keeps_the_facts_and_rows_the_headers_name():
+    """What `-- @report` marks is what the JSON report holds: each fact cut to its `rows=N`, and the per-phase rows
+    of the facts marked `per-phase` under each phase judged alone."""
+    from nsys_diagnose.facts import reported_facts
+
+    facts, report = scenario_analysis("prefill_heavy_eager_decode")
+    marked = {f.name: f for f in reported_facts(FACTS)}
+    assert {"kernel_summary", "summary", "gpu_utilization"} <= marked.keys()
+    assert set(report.facts) == {name for name in marked if name in facts.results}
+    for name, rows in report.facts.items():
+        limit = marked[name].report_rows
+        assert rows == facts.rows(name)[:limit], name
+    assert marked["kernel_gaps"].report_rows == 200 and marked["kernel_summary"].report_rows == 50
+    assert report.phase_facts and facts.phases.keys() == report.phase_facts.keys()
+    for phase, reported in report.phase_facts.items():
+        per_phase = {n for n, f in marked.items() if f.report_per_phase}
+        assert set(reported) == per_phase & facts.phases[phase].results.keys()
+        assert "launch_overhead" in reported and "kernel_gaps" not in reported
+
+
+def test_phases_read_the_whole_run_facts_instead_of_computing_them_again():
+    from nsys_diagnose.facts.scopes import from_run, per_phase_order
+
+    whole_run = from_run(FACTS)
+    assert {"_idle_gaps", "_timeline", "_call_phases"} <= whole_run
+    assert all(FACTS[name].is_helper for name in whole_run)
+    again = {f.name for f in per_phase_order(FACTS)}
+    assert not again & whole_run and {"gpu_utilization", "launch_overhead"} <= again

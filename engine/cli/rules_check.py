@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..diagnosis.config import Config
 from ..diagnosis.evaluate import check_templates
+from ..diagnosis.headlines import HeadlineError, load_headlines
 from ..facts.opclasses import OpClassError, load_operation_classes
 from ..diagnosis.rules import (RuleError, bundled_rules_dir, load_rule_file, load_rules, problem_position,
                                rule_files)
@@ -46,6 +47,10 @@ def check_rules(config: Config, paths: list[Path]) -> int:
     try:  # the pack's operation classes (DIR/operation_classes.yaml): patterns compile, keys are known
         load_operation_classes(team)
     except OpClassError as exc:
+        errors.append(str(exc))
+    try:  # the pack's headline wording (DIR/headlines.yaml): known sentences, their placeholders only
+        load_headlines(team)
+    except HeadlineError as exc:
         errors.append(str(exc))
     files = [f for p in targets for f in (rule_files(p) if p.is_dir() else [p])
              if f.suffix in (".yaml", ".yml") and not f.name.endswith(".test.yaml")]

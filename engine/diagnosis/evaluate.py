@@ -12,6 +12,7 @@ from . import templating
 from ..capture.presets import capture_line
 from ..facts.compute import FactSet
 from ..reports.model import Evidence, Finding, RuleOutcome, Verdict
+from .headlines import Headlines, load_headlines
 from .rules import Condition, Operand, Rule, RuleError, key_position, step_text, template_fields
 from .phase_verdict import GOAL_WORDS, goal_of, judged_alone_phases, lower_first, phase_verdicts, ranking_cost
 from .stacks import detect_stack
@@ -311,21 +312,23 @@ def idle_cause_rules(rules: dict[str, Rule]) -> dict[str, tuple[str, str]]:
 
 
 def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
-            idle_rules: dict[str, tuple[str, str]] | None = None) -> Verdict:
+            idle_rules: dict[str, tuple[str, str]] | None = None, headlines: Headlines | None = None) -> Verdict:
     """The primary bottleneck. `idle_rules` (idle_cause_rules): which rule judges each idle cause, so that a symptom
-    whose idle time one traced cause mostly explains gives way to that cause."""
+    whose idle time one traced cause mostly explains gives way to that cause. `headlines`: the headline's wording
+    (load_headlines: bundled, or a team pack's)."""
     phases = phase_verdicts(evaluation.findings, facts)
-    return _verdict(evaluation, facts, blocking_rules, idle_rules).model_copy(update={"phases": phases})
+    said = headlines or load_headlines()
+    return _verdict(evaluation, facts, blocking_rules, idle_rules, said).model_copy(update={"phases": phases})
 
 
 def _verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
-             idle_rules: dict[str, tuple[str, str]] | None) -> Verdict:
+             idle_rules: dict[str, tuple[str, str]] | None, said: Headlines) -> Verdict:
     findings = evaluation.findings
     blocking = [f for f in findings if f.rule in blocking_rules]
     if blocking:
         f = blocking[0]
         return Verdict(primary=f.category, rule=f.rule, subject=f.subject, phase=f.phase, impact=f.run_impact,
-                       headline=f"{f.title}: {f.message}")
+                       headline=said.say("blocking", title=f.title, message=f.message))
     # The finding that costs the user most: a phase judged alone counts its findings' share of the phase, since
     # its steps bound a service goal of their own (TTFT or TPOT), however little of the run the phase takes.
     alone = judged_alone_phases(facts)
@@ -349,30 +352,33 @@ def _verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
         if own:
             cause = max(own, key=lambda f: (user_cost(f), f.severity.rank))
         else:
-            cost = f" (costs ≈{fmt_ratio(symptom.impact, 0)} of GPU time)" if symptom.impact is not None else ""
+            cost = (said.say("cost", impact=fmt_ratio(symptom.impact, 0)) if symptom.impact is not None else "")
             return Verdict(primary=category, rule=symptom.rule, subject=symptom.subject, phase=symptom.phase,
                            impact=symptom.run_impact,
-                           headline=f"{symptom.title}, {fmt_ratio(share, 0)} of the idle time being "
-                                    f"{lower_first(part.label.removeprefix('Idle: '))}{cost}: {symptom.message}"
-                                    f"{_also_on(symptom)}{_window_notes(facts)}")
+                           headline=said.say("traced_symptom", title=symptom.title, share=fmt_ratio(share, 0),
+                                             cause=lower_first(part.label.removeprefix('Idle: ')), cost=cost,
+                                             message=symptom.message, also_on=_also_on(symptom),
+                                             notes=_window_notes(facts)))
     top = cause or symptom or strongest(Kind.CAPTURE, 0.0)
     # The verdict never contradicts the overhead ratio the key metrics print: when no cause explains gaps that
     # large, it says where they come from.
     gaps = ("" if cause is not None else _unexplained_gaps(facts)) + _window_notes(facts)
     if top is not None:
         if top.phase is not None:
-            cost = (f" (costs ≈{fmt_ratio(top.impact, 0)} of {top.phase}'s GPU time, "
-                    f"≈{fmt_ratio(top.run_impact, 0)} of the run's)" if top.impact is not None else "")
+            cost = (said.say("phase_cost", phase=top.phase, impact=fmt_ratio(top.impact, 0),
+                             run_impact=fmt_ratio(top.run_impact, 0)) if top.impact is not None else "")
             goal = goal_of(top.phase)
-            bounds = f" (bounds {GOAL_WORDS[goal]})" if goal else ""
+            bounds = said.say("phase_bounds", goal=GOAL_WORDS[goal]) if goal else ""
             # How the other phases fare is in the per-phase lines (Verdict.phases).
-            headline = f"In {top.phase}{bounds}: {top.title}{cost}: {top.message}{_also_on(top)}{gaps}"
+            headline = said.say("phase_primary", phase=top.phase, bounds=bounds, title=top.title, cost=cost,
+                                message=top.message, also_on=_also_on(top), notes=gaps)
         else:
-            cost = f" (costs ≈{fmt_ratio(top.impact, 0)} of GPU time)" if top.impact is not None else ""
-            headline = f"{top.title}{cost}: {top.message}{_also_on(top)}{gaps}"
+            cost = said.say("cost", impact=fmt_ratio(top.impact, 0)) if top.impact is not None else ""
+            headline = said.say("primary", title=top.title, cost=cost, message=top.message, also_on=_also_on(top),
+                                notes=gaps)
         return Verdict(primary=top.category, rule=top.rule, subject=top.subject, phase=top.phase,
                        impact=top.run_impact, headline=headline)
-    return Verdict(primary=None, headline=_healthy_headline(facts) + gaps)
+    return Verdict(primary=None, headline=_healthy_headline(facts, said, gaps))
 
 
 def _window_notes(facts: FactSet) -> str:
@@ -452,21 +458,19 @@ def _server_idle_note(facts: FactSet) -> str:
             f"{fmt_value(idle.get('active_ns'), 'ns')} of active work.")
 
 
-def _healthy_headline(facts: FactSet) -> str:
+def _healthy_headline(facts: FactSet, said: Headlines, notes: str) -> str:
     summary = facts.first("summary") if "summary" in facts.results else {}
     util = summary.get("gpu_utilization")
     if util is None:
-        return "No bottleneck found, but the capture holds no GPU work to judge."
+        return said.say("no_gpu_work", notes=notes)
     top = facts.rows("kernel_summary")[:1] if "kernel_summary" in facts.results else []
     graphs = facts.first("cuda_graphs") if "cuda_graphs" in facts.results else {}
     where = ""
     if graphs.get("graph_replays"):
         # graph trace mode: the kernel table holds only the eager kernels, so it cannot say where the time goes
-        where = ("; the time goes to CUDA-graph replays, whose kernels a capture with --cuda-graph-trace=node "
-                 "would show")
+        where = said.say("healthy_graphs")
     elif top:
         name = top[0].get("short_name") or top[0].get("name")
-        where = f"; the time goes to kernels, led by {name} ({fmt_ratio(top[0].get('share_of_kernel_time'), 0)})"
-    return (f"No bottleneck found: kernels run {fmt_ratio(util, 0)} of the GPUs' window and no overhead "
-            f"costs more than {fmt_ratio(PRIMARY_MIN_IMPACT, 0)} of it{where}. Speed-ups now come from the "
-            f"kernels themselves.")
+        where = said.say("healthy_kernels", kernel=str(name), share=fmt_ratio(top[0].get("share_of_kernel_time"), 0))
+    return said.say("healthy", utilization=fmt_ratio(util, 0), min_impact=fmt_ratio(PRIMARY_MIN_IMPACT, 0), where=where,
+                    notes=notes)

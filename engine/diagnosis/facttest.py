@@ -35,7 +35,7 @@ from ..errors import DiagnoseError
 from ..facts import Fact, bundled_fact_files, did_you_mean, with_needs
 from ..facts.compute import compute_facts
 from ..facts.opclasses import OperationClasses
-from ..facts.scopes import FROM_RUN
+from ..facts.scopes import from_run
 from ..reading.canonical import VIEWS
 from ..reading.export import rows_export
 from .ruletest import REL_TOLERANCE, read_test_yaml, same_value
@@ -222,7 +222,7 @@ def _computed_rows(path: Path, index: int, case: dict[str, Any], name: str, fact
     phase = case.get("phase")
     roots = [name, *(f.name for f in facts.values() if f.whole_capture and not f.team)]
     if phase is not None:  # the phases fact and what each phase is cut from (engine/facts/scopes.py)
-        roots += ["phases", *FROM_RUN, *(f.name for f in facts.values() if f.per_phase and not f.team)]
+        roots += ["phases", *sorted(from_run(facts)), *(f.name for f in facts.values() if f.per_phase and not f.team)]
     wanted = with_needs(facts, roots)
     params = {k: float(v) for k, v in (case.get("params") or {}).items()}
     try:

@@ -25,6 +25,7 @@ from .yamlfile import SAFE_LOADER, error_position, error_problem
 from .whatif import TRANSFORMS as _TRANSFORMS
 from ..capture.presets import PRESETS_DIR
 from ..facts.opclasses import CLASSES_FILE
+from .headlines import HEADLINES_FILE
 from .categories import CATEGORY_FILE, Category, CategoryError, load_categories, team_category_file
 
 
@@ -558,7 +559,7 @@ def bundled_rules_dir() -> Path:
 
 def rule_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.yaml")
-                  if not p.name.endswith(".test.yaml") and p.name not in (CATEGORY_FILE, CLASSES_FILE)
+                  if not p.name.endswith(".test.yaml") and p.name not in (CATEGORY_FILE, CLASSES_FILE, HEADLINES_FILE)
                   and PRESETS_DIR not in p.relative_to(directory).parts[:-1])
 
 

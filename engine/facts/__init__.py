@@ -18,6 +18,12 @@ Header of each file (Perfetto stdlib is the model):
     -- @whole-capture                  computed over the whole capture, with the facts it needs, before every
                                       other fact is cut to the steady window after the start-up
                                       (engine/facts/window.py; bundled facts only)
+    -- @whole-run                      a helper a phase reads from the whole run instead of computing it again
+                                      over the phase's rows (engine/facts/scopes.py; bundled facts only)
+    -- @report                         its rows appear in every report (JSON `facts`, and the report sections
+    -- @report rows=50 per-phase      of reports/templates/sections.yaml): `rows=N` keeps the first N rows,
+                                      `per-phase` reports the rows of each phase too (JSON `phase_facts`; the
+                                      fact must be `@per-phase`)
     -- @column device_id  CUDA device index.
     -- @check device_id not_null       a test every row must pass (dbt-style column tests, below)
 
@@ -136,6 +142,10 @@ class Fact:
     team: bool = False  # loaded from a team directory: runs sandboxed, after the bundled facts
     per_phase: bool = False  # computed again over each inference phase (engine/facts/scopes.py)
     whole_capture: bool = False  # computed over the whole capture, before the start-up is cut off (window.py)
+    whole_run: bool = False  # read from the whole run in every phase, not computed again there (scopes.py)
+    reported: bool = False  # its rows are in every report (-- @report)
+    report_rows: int | None = None  # the rows a report keeps (-- @report rows=N); None: all of them
+    report_per_phase: bool = False  # its per-phase rows are reported too (-- @report per-phase)
     line: int = 1  # of its `-- @fact` header line
 
     @property
@@ -212,6 +222,34 @@ def _parse_check(value: str, path: str, line: int) -> FactCheck:
     return FactCheck(column, test, args, line)
 
 
+def _parse_report(fact: Fact, value: str, where: str) -> None:
+    """`-- @report [rows=N] [per-phase]`."""
+    fact.reported = True
+    for word in value.split():
+        key, _, number = word.partition("=")
+        if word == "per-phase":
+            fact.report_per_phase = True
+        elif key == "rows" and number.isdigit() and int(number) > 0:
+            fact.report_rows = int(number)
+        else:
+            raise FactError(f"{where}: @report takes `rows=N` (a whole number above 0) and `per-phase`, not "
+                            f"{word!r}; e.g. -- @report rows=50 per-phase")
+
+
+def _validate_report(fact: Fact) -> None:
+    if fact.reported and fact.is_helper:
+        raise FactError(f"{fact.path}: @report on the helper fact {fact.name!r}: helpers are not shown in reports",
+                        fact.name)
+    if fact.report_per_phase and not fact.per_phase:
+        raise FactError(f"{fact.path}: @report per-phase on {fact.name!r}, which is not computed per phase; add "
+                        f"-- @per-phase or drop per-phase", fact.name)
+
+
+def reported_facts(facts: dict[str, Fact]) -> list[Fact]:
+    """The bundled facts marked `-- @report`, by name: the order of the report's `facts`."""
+    return sorted((f for f in facts.values() if f.reported and not f.team), key=lambda f: f.name)
+
+
 def _validate_checks(fact: Fact) -> None:
     declared = fact.column_names
     for check in fact.checks:
@@ -270,6 +308,10 @@ def parse_fact(text: str, path: str) -> Fact:
             fact.per_phase = True
         elif key == "whole-capture":
             fact.whole_capture = True
+        elif key == "whole-run":
+            fact.whole_run = True
+        elif key == "report":
+            _parse_report(fact, value, f"{path}:{number}:{line.index('@report') + 1}")
         elif key == "needs":
             fact.needs += value.split()
         elif key == "requires":
@@ -299,6 +341,7 @@ def parse_fact(text: str, path: str) -> Fact:
     if unknown:
         raise FactError(f"{path}: ${{{sorted(unknown)[0]}}} is used but not declared with @param")
     _validate_checks(fact)
+    _validate_report(fact)
     return fact
 
 

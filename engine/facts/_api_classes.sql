@@ -1,4 +1,5 @@
 -- @fact _api_classes
+-- @whole-run
 -- @materialize
 -- @doc What each CUDA API name (one row per name id of api_calls) means for the host thread that calls it:
 -- @doc 'allocation' for device and pinned-host allocation and free calls, which take the driver's lock and often

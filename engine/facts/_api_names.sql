@@ -1,4 +1,5 @@
 -- @fact _api_names
+-- @whole-run
 -- @materialize
 -- @doc The API name behind each name id of api_calls, one row per id. Facts that look for particular APIs
 -- @doc (launches, synchronisations) test these few rows, then match millions of calls on the integer id; as

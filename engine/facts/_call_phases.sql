@@ -1,4 +1,5 @@
 -- @fact _call_phases
+-- @whole-run
 -- @materialize
 -- @doc The inference phase of each CUDA API call made inside a phase range (_phase_ranges): the phase of the
 -- @doc innermost phase range open on the calling thread when the call started, as for _phase_kernels. Calls of

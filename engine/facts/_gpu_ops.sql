@@ -1,5 +1,6 @@
 -- @fact _gpu_ops
 -- @doc Every interval of GPU work: kernels, CUDA-graph replays (graph trace mode), copies, memsets.
+-- @whole-run
 -- @column device_id CUDA device index.
 -- @column start_ns Start (ns).
 -- @column end_ns End (ns).

@@ -1,4 +1,5 @@
 -- @fact _idle_gaps
+-- @whole-run
 -- @materialize
 -- @doc One row per idle gap on a device's 'all' timeline (nothing running: no kernel, graph replay, copy or
 -- @doc memset) with exactly one cause, read from what the host thread that issued the next operation was doing

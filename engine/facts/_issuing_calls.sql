@@ -3,6 +3,7 @@
 -- @doc graph launch, copy, memset). GPU activity joins it on (pid, correlation_id). CUPTI numbers every
 -- @doc runtime and driver call of a process with its own correlation id, so the pair is unique (checked on
 -- @doc every real export in tests/test_source_real.py) and no deduplication pass is needed.
+-- @whole-run
 -- @column pid Process.
 -- @column correlation_id Correlation id (never 0 or NULL).
 -- @column global_tid Thread that made the call.

@@ -1,4 +1,5 @@
 -- @fact _phase_ranges
+-- @whole-run
 -- @materialize
 -- @doc The ranges that put work in an inference phase: the NVTX ranges whose text names a phase (_nvtx_phases),
 -- @doc and, when no NVTX text names one, the steps whose phase was inferred from their shape (_steps). An inferred

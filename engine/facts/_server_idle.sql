@@ -1,4 +1,5 @@
 -- @fact _server_idle
+-- @whole-run
 -- @materialize
 -- @doc The quiet stretches in which the run waited (README "A server waiting for requests"): nothing was in
 -- @doc flight, that is no GPU operation ran on any device, no CUDA API call ran on any thread (polling and

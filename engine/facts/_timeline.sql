@@ -1,4 +1,5 @@
 -- @fact _timeline
+-- @whole-run
 -- @materialize
 -- @doc Every GPU operation of each device in start order, with the latest end among the earlier operations
 -- @doc of the device, kept four times: over all work, over compute (kernels and graph replays), over

@@ -1,6 +1,7 @@
 -- @fact api_summary
 -- @doc One row per CUDA API name (runtime and driver): how often it was called and how long the CPU
 -- @doc spent inside it. Comparable with `nsys stats --report cuda_api_sum` (which keeps some suffixes).
+-- @report rows=50
 -- @requires api_calls
 -- @column name API name without the _vNNNN suffix.
 -- @column api_class runtime or driver.

@@ -2,6 +2,7 @@
 -- @doc One row describing what the capture holds, so capture problems are reported instead of being
 -- @doc mistaken for performance problems: empty, CPU-only or NVTX-only captures, graph-mode CUDA graphs,
 -- @doc profiles too short to judge.
+-- @report
 -- @needs _timeline gpu_utilization
 -- @column nsys_version nsys version that wrote the export (NULL for very old exports).
 -- @column kernel_count Kernels in the kernel table.

@@ -2,6 +2,7 @@
 -- @doc One row per GPU that ran kernels: time in collective-communication kernels (NCCL and friends)
 -- @doc versus compute kernels, and how much of the communication overlapped compute on other streams.
 -- @doc Graph replays (graph trace mode) count as compute.
+-- @report
 -- @needs _timeline gpu_utilization
 -- @requires kernels
 -- @column device_id CUDA device index.

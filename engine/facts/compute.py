@@ -20,7 +20,7 @@ from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
 from .opclasses import OperationClasses, define_op_classes
 from .parallel import run_facts, side_by_side
-from .scopes import FROM_RUN, compute_phase, per_phase_order, phases_to_judge
+from .scopes import bundled_from_run, compute_phase, per_phase_order, phases_to_judge
 from .window import steady_start, steady_window
 from ..timings import RUN, Timings, timed
 from ..text import did_you_mean
@@ -360,9 +360,9 @@ def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict
                     progress: Callable[[str], None] | None, workers: int, since_ns: int | None = None,
                     timings: Timings | None = None) -> None:
     """out.phases: the per-phase facts over each phase worth judging on its own (engine/facts/scopes.py)."""
-    # Only when the run's facts a phase reads (FROM_RUN) were computed: `diagnose facts show phases` computes the
-    # phases fact and what it needs, not the idle gaps every phase is cut from.
-    if "phases" not in out.results or not FROM_RUN <= facts.keys():
+    # Only when the run's facts a phase reads (-- @whole-run) were computed: `diagnose facts show phases` computes
+    # the phases fact and what it needs, not the idle gaps every phase is cut from.
+    if "phases" not in out.results or not bundled_from_run() <= facts.keys():
         return
     phases = phases_to_judge(out.rows("phases"))
     ordered = per_phase_order(facts) if phases else []

@@ -4,6 +4,7 @@
 -- @doc bandwidth, copies longer than the threshold (default 100 µs, the mark of a PCIe-bound transfer of
 -- @doc the pcie-bound rule, README "Rules and the verdict"), and the time the GPU had nothing else to do
 -- @doc while they ran.
+-- @report
 -- @needs _copy_stalls
 -- @param long_copy_ns 100000
 -- @column device_id CUDA device index.

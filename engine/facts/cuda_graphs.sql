@@ -2,6 +2,7 @@
 -- @doc One row for the profile: how much GPU work was launched through CUDA graphs and how the capture
 -- @doc traced them. In graph trace mode (`--cuda-graph-trace=graph`, nsys's default) each replay is one
 -- @doc opaque interval and its kernels are missing from the kernel table; node mode shows every kernel.
+-- @report
 -- @requires kernels|graph_launches
 -- @column kernel_count Kernels in the kernel table.
 -- @column graph_kernel_count Kernels that ran as CUDA-graph nodes (node trace mode).

@@ -2,6 +2,7 @@
 -- @doc One row per GPU that ran kernels, compared with the others: compute (non-communication) kernel
 -- @doc time, and how far it is from the busiest GPU. In a data- or tensor-parallel run the busiest GPU
 -- @doc is the straggler: the others wait for it inside their collectives.
+-- @report
 -- @needs communication
 -- @requires kernels
 -- @column device_id CUDA device index.

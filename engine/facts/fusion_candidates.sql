@@ -8,6 +8,7 @@
 -- @doc The saving model: glue kernels are memory-bound, so their time follows the bytes they move; a run of k
 -- @doc kernels that each read and write the same tensor moves it k times, a fused kernel once, so fusing saves
 -- @doc (1 - 1/k) of the run's time. Kernels outside repeated runs are not counted as saved. Computed per phase too.
+-- @report
 -- @per-phase
 -- @needs gpu_utilization _glue_runs
 -- @requires kernels

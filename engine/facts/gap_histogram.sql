@@ -7,6 +7,7 @@
 -- @doc buckets holding most of the idle time is the signature of launch overhead; a few idle gaps over 1 ms
 -- @doc point at the host (Python, scheduling, I/O) or at synchronisation; gaps filled by copies point at the
 -- @doc transfers (pcie-bound), not at idle time.
+-- @report
 -- @needs _timeline
 -- @requires kernels|graph_launches
 -- @column device_id CUDA device index.

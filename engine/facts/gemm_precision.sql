@@ -4,6 +4,7 @@
 -- @doc fp32 on the CUDA cores (sgemm, simt, FFMA math), tf32, fp16/bf16, fp8 or int8 on the tensor cores, or
 -- @doc unknown. With the GPU's compute capability, so a rule can tell whether the GPU has tensor cores (7.0 and
 -- @doc later). Computed per phase too.
+-- @report
 -- @per-phase
 -- @needs gpu_utilization
 -- @requires kernels

@@ -6,6 +6,7 @@
 -- @doc a kernel ran (the time the kernels are judged on); the link means over the samples taken while a
 -- @doc collective (communication kernel) or a copy ran: what moves data over the links. Computed per phase too:
 -- @doc then the samples are those taken while the phase's work ran.
+-- @report per-phase
 -- @needs _timeline gpu_utilization
 -- @per-phase
 -- @requires gpu_metrics

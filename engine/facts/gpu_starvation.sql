@@ -1,6 +1,7 @@
 -- @fact gpu_starvation
 -- @doc One row per GPU that did work: idle gaps longer than the threshold (default 500 ms, as nsys
 -- @doc analyze's gpu_gaps rule) between two GPU operations.
+-- @report
 -- @needs _idle_gaps gpu_utilization
 -- @requires kernels|graph_launches|memcpys|memsets
 -- @param starvation_gap_ns 500000000

@@ -6,6 +6,7 @@
 -- @doc window. Each operation owns the idle gap before it, so the window is what the operations own: stretches
 -- @doc in which the server was idle (_server_idle: no GPU work and no CUDA call anywhere) are not part of it,
 -- @doc and per phase it is the phase's operations and the gaps before them.
+-- @report per-phase
 -- @needs _timeline _idle_gaps
 -- @per-phase
 -- @requires kernels|graph_launches

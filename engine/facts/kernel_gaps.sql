@@ -3,6 +3,7 @@
 -- @doc stream_id NULL for the device as a whole (kernels and graph replays of all streams merged). A gap
 -- @doc is host-wait (as in HTA) when the call that launched the next kernel was still running when the
 -- @doc previous kernel ended: the GPU waited for the CPU.
+-- @report rows=200
 -- @per-phase
 -- @needs _timeline
 -- @requires kernels|graph_launches

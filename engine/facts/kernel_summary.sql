@@ -1,6 +1,7 @@
 -- @fact kernel_summary
 -- @doc One row per kernel name (demangled), heaviest first: count and GPU time, comparable with
 -- @doc `nsys stats --report cuda_gpu_kern_sum` summed per name.
+-- @report rows=50
 -- @requires kernels
 -- @column name Demangled kernel name.
 -- @column short_name Base name.

@@ -4,6 +4,7 @@
 -- @doc it launched (matched on pid and correlation id). A median above 20 µs is slow (the slow-launch-calls
 -- @doc rule, README "Rules and the verdict"); the mean is kept, but a few calls that block for milliseconds
 -- @doc (a full launch queue, lazy module loading) inflate it.
+-- @report
 -- @per-phase
 -- @needs _timeline _api_names gpu_utilization
 -- @requires api_calls

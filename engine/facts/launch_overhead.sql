@@ -4,6 +4,7 @@
 -- @doc above 0.3 the GPU spends a third of its kernel window waiting. launch_idle_share tells how much of the
 -- @doc GPU's idle time is launch cost: the host issuing the next operation (_idle_gaps 'launch'), versus
 -- @doc synchronisations, allocation, host work outside CUDA, GPU-side gaps and the rest.
+-- @report per-phase
 -- @per-phase
 -- @needs _idle_gaps gpu_utilization kernel_gaps
 -- @requires kernels|graph_launches

@@ -3,6 +3,7 @@
 -- @doc the range was opened and how long it stayed open, comparable with `nsys stats --report nvtx_sum` split
 -- @doc per thread. Shown also when the capture has no CUDA activity (nsys profile --trace=nvtx), where the
 -- @doc ranges are the only timing the export holds.
+-- @report rows=50
 -- @requires nvtx_ranges
 -- @column domain NVTX domain name (NULL for the default domain).
 -- @column name Range text ('(unnamed)' for a range without text).

@@ -7,6 +7,7 @@
 -- @doc what to classify. Times are sums of durations (overlapping streams count twice), so the shares of one GPU
 -- @doc add up to 1. Kernels inside CUDA-graph replays traced as whole graphs (graph trace mode) are not seen.
 -- @doc Computed per phase too.
+-- @report per-phase
 -- @per-phase
 -- @requires kernels|memcpys|memsets
 -- @param top_class_kernels 3 range 1 inf

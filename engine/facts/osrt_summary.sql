@@ -5,6 +5,7 @@
 -- @doc launching thread spent waiting in the OS is named. Only calls the application made count (nesting level
 -- @doc 0; a traced call made inside another would count twice). Comparable with `nsys stats --report osrt_sum`
 -- @doc restricted to those threads.
+-- @report rows=50
 -- @needs _timeline
 -- @requires osrt_calls
 -- @column pid Process of the thread.

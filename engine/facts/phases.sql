@@ -3,6 +3,7 @@
 -- @doc it ran inside an NVTX range of that phase on the same thread (how nsys projects NVTX onto the
 -- @doc GPU); the innermost phase range wins. Phase names come from patterns on the range text (defaults
 -- @doc recognise vLLM and SGLang names, configurable); kernels outside any phase range are 'other'.
+-- @report
 -- @needs _phase_kernels _phase_ranges _steps
 -- @requires kernels
 -- @param phase_texts 3 range 1 inf

@@ -13,21 +13,18 @@ the causes of each gap) is read from the whole run, where it was computed with a
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Callable, TypeVar
 
 from ..duck import sql_literal
 from ..reading.canonical import STORED, view_sql
-from . import Fact, materialize, run_order, with_needs
+from . import Fact, load_facts, materialize, run_order, with_needs
 from .parallel import run_facts
 from .window import cut_predicate
 from ..timings import Timings, timed
 
 T = TypeVar("T")
 
-# Read from the whole run in every phase. _timeline and _idle_gaps are cut to the phase, not computed again:
-# an idle gap's cause depends on what the host did before the phase's operation, in any phase.
-FROM_RUN = frozenset({"_api_names", "_api_classes", "_gpu_ops", "_issuing_calls", "_server_idle",
-                      "_phase_ranges", "_call_phases", "_timeline", "_idle_gaps"})
 # Canonical views replaced in a phase by the rows that belong to it, and the key that ties a row to its call.
 _BY_CALL = ("kernels", "graph_launches", "memcpys", "memsets")
 _KEYS = {"api_calls": "p.global_tid = x.global_tid AND p.start_ns = x.start_ns",
@@ -45,9 +42,22 @@ def phases_to_judge(phase_rows: list[dict[str, Any]]) -> list[str]:
     return busy if len(busy) >= 2 and any(p != OTHER for p in busy) else []
 
 
+def from_run(facts: dict[str, Fact]) -> set[str]:
+    """The bundled facts every phase reads from the whole run (`-- @whole-run`). _timeline and _idle_gaps are cut to
+    the phase, not computed again: an idle gap's cause depends on what the host did before the phase's operation,
+    in any phase."""
+    return {f.name for f in facts.values() if f.whole_run and not f.team}
+
+
+@functools.cache
+def bundled_from_run() -> frozenset[str]:
+    """from_run of the bundled facts: what must have been computed before the phases can be."""
+    return frozenset(from_run(load_facts()))
+
+
 def per_phase_order(facts: dict[str, Fact]) -> list[Fact]:
     """The bundled facts marked per-phase, and the facts they need that are not read from the run, in run order."""
-    wanted = with_needs(facts, [f.name for f in facts.values() if f.per_phase and not f.team], skip=FROM_RUN)
+    wanted = with_needs(facts, [f.name for f in facts.values() if f.per_phase and not f.team], skip=from_run(facts))
     return [f for f in run_order(facts) if f.name in wanted]
 
 

@@ -1,4 +1,5 @@
 -- @fact startup
+-- @report
 -- @whole-capture
 -- @doc The one-off start-up at the beginning of the capture (model load, then warm-up), found before anything else
 -- @doc is judged; no row when the capture has none. Found from NVTX first: the ranges whose text matches a start-up

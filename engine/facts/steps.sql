@@ -3,6 +3,7 @@
 -- @doc step when some step has a phase (a run without phases has only the 'all' row). A step's time is its period,
 -- @doc from its start to the next step's (README "Steps and phases"): the time per output token of the requests it
 -- @doc serves is at least the decode step's period, and the prefill steps are part of the time to first token.
+-- @report
 -- @needs _steps
 -- @column phase prefill, decode (or a configured phase), 'other' for steps with no phase when others have one, 'all' for every step.
 -- @column step_count Steps.

@@ -4,6 +4,7 @@
 -- @doc launch-call count and latency, GPU active time (sum of kernel durations), CPU time in CUDA API calls,
 -- @doc copy time, and data movement by traffic: host-device copies (the PCIe volume, pinned and pageable),
 -- @doc device-to-device and peer copies, memsets (_copy_stalls).
+-- @report
 -- @needs gpu_utilization kernel_gaps launch_api _timeline _api_names _copy_stalls
 -- @column used_devices GPUs that did work.
 -- @column duration_ns Span of all traced activity (ns).

@@ -3,6 +3,7 @@
 -- @doc copies; stream waits do not block the CPU) and the GPU idle time they cause. A GPU that is busy while
 -- @doc the host waits loses only the turn-around after each call, and a wait followed by long host work is
 -- @doc charged to that work, not to the wait (_idle_gaps); the cost is idle_after_fraction.
+-- @report
 -- @per-phase
 -- @needs _sync_calls _idle_gaps gpu_utilization _active_span
 -- @requires api_calls

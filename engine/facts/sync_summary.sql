@@ -2,6 +2,7 @@
 -- @doc One row per synchronising API (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize,
 -- @doc cudaThreadSynchronize, cudaStreamWaitEvent, their driver twins, and synchronous cudaMemcpy/
 -- @doc cudaMemset): how often it was called and how long the CPU was blocked in it.
+-- @report
 -- @needs _sync_calls _active_span
 -- @requires api_calls
 -- @column name API name.

@@ -11,6 +11,7 @@
 -- @doc then start order. An event that overlaps the stretch is listed whole (its start may precede it). So that
 -- @doc the picture stays readable, each thread's track keeps its excerpt_max_host longest events, and another
 -- @doc GPU is shown only when it ran at most excerpt_max_ops operations in the stretch.
+-- @report
 -- @needs _timeline _idle_gaps _phase_ranges _api_classes
 -- @requires kernels|graph_launches
 -- @param excerpt_ops 24 range 1 inf

@@ -6,6 +6,7 @@
 -- @doc memory page migrations are counted apart (README "What it measures"). A copy stalls the GPU only for
 -- @doc the part of it with no kernel or graph replay running on the device (_copy_stalls): an asynchronous
 -- @doc copy hidden under kernels costs nothing here.
+-- @report
 -- @per-phase
 -- @needs _copy_stalls gpu_utilization _idle_gaps
 -- @requires memcpys|memsets|kernels|graph_launches

@@ -2,6 +2,7 @@
 -- @doc GPU utilisation over time for charts: the profile's GPU window cut into equal bins, one row per
 -- @doc (device, bin) with the share of the bin with a kernel or graph replay running (gpu_utilization's
 -- @doc utilization, bin by bin; copies and memsets alone do not count).
+-- @report
 -- @needs _timeline
 -- @requires kernels|graph_launches
 -- @param timeline_bins 100 range 1 10000

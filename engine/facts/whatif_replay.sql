@@ -5,6 +5,7 @@
 -- @doc step is the device's judged window (source 'window'). The batch columns feed the batch projection:
 -- @doc the medians of the step's kernel time split into attention and the other kernels, and, where the steps
 -- @doc carry their batch size, a least-squares fit of step time against it.
+-- @report
 -- @needs _whatif_steps
 -- @column device_id CUDA device index.
 -- @column phase Phase of the steps (NULL: all steps of the device).

@@ -5,6 +5,7 @@
 -- @doc synchronisations and synchronous copies and memsets) and other CUDA API calls. Times are the export's own:
 -- @doc nanoseconds since the start of the profiling session, the origin of the timeline the Nsight Systems GUI
 -- @doc and `nsys stats` traces show. No kind sorts all its events: each keeps its N longest first.
+-- @report
 -- @needs _idle_gaps _issuing_calls _sync_calls _api_classes
 -- @requires kernels|graph_launches|memcpys|memsets|api_calls
 -- @param worst_per_kind 5 range 1 inf

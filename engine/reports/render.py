@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
-from . import charts, steps, timeline
+from . import charts, sections, steps, timeline
 from .comparemodel import Comparison
 from .environment import TERMINAL_WIDTH, environment, painter
 from .model import Document, Report
@@ -54,6 +54,8 @@ def _report_context(report: Report, fmt: str) -> dict[str, Any]:
     context = steps.as_context(report)
     if fmt == "terminal":
         return {**context, "skipped_groups": _skipped_groups(report)}
+    if fmt in sections.FORMATS:
+        context.update(sections=sections.registry(fmt), tables=sections.tables(report.facts, fmt))
     if fmt == "html":
         return {**context, "ch": charts.charts(report), "excerpt": timeline.excerpt(report)}
     if fmt == "md":

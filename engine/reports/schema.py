@@ -5,9 +5,9 @@
     compare  `diagnose compare BEFORE AFTER --format json`  Comparison (comparemodel.py)
 
 Fact columns are described by the fact headers (`-- @column`): the report's `metrics` and `facts` are typed by
-pydantic models made from the reported facts, the run's rows by the `rank_balance` cross-rank fact. The shipped
-copies, reports/templates/{report,run,compare}.schema.json (installed under nsys_diagnose/templates/), are this
-module's output; tests/test_reports.py fails when they differ. Regenerate after changing a model or a fact:
+pydantic models made from the reported facts (`-- @report`), the run's rows by the `rank_balance` cross-rank fact.
+The shipped copies, reports/templates/{report,run,compare}.schema.json (installed under nsys_diagnose/templates/),
+are this module's output; tests/test_reports.py fails when they differ. Regenerate after changing a model or a fact:
 
     python -m nsys_diagnose.reports.schema --write      # all three, into reports/templates/
     python -m nsys_diagnose.reports.schema [report|run|compare]   # print one
@@ -24,9 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ..api import REPORTED_FACTS
 from .comparemodel import COMPARISON_SCHEMA_VERSION, Comparison
-from ..facts import Fact, load_facts
+from ..facts import Fact, load_facts, reported_facts
 from ..facts.cross_rank import load_run_facts
 from .model import REPORT_SCHEMA_VERSION, Report
 from .runmodel import RUN_SCHEMA_VERSION, RunReport
@@ -58,7 +57,7 @@ def _facts_model(facts: dict[str, Fact]) -> type[BaseModel]:
     fields: dict[str, Any] = {
         name: (list[_row_model(facts[name])],  # type: ignore[misc]
                Field(default_factory=list, description=f"{facts[name].doc} (engine/facts/{name}.sql)"))
-        for name in REPORTED_FACTS}
+        for name in (f.name for f in reported_facts(facts))}
     return create_model("ReportFacts", __base__=_TeamFacts, __doc__=_TeamFacts.__doc__, **fields)
 
 

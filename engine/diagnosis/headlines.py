@@ -1,0 +1,94 @@
+"""The verdict headline's wording is data: rules/headlines.yaml, plus a headlines.yaml in a team's rule directory
+that overrides some of its sentences. A sentence is text with `{placeholder}`s that this module fills in; nothing
+in the file runs or reads anything (the team-pack trust rules of README "Team rules")."""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ..errors import DiagnoseError
+from ..text import did_you_mean
+
+HEADLINES_FILE = "headlines.yaml"
+_PLACEHOLDER = re.compile(r"\{(\w*)\}")
+# Each sentence and the placeholders it may use.
+PLACEHOLDERS: dict[str, frozenset[str]] = {key: frozenset(names.split()) for key, names in {
+    "blocking": "title message",
+    "primary": "title cost message also_on notes",
+    "cost": "impact",
+    "phase_primary": "phase bounds title cost message also_on notes",
+    "phase_cost": "phase impact run_impact",
+    "phase_bounds": "goal",
+    "traced_symptom": "title share cause cost message also_on notes",
+    "healthy": "utilization min_impact where notes",
+    "healthy_graphs": "",
+    "healthy_kernels": "kernel share",
+    "no_gpu_work": "notes",
+}.items()}
+
+
+class HeadlineError(DiagnoseError):
+    """A headlines.yaml is broken; the message starts with the file and says what to change."""
+
+
+@dataclass(frozen=True)
+class Headlines:
+    """The sentences of the verdict headline, by key (PLACEHOLDERS)."""
+
+    sentences: dict[str, str]
+
+    def say(self, key: str, **values: str) -> str:
+        """Sentence `key` with its placeholders filled in."""
+        return _PLACEHOLDER.sub(lambda m: values[m.group(1)], self.sentences[key])
+
+
+def _read(path: Path) -> dict[str, str]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HeadlineError(f"{path}: cannot read the headline wording ({exc})") from None
+    except yaml.YAMLError as exc:
+        raise HeadlineError(f"{path}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise HeadlineError(f"{path}: the headline wording must be a mapping of sentence name to text, e.g. "
+                            f"primary: \"{{title}}{{cost}}: {{message}}{{also_on}}{{notes}}\"")
+    for key, text in data.items():
+        if key not in PLACEHOLDERS:
+            raise HeadlineError(f"{path}: unknown sentence {key!r}{did_you_mean(str(key), PLACEHOLDERS)} (the "
+                                f"sentences are {', '.join(PLACEHOLDERS)})")
+        if not isinstance(text, str):
+            raise HeadlineError(f"{path}: {key} must be text")
+        allowed = PLACEHOLDERS[key]
+        for name in _PLACEHOLDER.findall(text):
+            if name not in allowed:
+                listed = ", ".join(f"{{{p}}}" for p in sorted(allowed)) or "none"
+                raise HeadlineError(f"{path}: {key} uses {{{name}}}, which it cannot fill in; its placeholders: "
+                                    f"{listed}")
+    return dict(data)
+
+
+@functools.cache
+def _bundled() -> dict[str, str]:
+    sentences = _read(Path(str(importlib.resources.files("nsys_diagnose.bundled_rules"))) / HEADLINES_FILE)
+    missing = sorted(set(PLACEHOLDERS) - set(sentences))
+    if missing:
+        raise HeadlineError(f"the bundled {HEADLINES_FILE} lacks {', '.join(missing)}")
+    return sentences
+
+
+def load_headlines(rule_dirs: list[Path] | tuple[Path, ...] | None = None) -> Headlines:
+    """The bundled wording with each team directory's DIR/headlines.yaml applied in order."""
+    sentences = dict(_bundled())
+    for directory in rule_dirs or []:
+        path = Path(directory) / HEADLINES_FILE
+        if path.is_file():
+            sentences.update(_read(path))
+    return Headlines(sentences)

@@ -1,0 +1,65 @@
+"""The verdict headline's wording is data (rules/headlines.yaml): a team pack rewords it with a headlines.yaml in
+its rule directory, and a broken one stops the load with the file and what to change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nsys_diagnose.api import diagnose
+from nsys_diagnose.diagnosis.config import Config
+from nsys_diagnose.diagnosis.headlines import PLACEHOLDERS, HeadlineError, load_headlines
+from nsys_diagnose.fixtures.generator import generate
+
+
+@pytest.fixture(scope="module")
+def eager(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("headlines") / "eager_decode.sqlite"
+    generate("eager_decode", path)
+    return path
+
+
+def test_the_bundled_wording_leads_with_the_primary_finding_and_its_cost(eager):
+    report = diagnose(eager, cache=False)
+    primary = next(f for f in report.findings if f.rule == report.verdict.rule)
+    assert report.verdict.headline.startswith(f"{primary.title} (costs ≈")
+    assert f"of GPU time): {primary.message}" in report.verdict.headline
+
+
+def test_a_team_pack_rewords_the_headline(eager, tmp_path):
+    (tmp_path / "headlines.yaml").write_text('primary: "Bottleneck: {title}{cost}. {message}"\n'
+                                             'cost: " ({impact} of GPU time)"\n', encoding="utf-8")
+    report = diagnose(eager, Config(rule_dirs=[tmp_path]), cache=False)
+    primary = next(f for f in report.findings if f.rule == report.verdict.rule)
+    assert report.verdict.headline.startswith(f"Bottleneck: {primary.title} (")
+    assert report.verdict.headline.endswith(f" of GPU time). {primary.message}")
+    # the sentences it leaves out keep the bundled wording
+    assert load_headlines([tmp_path]).sentences["blocking"] == load_headlines().sentences["blocking"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("primery: x\n", r"headlines.yaml: unknown sentence 'primery'; did you mean 'primary'\?"),
+    ('cost: " ({impact} of {phase})"\n', r"headlines.yaml: cost uses \{phase\}, which it cannot fill in; its "
+                                         r"placeholders: \{impact\}"),
+    ("- primary\n", r"headlines.yaml: the headline wording must be a mapping"),
+    ("primary: [x]\n", r"headlines.yaml: primary must be text"),
+])
+def test_a_broken_wording_file_says_what_to_change(tmp_path, text, message):
+    (tmp_path / "headlines.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(HeadlineError, match=message):
+        load_headlines([tmp_path])
+
+
+def test_every_sentence_is_worded_and_uses_only_its_placeholders():
+    sentences = load_headlines().sentences
+    assert set(sentences) == set(PLACEHOLDERS)
+    assert all(sentences[key] for key in PLACEHOLDERS)
+
+
+def test_rules_check_reports_a_broken_wording_file(tmp_path, capsys):
+    from nsys_diagnose.cli.main import main
+
+    (tmp_path / "headlines.yaml").write_text("primary: \"{title}: {msg}\"\n", encoding="utf-8")
+    assert main(["rules", "check", str(tmp_path)]) == 2
+    assert "headlines.yaml: primary uses {msg}, which it cannot fill in" in capsys.readouterr().out
