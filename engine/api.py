@@ -20,7 +20,7 @@ from .facts import Fact, FactError, FactOverflowError, fact_param_range, load_fa
 from .errors import InputError
 from .timings import Timings
 from .version import tool_version
-from .reports.model import ParamOverride, ProfileSummary, Report, StackInfo, StartUp
+from .model import ParamOverride, ProfileSummary, Report, StackInfo, StartUp
 from .reports.breakdown import window_breakdown
 from .reports.operations import operation_breakdown
 from .reports.metrics import key_metric_rows, rule_thresholds

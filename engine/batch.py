@@ -43,7 +43,7 @@ from .errors import DiagnoseError, InputError, OutputError
 from .reading.cache import cache_secret, usable_cache_dir
 from .reading.ranks import EXPORT_SUFFIXES
 from .reports.metrics import METRICS, Metric
-from .reports.model import Report
+from .model import Report
 from .text import strip_controls
 from .vocabulary import Severity
 

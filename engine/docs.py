@@ -25,12 +25,12 @@ import jinja2
 from .diagnosis.categories import Category
 from .diagnosis.evaluate import evaluate
 from .diagnosis.rules import Rule, StepSpec, load_rules, rule_categories
-from .diagnosis.ruletest import FactCache, load_test_file
+from .ruletest import FactCache, load_test_file
 from .errors import DiagnoseError
 from .facts import Fact, load_facts, with_needs
 from .facts.compute import FactSet
 from .facts.cross_rank import load_run_facts
-from .reports.model import Finding
+from .model import Finding
 from .text import md_inline
 from .units import describe_range, fmt_limit
 from .vocabulary import STACKS

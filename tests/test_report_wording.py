@@ -15,14 +15,14 @@ import pytest
 from conftest import scenario_analysis
 from nsys_diagnose.diagnosis import templating
 from nsys_diagnose.diagnosis.evaluate import _compared_units, evaluate
-from nsys_diagnose.diagnosis.multirank import run_verdict
+from nsys_diagnose.multirank import run_verdict
 from nsys_diagnose.diagnosis.rules import load_rules
 from nsys_diagnose.facts import load_facts
 from nsys_diagnose.facts.cross_rank import compute_run_facts, load_run_facts
 from nsys_diagnose.reports import charts
-from nsys_diagnose.reports.model import Evidence, Finding, Verdict
+from nsys_diagnose.model import Evidence, Finding, Verdict
 from nsys_diagnose.reports.render import render
-from nsys_diagnose.reports.runmodel import RankRow, RunBalance, RunReport
+from nsys_diagnose.model.runmodel import RankRow, RunBalance, RunReport
 from nsys_diagnose.text import column_label, distinct_short_names, distinguishing_parts, plural, shorten
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import pytest
 
 from nsys_diagnose.facts import load_facts
 from nsys_diagnose.diagnosis.rules import bundled_rules_dir, load_rules, rule_files
-from nsys_diagnose.diagnosis.ruletest import find_test_files, run_rule_tests
+from nsys_diagnose.ruletest import find_test_files, run_rule_tests
 
 from conftest import scenario_analysis
 

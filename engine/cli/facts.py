@@ -11,7 +11,7 @@ from typing import Any
 
 from ..api import validate_config
 from ..diagnosis.config import Config, ConfigError, resolve_config, split_config
-from ..diagnosis.multirank import diagnose_ranks, run_facts_of
+from ..multirank import diagnose_ranks, run_facts_of
 from ..diagnosis.rules import load_rules
 from ..duck import reraise_interrupt
 from ..errors import DiagnoseError, InputError

@@ -213,7 +213,7 @@ def profile_parser() -> argparse.ArgumentParser:
 
 
 def _known_metrics() -> list[str]:
-    from ..reports.compare import known_metrics  # only `compare` needs it (see COMMANDS)
+    from ..compare import known_metrics  # only `compare` needs it (see COMMANDS)
 
     return known_metrics()
 
@@ -567,7 +567,7 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -
             raise InputError("--what-if applies to one profile; diagnose a rank alone to project its batch.")
         if args.timings:
             raise InputError("--timings applies to one profile; diagnose a rank alone to see where its time goes.")
-        from ..diagnosis.multirank import diagnose_run  # only multi-rank runs need it
+        from ..multirank import diagnose_run  # only multi-rank runs need it
 
         document = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs,
                                 cache_dir=args.cache_dir)

@@ -11,7 +11,7 @@ from ..capture.presets import capture_line
 from ..vocabulary import STACKS
 from ..diagnosis.config import Config, resolve_config
 from ..diagnosis.rules import StepSpec, bundled_rules_dir, load_rules
-from ..diagnosis.ruletest import find_test_files, load_test_file, run_rule_tests
+from ..ruletest import find_test_files, load_test_file, run_rule_tests
 from ..errors import DiagnoseError
 from ..facts.opclasses import load_operation_classes
 from ..facts import did_you_mean, load_facts
@@ -109,7 +109,7 @@ def _example_message(rule, rules, facts) -> str | None:
     if not test_file.is_file():
         return None
     from ..diagnosis.evaluate import evaluate
-    from ..diagnosis.ruletest import _FactCache
+    from ..ruletest import _FactCache
 
     _, cases = load_test_file(test_file, rules, facts)
     firing = [c for c in cases if c["expect"]]

@@ -11,7 +11,7 @@ from typing import Any
 from . import templating
 from ..capture.presets import capture_line
 from ..facts.compute import FactSet
-from ..reports.model import Evidence, Finding, RuleOutcome, Verdict
+from ..model import Evidence, Finding, RuleOutcome, Verdict
 from .rules import Condition, Operand, Rule, RuleError, key_position, step_text, template_fields
 from .phase_verdict import GOAL_WORDS, goal_of, judged_alone_phases, lower_first, phase_verdicts, ranking_cost
 from .stacks import detect_stack

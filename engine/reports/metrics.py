@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from ..diagnosis.evaluate import effective_params
 from ..diagnosis.rules import Rule
-from .model import Better, MetricRow, Report, Throughput
+from ..model import Better, MetricRow, Report, Throughput
 from ..units import PARAM_UNITS, fmt_value
 
 Unit = Literal["ratio", "share", "percent", "ns", "count", "bytes", "rate"]

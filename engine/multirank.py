@@ -19,20 +19,20 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from .. import api
-from .config import Config, split_config
-from ..errors import DiagnoseError
-from .evaluate import evaluate
-from ..facts.compute import FactSet
-from ..facts import Fact
-from ..reports.model import Finding, ParamOverride, Report, Verdict
-from ..reading.ranks import Numbering, RankInput, resolve_run
-from .rules import Rule, load_rules
-from ..facts.cross_rank import compute_run_facts, load_run_facts
-from ..reports.runmodel import RankRow, RunBalance, RunReport, split_balance_row
-from ..text import plural
-from ..units import fmt_ratio
-from ..vocabulary import Severity
+from . import api
+from .diagnosis.config import Config, split_config
+from .errors import DiagnoseError
+from .diagnosis.evaluate import evaluate
+from .facts.compute import FactSet
+from .facts import Fact
+from .model import Finding, ParamOverride, Report, Verdict
+from .reading.ranks import Numbering, RankInput, resolve_run
+from .diagnosis.rules import Rule, load_rules
+from .facts.cross_rank import compute_run_facts, load_run_facts
+from .model.runmodel import RankRow, RunBalance, RunReport, split_balance_row
+from .text import plural
+from .units import fmt_ratio
+from .vocabulary import Severity
 
 Progress = Callable[[str], None]
 

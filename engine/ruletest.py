@@ -28,15 +28,15 @@ from typing import Any, Callable
 
 import yaml
 
-from ..errors import DiagnoseError
-from .evaluate import evaluate
-from ..facts.compute import FactSet, compute_facts
-from ..facts.opclasses import OperationClasses
-from ..facts import Fact, fact_param_range
-from ..units import describe_range
-from .rules import Rule
-from .yamlfile import error_position
-from ..reading.export import open_export
+from .errors import DiagnoseError
+from .diagnosis.evaluate import evaluate
+from .facts.compute import FactSet, compute_facts
+from .facts.opclasses import OperationClasses
+from .facts import Fact, fact_param_range
+from .units import describe_range
+from .diagnosis.rules import Rule
+from .diagnosis.yamlfile import error_position
+from .reading.export import open_export
 
 _CASE_KEYS = {"name", "scenario", "profile", "params", "facts", "expect"}
 _EXPECT_KEYS = {"subject", "severity"}
@@ -155,9 +155,9 @@ class FactCache:
         if rule is not None and rule.spec.scope == "run":
             return self._get_run(case, base, rule_id, fact_params, suffix)
         if "scenario" in case:
-            from ..fixtures.generator import SCENARIOS, generate  # fixtures ship inside the package
+            from .fixtures.generator import SCENARIOS, generate  # fixtures ship inside the package
 
-            from ..fixtures.runs import RUN_SCENARIOS
+            from .fixtures.runs import RUN_SCENARIOS
 
             name = case["scenario"]
             if name in RUN_SCENARIOS:
@@ -185,7 +185,7 @@ class FactCache:
     def _get_run(self, case: dict[str, Any], base: Path, rule_id: str | None, fact_params: dict[str, float],
                  suffix: str) -> FactSet:
         """The cross-rank facts of a generated run scenario or of a directory of rank exports."""
-        from ..fixtures.runs import RUN_SCENARIOS, generate_run
+        from .fixtures.runs import RUN_SCENARIOS, generate_run
 
         if "scenario" in case:
             name = case["scenario"]
@@ -202,9 +202,9 @@ class FactCache:
                 raise RuleTestError(f"{base}: {case['profile']!r} is not a directory of rank exports")
             key = f"run:{target}{suffix}"
         if key not in self.cache:
-            from .config import Config, Setting
+            from .diagnosis.config import Config, Setting
             from .multirank import diagnose_ranks, run_facts_of
-            from ..reading.ranks import resolve_run
+            from .reading.ranks import resolve_run
 
             config = Config(fact_params={k: Setting(v, str(base)) for k, v in fact_params.items()})
             inputs, _ = resolve_run([target])
