@@ -35,6 +35,7 @@ from .facts.opclasses import OperationClasses
 from .facts import Fact, fact_param_range
 from .units import describe_range
 from .diagnosis.rules import Rule
+from .diagnosis.ruleset import RuleSet
 from .diagnosis.yamlfile import error_position
 from .reading.export import open_export
 
@@ -236,7 +237,7 @@ def run_rule_tests(files: list[Path], rules: dict[str, Rule], facts: dict[str, F
             for i, case in enumerate(cases):
                 fact_set = cache.get(case, path, rules[rule_id])
                 params = {k: float(v) for k, v in (case.get("params") or {}).items()}
-                evaluation = evaluate({rule_id: rules[rule_id]}, fact_set, rule_params={rule_id: params})
+                evaluation = evaluate(RuleSet.resolve({rule_id: rules[rule_id]}, {rule_id: params}), fact_set)
                 got = [{"subject": f.subject, "severity": f.severity} for f in evaluation.findings]
                 expected = [{"subject": e.get("subject"), "severity": e.get("severity")} for e in case["expect"]]
                 passed = _matches(expected, got)

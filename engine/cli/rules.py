@@ -109,6 +109,7 @@ def _example_message(rule, rules, facts) -> str | None:
     if not test_file.is_file():
         return None
     from ..diagnosis.evaluate import evaluate
+    from ..diagnosis.ruleset import RuleSet
     from ..ruletest import _FactCache
 
     _, cases = load_test_file(test_file, rules, facts)
@@ -121,7 +122,7 @@ def _example_message(rule, rules, facts) -> str | None:
     finally:
         cache.close()
     params = {k: float(v) for k, v in (firing[0].get("params") or {}).items()}
-    found = evaluate({rule.id: rule}, fact_set, rule_params={rule.id: params}).findings
+    found = evaluate(RuleSet.resolve({rule.id: rule}, {rule.id: params}), fact_set).findings
     if not found:
         return None
     where = firing[0].get("scenario") or firing[0].get("profile")
