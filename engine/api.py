@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import difflib
 from pathlib import Path
 from typing import Callable
 
@@ -18,6 +17,7 @@ from .facts.opclasses import load_operation_classes
 from .facts.results_cache import facts_of
 from .facts import Fact, FactError, FactOverflowError, fact_param_range, load_facts
 from .errors import InputError
+from .text import did_you_mean
 from .timings import Timings
 from .version import tool_version
 from .model import ParamOverride, ProfileSummary, Report, StackInfo, StartUp
@@ -46,27 +46,22 @@ _ROW_LIMITS = {"kernel_summary": 50, "api_summary": 50, "kernel_gaps": 200, "nvt
 PHASE_REPORTED_FACTS = ("gpu_utilization", "launch_overhead", "gpu_metrics_summary", "operation_classes")
 
 
-def _suggest(name: str, options: list[str]) -> str:
-    close = difflib.get_close_matches(name, options, n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def validate_config(config: Config, rules: dict[str, Rule], facts: dict[str, Fact]) -> None:
     ids = sorted(rules)
     for rule_id in list(config.rule_params) + list(config.severities) + list(config.disabled):
         if rule_id not in rules:
-            raise ConfigError(f"unknown rule {rule_id!r} in the configuration{_suggest(rule_id, ids)}")
+            raise ConfigError(f"unknown rule {rule_id!r} in the configuration{did_you_mean(rule_id, ids)}")
     for rule_id, params in config.rule_params.items():
         known = list(rules[rule_id].spec.params)
         for name in params:
             if name not in known:
-                hint = _suggest(name, known) or (f"; its params are {', '.join(known)}" if known else
+                hint = did_you_mean(name, known) or (f"; its params are {', '.join(known)}" if known else
                                                  "; it has no params")
                 raise ConfigError(f"rule {rule_id!r} has no param {name!r}{hint}")
     fact_params = sorted({p for f in facts.values() for p in f.params})
     for name in config.fact_params:
         if name not in fact_params:
-            raise ConfigError(f"no fact has a param {name!r}{_suggest(name, fact_params)}; "
+            raise ConfigError(f"no fact has a param {name!r}{did_you_mean(name, fact_params)}; "
                               f"fact params are {', '.join(fact_params)}")
     _check_ranges(config, rules, facts)
 

@@ -39,16 +39,14 @@ from .api import diagnose, load_rule_set, validate_config
 from .diagnosis.config import Config
 from .diagnosis.rules import load_rules
 from .duck import offline_connection, reraise_interrupt, sql_literal
-from .errors import DiagnoseError, InputError, OutputError
+from .errors import INTERNAL, InputError, OutputError, error_sentence
 from .reading.cache import cache_secret, usable_cache_dir
-from .reading.ranks import EXPORT_SUFFIXES
+from .reading.ranks import directory_entries, exports_among
 from .reports.metrics import METRICS, Metric
 from .model import Report
-from .text import strip_controls
 from .vocabulary import Severity
 
 TABLE_FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
-INTERNAL = "internal error: "
 STATUS_OK, STATUS_ERROR = "ok", "error"  # the status column: diagnosed, or an error row
 
 
@@ -117,21 +115,6 @@ def error_row(path: str, message: str, seconds: float | None = None) -> dict[str
     return row
 
 
-def one_sentence(exc: BaseException) -> str:
-    """What `diagnose` prints for an error (engine/cli/exits.py), on one line with control characters inert."""
-    if isinstance(exc, DiagnoseError):
-        text = str(exc)
-    elif isinstance(exc, MemoryError):
-        text = ("ran out of memory; close other programs, raise the memory limits of this shell (ulimit), or "
-                "diagnose on a machine with more memory.")
-    elif isinstance(exc, OSError):
-        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        text = f"{where}{exc.strerror or exc}"
-    else:
-        text = f"{INTERNAL}{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-    return " ".join(strip_controls(text).split())
-
-
 def is_internal(row: dict[str, Any]) -> bool:
     return row["status"] == STATUS_ERROR and str(row["error"]).startswith(INTERNAL)
 
@@ -144,25 +127,6 @@ class Found:
     profiles: list[Path] = field(default_factory=list)
     skipped: int = 0      # entries of a directory (or glob matches) that are not named like an export
     duplicates: int = 0   # the same file reached twice (a directory and a glob, a symbolic link)
-
-
-def _named_like_export(path: Path) -> bool:
-    return path.name.lower().endswith(EXPORT_SUFFIXES) and not path.name.startswith(".")
-
-
-def _stem(path: Path) -> str:
-    return path.name[: -len(next(s for s in EXPORT_SUFFIXES if path.name.lower().endswith(s)))]
-
-
-def _exports_among(paths: Sequence[Path]) -> tuple[list[Path], int]:
-    """The exports among the entries of a directory or the matches of a glob, as a multi-rank directory is read
-    (engine/reading/ranks.py): named *.sqlite or *.nsys-rep, not hidden, and a .nsys-rep whose .sqlite export
-    lies beside it left out. Entries named like an export that are not regular files are kept: their rows say
-    what they are."""
-    named = [p for p in paths if _named_like_export(p)]
-    sqlite_stems = {(p.parent, _stem(p)) for p in named if p.name.lower().endswith(".sqlite") and p.is_file()}
-    kept = [p for p in named if p.name.lower().endswith(".sqlite") or (p.parent, _stem(p)) not in sqlite_stems]
-    return kept, len(paths) - len(kept)
 
 
 def _has_magic(text: str) -> bool:
@@ -195,10 +159,10 @@ def find_profiles(arguments: Iterable[str]) -> Found:
                                  f"relative to the working directory).")
             entries: list[Path] = []
             for match in matches:
-                entries.extend(_directory(match) if match.is_dir() else [match])
-            kept, skipped = _exports_among(entries)
+                entries.extend(directory_entries(match) if match.is_dir() else [match])
+            kept, skipped = exports_among(entries)
         elif given.is_dir():
-            kept, skipped = _exports_among(_directory(given))
+            kept, skipped = exports_among(directory_entries(given))
             if not kept:
                 raise InputError(f"{given} holds no *.sqlite or *.nsys-rep export; give the directory of the "
                                  f"exports (subdirectories are not searched: use a glob such as "
@@ -209,13 +173,6 @@ def find_profiles(arguments: Iterable[str]) -> Found:
         for path in kept:
             add(path)
     return found
-
-
-def _directory(directory: Path) -> list[Path]:
-    try:
-        return sorted(directory.iterdir())
-    except OSError as exc:
-        raise InputError(f"{directory}: cannot list the directory ({exc.strerror or exc}).") from None
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -339,7 +296,7 @@ def diagnose_row(path: str, settings: WorkerSettings,
     except KeyboardInterrupt:
         return None
     except Exception as exc:  # noqa: BLE001 - every failure of one profile is its row, never the batch's end
-        return error_row(path, one_sentence(exc), time.monotonic() - start)
+        return error_row(path, error_sentence(exc), time.monotonic() - start)
     finally:
         _WorkerStop.busy = False
 
@@ -426,7 +383,7 @@ def diagnose_batch(profiles: Sequence[Path], config: Config, *, jobs: int | None
                             alone.append(index)
                         continue
                     except Exception as exc:  # noqa: BLE001 - e.g. a row that could not be sent back
-                        row = error_row(str(profiles[index]), f"{INTERNAL}{one_sentence(exc).removeprefix(INTERNAL)}")
+                        row = error_row(str(profiles[index]), error_sentence(exc, bug=True))
                     if row is None:  # the worker was asked to stop, though this process was not
                         raise KeyboardInterrupt
                     finished(index, row)

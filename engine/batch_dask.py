@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .batch import (INTERNAL, Done, WorkerSettings, diagnose_row, error_row, one_sentence, stop_signals_held,
+from .batch import (Done, WorkerSettings, diagnose_row, error_row, stop_signals_held,
                     usable_cpus, worker_count)
 from .diagnosis.config import Config
-from .errors import InputError, SetupError
+from .errors import INTERNAL, InputError, SetupError, error_sentence
 from .reading.cache import SCRATCH_PREFIX, cache_secret, usable_cache_dir
 from .version import tool_version
 
@@ -136,7 +136,7 @@ def _lost(exc: BaseException, distributed: Any) -> str:
     if isinstance(exc, ImportError):
         return (f"the Dask worker cannot import nsys-diagnose ({' '.join(str(exc).split())[:200]}); install "
                 f"nsys-diagnose[dask] on every worker.")
-    return f"{INTERNAL}{one_sentence(exc).removeprefix(INTERNAL)}"
+    return error_sentence(exc, bug=True)
 
 
 def _cancelled() -> str:

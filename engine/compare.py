@@ -7,7 +7,6 @@ engine/reports/render.py renders the comparison.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePath
@@ -18,6 +17,7 @@ from .model.comparemodel import (Assessment, Comparison, FindingChange, Gate, Ga
 from .diagnosis.throughput import throughput
 from .diagnosis.whatif import fmt_step
 from .errors import DiagnoseError
+from .text import did_you_mean
 from .reports.metrics import (PHASE_KEY, Metric, compared, definition, fmt_change, fmt_metric, number, phase_values,
                       raw_value)
 from .model import Finding, Report
@@ -133,8 +133,7 @@ _GATE_SYMBOLS = {"percent": " %", "points": " pt", "ns": " ns", "us": " µs", "m
 
 
 def _unknown_metric(name: str, known: list[str]) -> GateError:
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else f"; known metrics are {', '.join(known)}"
+    hint = did_you_mean(name, known, f"; known metrics are {', '.join(known)}")
     return GateError(f"unknown metric {name!r} in --fail-on-regression{hint}")
 
 

@@ -116,12 +116,33 @@ def _case_row(case: dict[str, Any]) -> dict[str, Any]:
             "outcome": f"fires on {fires}" if expect else "does not fire"}
 
 
+_PARAM_REF = re.compile(r"\$([A-Za-z_]\w*)")
+_UNITLESS = {"ratio", "number", "count"}  # a bare number reads right for these: `overhead_ratio > 0.3`
+
+
+def fires_when(spec: Any) -> str:
+    """A rule's conditions as Markdown code, each `$param` replaced by its default and unit, for the index: the
+    thresholds come from the rule file, never written twice by hand."""
+    def default(match: re.Match[str]) -> str:
+        param = spec.params.get(match.group(1))
+        if param is None:
+            return match.group(0)
+        unit = {"percent": "%"}.get(param.unit, _unit(param.unit))
+        return fmt_limit(param.default) + ("" if param.unit in _UNITLESS else f" {unit}")
+
+    def code(conditions: list[str]) -> list[str]:
+        return ["`" + _PARAM_REF.sub(default, " ".join(c.split())).replace("|", "\\|") + "`" for c in conditions]
+
+    every = " and ".join(code(spec.when))
+    return f"{every}, and {' or '.join(code(spec.when_any))}" if spec.when_any else every
+
+
 def _environment() -> jinja2.Environment:
     folder = Path(str(importlib.resources.files("nsys_diagnose.templates")))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(folder), autoescape=False, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters.update(md=lambda text: md_inline(text, None), tpl=template_text, unit=_unit, limit=fmt_limit,
-                       prose=prose)
+                       prose=prose, fires_when=fires_when)
     return env
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.resources
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -46,7 +47,7 @@ def scanner_extension_path() -> Path:
 def offline_connection(database: str = ":memory:", *, threads: int | None = None,
                        _unverified_extensions: bool = False) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with extension auto-install/auto-load disabled."""
-    config: dict[str, object] = {
+    config: dict[str, str | bool | int | float | list[str]] = {
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
     }
@@ -109,3 +110,15 @@ def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple | l
 def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, (duckdb.OutOfMemoryException, MemoryError)) or "out of memory" in str(exc).lower()
 
+
+def one_row(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> tuple[Any, ...]:
+    """The row of a query that always returns exactly one (an aggregate without GROUP BY)."""
+    row = con.execute(sql, params or []).fetchone()
+    if row is None:
+        raise RuntimeError(f"the query returned no row: {sql}")
+    return row
+
+
+def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> Any:
+    """The single value of a one-row, one-column query (an aggregate without GROUP BY)."""
+    return one_row(con, sql, params)[0]

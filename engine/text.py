@@ -4,6 +4,7 @@ words."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -14,6 +15,13 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 # GitHub turns bare http://, https:// and www. text into links (the autolink extension); an escaped ':' or '.'
 # stops it and still displays the same text.
 _MD_AUTOLINK = re.compile(r"(?i)\b(https?)(:)|\b(www)(\.)")
+
+
+def did_you_mean(name: str, options: Iterable[str], otherwise: str = "") -> str:
+    """The end of an "unknown NAME" sentence: "; did you mean 'X'?" for the closest option (difflib's ratio of at
+    least 0.6), else `otherwise` (e.g. "; the filters are: ...")."""
+    close = difflib.get_close_matches(name, list(options), n=1)
+    return f"; did you mean {close[0]!r}?" if close else otherwise
 
 
 def strip_controls(text: object) -> str:

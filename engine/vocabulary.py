@@ -58,7 +58,7 @@ _KIND_RANK = {k: i for i, k in enumerate((Kind.CAUSE, Kind.CAPTURE, Kind.SYMPTOM
 @dataclass(frozen=True)
 class WindowPart:
     """One part of a GPU's window in the time breakdown: kernels running, only copies running, or idle time of one
-    cause (the `cause` values of the _idle_gaps fact; README "Where the idle time goes"). `column` is the
+    cause (the `cause` values of the _idle_gaps fact; docs/measures.md "Where the idle time goes"). `column` is the
     gpu_utilization column that holds its time."""
 
     key: str

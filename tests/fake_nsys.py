@@ -67,7 +67,8 @@ if args[:1] == ["profile"] and args[1:] == ["--help"]:
 if args[:1] == ["export"] and args[1:] == ["--help"]:
     if not CONF["export"]:
         print("unknown command 'export'", file=sys.stderr); sys.exit(1)
-    print("usage: nsys export [<args>] [nsys-rep-file]\n\n\t-f, --force-overwrite=\n\n\t-o, --output=\n\n\t-t, --type=\n\n\t   Possible values are: sqlite, hdf, text, arrow, json, info.\n")
+    print("usage: nsys export [<args>] [nsys-rep-file]\n\n\t-f, --force-overwrite=\n\n\t-o, --output=\n\n"
+          "\t-t, --type=\n\n\t   Possible values are: sqlite, hdf, text, arrow, json, info.\n")
     sys.exit(0)
 if args[:1] == ["export"]:
     out = next(a.split("=", 1)[1] for a in args if a.startswith("--output="))

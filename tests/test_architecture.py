@@ -13,9 +13,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RULES = Path(__file__).resolve().parents[1] / "rules"
 PACKAGE = "nsys_diagnose"
 
-# The layers of the engine, lowest first, as the data flows: export -> facts -> rules -> findings -> reports (README
-# "Extending nsys-diagnose"). A module imports only from its own layer and the ones below it; a module is named by
-# its path under nsys_diagnose, and a package stands for everything inside it. "" is the package root.
+# The layers of the engine, lowest first, as the data flows: export -> facts -> rules -> findings -> reports
+# (CONTRIBUTING.md "Extending nsys-diagnose"). A module imports only from its own layer and the ones below it; a
+# module is named by its path under nsys_diagnose, and a package stands for everything inside it. "" is the root.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # shared helpers that know nothing of the pipeline; the profile generator writes exports with sqlite3 alone
     ("base", ("", "errors", "units", "text", "vocabulary", "version", "duck", "timings", "fixtures")),

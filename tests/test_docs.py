@@ -78,7 +78,8 @@ def test_every_table_row_has_the_cells_of_its_header_and_prose_stays_text(pages)
             cells = len(re.findall(r"(?<!\\)\|", line))
             header = header or cells
             assert cells == header, f"{name}:{number}: {cells - 1} cells under a header of {header - 1}: {line}"
-    assert "nsys profile --delay=&lt;warm-up seconds&gt; --duration=&lt;seconds&gt;" in pages["rules/capture-too-short.md"]
+    capture_line = "nsys profile --delay=&lt;warm-up seconds&gt; --duration=&lt;seconds&gt;"
+    assert capture_line in pages["rules/capture-too-short.md"]
 
 
 def test_check_mode_names_a_stale_page_and_the_command_that_fixes_it(tmp_path: Path, pages, monkeypatch, capsys):

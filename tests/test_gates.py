@@ -249,3 +249,10 @@ def test_help_documents_the_gate_forms():
     for form in ("METRIC[?]:[+|-]N[UNIT]", "gpu_utilization:-5pt", "gpu_utilization:-5%", "step_time_ns:+2ms",
                  "overhead_ratio:+0.05", "ns for times", "phase_decode_ns?:+5%", "exits 2"):
         assert form in text, form
+
+
+def test_an_unknown_metric_gets_the_closest_name_or_the_list_of_metrics():
+    assert refused("gpu_utilisation:-5pt") == ("unknown metric 'gpu_utilisation' in --fail-on-regression; did you "
+                                               "mean 'gpu_utilization'?")
+    assert refused("zzz:-5pt") == (f"unknown metric 'zzz' in --fail-on-regression; known metrics are "
+                                   f"{', '.join(known_metrics())}")

@@ -32,7 +32,7 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 
 def test_readme_names_the_fast_tier_the_slow_tier_and_what_the_slow_tier_holds():
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())  # as read, across line breaks
     assert "`.venv/bin/python -m pytest` runs the fast tier" in text
     assert "`.venv/bin/python -m pytest -m slow`" in text
     for part in ("hypothesis", "benchmark", "Chromium", "real exports"):
@@ -84,6 +84,7 @@ def test_installed_wheel_ships_rules_templates_and_facts_under_one_import_name()
     assert any(f.startswith("nsys_diagnose/facts/summary.sql") for f in files)
     assert any(f.startswith("nsys_diagnose/templates/report.md.j2") for f in files)
     assert any(f.startswith("nsys_diagnose/fixtures/examples/") for f in files)
+    assert any(f.startswith("nsys_diagnose/fixtures/scenarios/eager_decode.py") for f in files)  # one per scenario
 
 
 @pytest.mark.real_exports

@@ -1,5 +1,5 @@
 """Robustness and security: bad input gets a clear answer, the profile is never touched, hostile content
-(names the profiled program chose: kernels, NVTX labels, devices; see the README) stays inert."""
+(names the profiled program chose: kernels, NVTX labels, devices; see docs/security.md) stays inert."""
 
 from __future__ import annotations
 

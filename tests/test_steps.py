@@ -1,6 +1,7 @@
-"""Per-step statistics and phases inferred from the steps' shape (facts _steps, steps, phases; README "Steps and
-phases"): a step's period and kernels against the generated exports' own records, TensorRT-LLM's per-step batch,
-vLLM V1 steps with no phase word judged per inferred phase, and runs whose steps are all alike left whole."""
+"""Per-step statistics and phases inferred from the steps' shape (facts _steps, steps, phases; docs/measures.md
+"Steps and phases"): a step's period and kernels against the generated exports' own records, TensorRT-LLM's
+per-step batch, vLLM V1 steps with no phase word judged per inferred phase, and runs whose steps are all alike left
+whole."""
 
 from __future__ import annotations
 

@@ -197,10 +197,10 @@ def test_rules_check_lists_every_template_error_of_a_file(tmp_path):
         f"guard the division, e.g. {{% if row.x %}}...{{% endif %}}",
         f"{f}:14:5: rule \"acme/x\": its remediation 3 template uses attribute '__class__', which rule templates "
         f"may not use; a template may read row, params and impact, call get/items/keys/values on them, a few "
-        f"string methods and the filters listed in the README",
+        f"string methods and the filters listed in docs/team-rules.md",
         f"{f}:15:5: rule \"acme/x\": its remediation 4 template uses attribute 'ljust', which rule templates "
         f"may not use; a template may read row, params and impact, call get/items/keys/values on them, a few "
-        f"string methods and the filters listed in the README",
+        f"string methods and the filters listed in docs/team-rules.md",
         f"{f}:16:5: rule \"acme/x\": its remediation 5 template reads something undefined: 'dict object' has no "
         f"attribute 'kernel_cout'; use the fact's columns (row.NAME), the rule's params (params.NAME) and impact",
         f"{f}:17:5: rule \"acme/x\": its remediation 6 template would build a string of 10,000,000,000 characters "

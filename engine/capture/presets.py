@@ -63,7 +63,9 @@ def load_flags() -> dict[str, FlagSpec]:
     path = presets_dir() / FLAGS_FILE
     data = _load(path)
     try:
-        return {name: FlagSpec.model_validate(spec) for name, spec in (data or {}).items()}
+        if not isinstance(data, dict):
+            raise AttributeError("not a mapping")
+        return {name: FlagSpec.model_validate(spec) for name, spec in data.items()}
     except (ValidationError, AttributeError) as exc:
         raise SetupError(f"{path}: not a valid table of nsys switches ({exc}); reinstall nsys-diagnose.") from None
 
@@ -175,8 +177,8 @@ def parallel_size(preset: Preset, argv: list[str]) -> int | None:
     if not sizes:
         return None
     product = 1
-    for value in sizes.values():
-        product *= value
+    for size in sizes.values():
+        product *= size
     return product
 
 

@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import DiagnoseError, OutputError
 from .flags import Plan
@@ -136,7 +137,8 @@ class _Tee(threading.Thread):
 
     def __init__(self, stream, log: Path) -> None:
         super().__init__(daemon=True)
-        self.stream, self.log, self.tail = stream, log, []
+        self.stream, self.log = stream, log
+        self.tail: list[str] = []
 
     def run(self) -> None:
         with open(self.log, "wb") as log:
@@ -160,7 +162,7 @@ def run_capture(plan: Plan, say, environ: dict[str, str], window_end_s: float | 
     started = time.monotonic()
     try:
         # a process group of its own (POSIX), so that a terminal's Ctrl-C reaches nsys only through us
-        group = {"process_group": 0} if hasattr(os, "killpg") else {}
+        group: dict[str, Any] = {"process_group": 0} if hasattr(os, "killpg") else {}
         child = subprocess.Popen(plan.profile_argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, **group)
     except OSError as exc:

@@ -3,10 +3,7 @@ write one row per profile (engine/batch.py does the work in local processes, eng
 cluster with --executor dask; --shard I/N keeps one shard of the profiles; the command line itself is defined in
 main.py).
 
-Exit codes: 0 every profile diagnosed (and none has a finding at or above --fail-on), 1 a finding at or above
---fail-on, 2 usage, input or configuration error, or some profiles could not be diagnosed (the results file is
-written all the same, their rows say why), 3 a bug hit some profile (rows marked "internal error:"), 128+N
-stopped by signal N with no results file written.
+Exit codes: exits.EXIT_MEANINGS["batch"].
 """
 
 from __future__ import annotations

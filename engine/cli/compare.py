@@ -1,8 +1,8 @@
 """`diagnose compare BEFORE AFTER`: diagnose both exports, show the change, gate pull requests on it.
 
-Exit codes: 0 success, 1 a --fail-on-regression gate crossed, 2 usage, input or rule error, including a gate
-that cannot be evaluated (its metric missing in a profile, unless the gate is optional): compare() raises that
-before anything is written, so it wins over a crossed gate. The command line itself is defined in main.py.
+Exit codes: exits.EXIT_MEANINGS["compare"]. A gate that cannot be evaluated (its metric missing in a profile,
+unless the gate is optional) is exit code 2: compare() raises that before anything is written, so it wins over a
+crossed gate. The command line itself is defined in main.py.
 """
 
 from __future__ import annotations

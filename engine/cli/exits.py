@@ -1,12 +1,6 @@
 """Exit codes and the last word of every command: what went wrong, as one line, and a code CI can act on.
-
-    0  success
-    1  a finding at or above --fail-on (diagnose), a crossed gate (compare), a failed rule test (rules test)
-    2  usage, input, configuration or rule error: one sentence on stderr saying what to do
-    3  internal error: a bug in nsys-diagnose, never a finding; the traceback is shown with --debug
-    4  `diagnose profile`: the profiled program failed; its partial capture was still diagnosed and reported
-  128+N stopped by signal N: 130 Ctrl-C (SIGINT), 143 SIGTERM, 129 SIGHUP; nothing is left behind;
-        141 (SIGPIPE) quietly when the reader of standard output went away (`| head`)
+EXIT_MEANINGS says what each code means to each command; 141 (SIGPIPE) comes quietly when the reader of
+standard output went away (`| head`).
 """
 
 from __future__ import annotations
@@ -16,22 +10,40 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from ..errors import DiagnoseError
+from ..errors import DiagnoseError, error_sentence, one_line
 from .interrupt import StopRequest
-from ..text import strip_controls
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL, EXIT_PROGRAM_FAILED = 0, 1, 2, 3, 4
 SIGPIPE = 13  # the signal number on every POSIX system; signal.SIGPIPE does not exist on Windows
 
-EXIT_CODES_HELP = ("Exit codes: 0 success, 1 a finding at or above --fail-on, 2 usage, input or rule error, "
-                   "3 internal error (a bug: rerun with --debug and report it), 128+N stopped by signal N "
-                   "(130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).")
+_BUG = "internal error (a bug: rerun with --debug and report it)"
+_SIGNALS = "stopped by signal N (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)"
+# What each exit code means to each command: the one table behind every `--help` (exit_codes_help) and the
+# module docstrings; docs/usage.md explains the same codes at length.
+EXIT_MEANINGS: dict[str, tuple[tuple[str, str], ...]] = {
+    "diagnose": (("0", "success"), ("1", "a finding at or above --fail-on"), ("2", "usage, input or rule error"),
+                 ("3", _BUG), ("128+N", _SIGNALS)),
+    "profile": (("0", "success"), ("1", "a finding at or above --fail-on"), ("2", "usage, input or rule error"),
+                ("3", _BUG), ("4", "the program failed (its partial capture is still diagnosed and reported)"),
+                ("128+N", _SIGNALS.replace(")", "; after one Ctrl-C the partial capture is diagnosed and reported "
+                                                 "first)"))),
+    "compare": (("0", "success"), ("1", "a gate crossed"), ("2", "usage, input or rule error"), ("3", _BUG),
+                ("128+N", _SIGNALS)),
+    "batch": (("0", "success (every profile diagnosed)"), ("1", "a finding at or above --fail-on"),
+              ("2", "usage, input or configuration error, or some profiles could not be diagnosed (the results "
+                    "file is written, their rows say why)"),
+              ("3", 'a bug hit some profile (rows marked "internal error:")'),
+              ("128+N", f"{_SIGNALS}: no results file is written")),
+    "rules": (("0", "success"), ("1", "a failed rule test"), ("2", "a broken rule or fact file, usage or input error"),
+              ("3", _BUG)),
+    "facts": (("0", "success"), ("2", "usage, input, configuration or fact error"), ("3", _BUG),
+              ("128+N", "stopped by signal N")),
+}
 
 
-def one_line(text: object) -> str:
-    """A message for the terminal: control characters, escape sequences and bidi overrides of file names and
-    other untrusted text made inert (as in the reports), on one line."""
-    return " ".join(strip_controls(text).split())
+def exit_codes_help(command: str) -> str:
+    """The "Exit codes: ..." sentence of a command's --help."""
+    return "Exit codes: " + ", ".join(f"{code} {meaning}" for code, meaning in EXIT_MEANINGS[command]) + "."
 
 
 def finish(prog: str, body: Callable[[], int], stop: StopRequest | None = None, *, debug: bool = False,
@@ -60,17 +72,12 @@ def finish(prog: str, body: Callable[[], int], stop: StopRequest | None = None, 
         sys.stderr.write("\n")
         say(stop.description if stop is not None else "interrupted")
         return stop.exit_code if stop is not None else 130
-    except MemoryError:
-        say("error: ran out of memory; close other programs, raise the memory limits of this shell (ulimit), "
-            "or diagnose on a machine with more memory.")
-        return EXIT_ERROR
-    except OSError as exc:  # the environment, not the program: a disk, a permission, a vanished file
-        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        say(f"error: {one_line(where)}{one_line(exc.strerror or exc)}")
+    except (MemoryError, OSError) as exc:  # the environment, not the program: memory, a disk, a permission
+        say(f"error: {error_sentence(exc)}")
         return EXIT_ERROR
     except Exception as exc:  # noqa: BLE001 - the last line of defence: a crash must never look like a finding
         if debug:
             traceback.print_exc()
-        say(f"internal error: {type(exc).__name__}: {one_line(exc)[:300]}. This is a bug in nsys-diagnose, not "
-            f"a finding about the profile; please report it with the output of the same command run with --debug.")
+        say(f"{error_sentence(exc)}. This is a bug in nsys-diagnose, not a finding about the profile; please "
+            f"report it with the output of the same command run with --debug.")
         return EXIT_INTERNAL

@@ -16,7 +16,8 @@ from ..diagnosis.rules import load_rules
 from ..duck import reraise_interrupt
 from ..errors import DiagnoseError, InputError
 from ..facts.opclasses import load_operation_classes
-from ..facts import Fact, did_you_mean, load_facts, with_needs
+from ..facts import Fact, load_facts, with_needs
+from ..text import did_you_mean
 from ..facts.compute import FactResult, compute_facts
 from ..facts.cross_rank import load_run_facts
 from ..reading.export import open_export

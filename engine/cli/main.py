@@ -25,7 +25,7 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
-from typing import TYPE_CHECKING  # noqa: E402
+from typing import TYPE_CHECKING, NoReturn  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 try:
@@ -37,7 +37,7 @@ try:
     from ..vocabulary import Severity
     from ..errors import DiagnoseError
     from .deliver import deliver
-    from .exits import EXIT_CODES_HELP, EXIT_ERROR, finish, one_line
+    from .exits import EXIT_ERROR, exit_codes_help, finish, one_line
     from .output import ClosedOutput, check_output, output_formats
     from .progress import Progress
     from .tables import ROW_FORMATS
@@ -53,12 +53,14 @@ except ImportError:
 
 if TYPE_CHECKING:
     from ..batch import Shard
+    from ..model import Report
+    from ..model.runmodel import RunReport
 
 Command = Callable[[argparse.Namespace, StopRequest], int]
 
 
 class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 too; keep its usage line
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep its usage line
         self.print_usage(sys.stderr)
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
 
@@ -203,7 +205,8 @@ def profile_parser() -> argparse.ArgumentParser:
                + "; ".join(f"`{usage}`: {what}" for usage, what in (entry[3] for entry in COMMANDS.values()))
                + ". Multi-rank: `diagnose rank0.sqlite rank1.sqlite ...` or `diagnose RUN_DIR`; --fail-on then "
                "counts every rank's findings and the cross-rank ones. A file named "
-               + " or ".join(COMMANDS) + " in the working directory is a profile, not a command. " + EXIT_CODES_HELP)
+               + " or ".join(COMMANDS) + " in the working directory is a profile, not a command. "
+               + exit_codes_help("diagnose"))
     p.add_argument("profiles", nargs="+", metavar="PROFILE",
                    help="SQLite export written by `nsys export --type sqlite` (read-only); two or more, or a "
                         "directory of *.sqlite / *.nsys-rep exports, diagnose one multi-rank run (rank numbers from "
@@ -255,10 +258,7 @@ def capture_parser() -> argparse.ArgumentParser:
         epilog="Outputs go to --out-dir (default: a new ./nsys-diagnose-<timestamp>-<pid>/): profile.nsys-rep, "
                "profile.sqlite, report.md, capture.log and capture.json; nothing is overwritten without --force. "
                "Ctrl-C stops the program and lets nsys write what it captured, which is then diagnosed; a second "
-               "Ctrl-C aborts. " + EXIT_CODES_HELP.replace(
-                   "report it), ", "report it), 4 the program failed (its partial capture is still diagnosed and "
-                   "reported), ").replace("129 SIGHUP)", "129 SIGHUP; after one Ctrl-C the partial capture is "
-                                                         "diagnosed and reported first)"))
+               "Ctrl-C aborts. " + exit_codes_help("profile"))
     p.add_argument("command", nargs="*", metavar="CMD", help="the program to profile and its arguments, after --")
     p.add_argument("--preset", choices=preset_names(),
                    help="the capture preset (default: guessed from CMD); `--dry-run` prints what it sets and why")
@@ -303,7 +303,7 @@ def compare_parser() -> argparse.ArgumentParser:
                "than N percentage points (0-1 metrics), METRIC:+2ms by more than a time (*_ns metrics); "
                "METRIC?:... passes when the metric is missing, which otherwise exits 2. Metrics: "
                + ", ".join(_known_metrics()) + ", phase_<name>_ns. "
-               + EXIT_CODES_HELP.replace("a finding at or above --fail-on", "a gate crossed"))
+               + exit_codes_help("compare"))
     p.add_argument("before", help="SQLite export of the baseline run")
     p.add_argument("after", help="SQLite export of the changed run")
     p.add_argument("-f", "--format", choices=FORMATS, default=None,
@@ -337,11 +337,7 @@ def batch_parser() -> argparse.ArgumentParser:
                     "parallel worker processes and write one row per profile (verdict, its cost, key metrics, "
                     "findings) to a Parquet, CSV or JSON Lines file.",
         epilog="A profile that cannot be diagnosed is a row with its error, never the end of the batch. "
-               "Exit codes: 0 success (every profile diagnosed), 1 a finding at or above --fail-on, 2 usage, input or "
-               "configuration error, or some profiles could not be diagnosed (the results file is written, their "
-               "rows say why), "
-               "3 a bug hit some profile (rows marked \"internal error:\"), 128+N stopped by signal N (130 Ctrl-C, "
-               "143 SIGTERM, 129 SIGHUP): no results file is written.")
+               + exit_codes_help("batch"))
     p.add_argument("inputs", nargs="+", metavar="PROFILE|DIR|GLOB",
                    help="SQLite exports (or .nsys-rep reports), directories of them (not their subdirectories; "
                         "other files are skipped and counted) and glob patterns, expanded here so quoted globs work "
@@ -376,8 +372,7 @@ def batch_parser() -> argparse.ArgumentParser:
 
 def rules_parser() -> argparse.ArgumentParser:
     p = _ArgumentParser(prog="diagnose rules", description="List, explain, check and test diagnosis rules.",
-                        epilog="Exit codes: 0 success, 1 a failed rule test, 2 a broken rule or fact file, usage or "
-                               "input error, 3 internal error (a bug: rerun with --debug and report it).")
+                        epilog=exit_codes_help("rules"))
     _add_config(p)
     _add_quiet(p, "rules test: print only the failed cases and the count")
     _add_colour(p, None)
@@ -406,8 +401,7 @@ def facts_parser() -> argparse.ArgumentParser:
     p = _ArgumentParser(prog="diagnose facts",
                         description="The facts rules read: documented SQL over the canonical views of an export, "
                                     "bundled and from team rule directories.",
-                        epilog="Exit codes: 0 success, 2 usage, input, configuration or fact error, 3 internal error "
-                               "(a bug: rerun with --debug and report it), 128+N stopped by signal N.")
+                        epilog=exit_codes_help("facts"))
     _add_config(p)
     _add_quiet(p)
     _add_colour(p, None)
@@ -569,14 +563,16 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -
             raise InputError("--timings applies to one profile; diagnose a rank alone to see where its time goes.")
         from ..multirank import diagnose_run  # only multi-rank runs need it
 
-        document = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs,
-                                cache_dir=args.cache_dir)
-        findings = [f for _, f in document.all_findings()]
+        run = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs,
+                           cache_dir=args.cache_dir)
+        findings = [f for _, f in run.all_findings()]
+        document: Report | RunReport = run
     else:
-        document = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
-                            cache=args.cache, cache_dir=args.cache_dir, what_if_batch=args.what_if_batch,
-                            timings=timings)
-        findings = document.findings
+        report = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
+                          cache=args.cache, cache_dir=args.cache_dir, what_if_batch=args.what_if_batch,
+                          timings=timings)
+        findings = report.findings
+        document = report
     return deliver(args, document, findings, outputs, args.profiles, stop, progress, timings, begin)
 
 

@@ -14,7 +14,8 @@ from ..diagnosis.rules import StepSpec, bundled_rules_dir, load_rules
 from ..ruletest import find_test_files, load_test_file, run_rule_tests
 from ..errors import DiagnoseError
 from ..facts.opclasses import load_operation_classes
-from ..facts import did_you_mean, load_facts
+from ..facts import load_facts
+from ..text import did_you_mean
 from ..text import term
 from .exits import EXIT_FINDINGS, EXIT_OK
 from .interrupt import StopRequest
@@ -84,7 +85,8 @@ def cmd_explain(config: Config, rule_id: str) -> int:
     lines += [wrap(_step_line(i, step)) for i, step in enumerate(spec.remediation, 1)]
     labels = {s.key: s.label for s in STACKS}
     for stack, steps in spec.stack_remediation.items():
-        lines += ["", f"Remediation for {labels[stack]} profiles (shown before the steps above when the profile comes from it):"]
+        lines += ["", f"Remediation for {labels[stack]} profiles "
+                      f"(shown before the steps above when the profile comes from it):"]
         lines += [wrap(_step_line(i, step)) for i, step in enumerate(steps, 1)]
     if spec.references:
         lines += ["", "References:"] + [f"  {ref}" for ref in spec.references]

@@ -53,7 +53,7 @@ def check_rules(config: Config, paths: list[Path]) -> int:
             errors += check_rule_file(f, facts)
         errors += check_facts(facts)  # typos, stale @column lines, what the run's sandbox and bounds would refuse
         errors += _check_run_facts()
-    if not errors:  # namespacing, duplicate ids, and the test files against the whole set
+    if facts is not None and not errors:  # namespacing, duplicate ids, and the test files against the whole set
         try:
             rules = load_rules(facts, team, scope=None)
             for t in find_test_files([p for p in targets if p.is_dir() or p.name.endswith(".test.yaml")]):
@@ -77,9 +77,10 @@ def check_rule_file(path: Path, facts: dict[str, Fact]) -> list[str]:
         rule = load_rule_file(path, facts, "bundled" if is_bundled(path) else str(path.parent))
         problems: list[str] = []
     except RuleError as exc:
-        problems, rule = list(exc.problems), exc.rule
-    if rule is None:
-        return problems
+        problems, failed = list(exc.problems), exc.rule
+        if failed is None:
+            return problems
+        rule = failed
     fact_defs = load_run_facts() if rule.spec.scope == "run" else facts
     problems += [str(e) for e in check_templates(rule, fact_defs[rule.spec.fact].column_names)]
     return sorted(dict.fromkeys(problems), key=problem_position)

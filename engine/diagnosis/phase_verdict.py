@@ -1,7 +1,7 @@
 """Each inference phase judged against its own service goal: what a phase costs, which goal it bounds, and one
 verdict line per phase. Prefill steps make the time to first token (TTFT) and decode steps bound the time per
 output token (TPOT), as `vllm bench serve` and SGLang's `bench_serving` define both per request; a 60 % loss in
-either is the headline, however short the phase (README "Judged per phase")."""
+either is the headline, however short the phase (docs/measures.md "Judged per phase")."""
 
 from __future__ import annotations
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 import importlib.resources
 import re
@@ -16,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import ErrorDetails
 
 from ..errors import DiagnoseError
+from ..text import did_you_mean
 from ..facts import Fact
 from ..facts.cross_rank import load_run_facts
 from .templating import compile_problem
@@ -251,11 +251,6 @@ def parse_condition(text: str) -> Condition:
 # libyaml's safe loader when PyYAML was built with it (ten times faster); both build plain data only.
 
 
-def _did_you_mean(name: str, options: list[str]) -> str:
-    close = difflib.get_close_matches(name, options, n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def _key_lines(text: str) -> dict[str, tuple[int, int]]:
     """Top-level keys and list items of `when` -> (line, col), 1-based, for error messages."""
     out: dict[str, tuple[int, int]] = {}
@@ -307,7 +302,7 @@ def _check_condition(text: str, key: str, spec: RuleSpec, check_column, err,
             col_unit = column_unit(side.value if side.kind == "column" else side.value[1])
         elif side.kind == "param" and params_known and side.value not in spec.params:
             problems.append(err(key, f"param ${side.value} is not declared under params"
-                                     f"{_did_you_mean(side.value, list(spec.params))}"))
+                                     f"{did_you_mean(side.value, list(spec.params))}"))
     if problems or not params_known:
         return cond, problems
     for side in (cond.left, cond.right):
@@ -328,7 +323,7 @@ def _validation_problem(error: ErrorDetails, err) -> RuleError:
     loc = ".".join(str(p) for p in error["loc"])
     key = ".".join(str(p) for p in error["loc"][:2])
     if error["type"] == "extra_forbidden":
-        return err(key, f"unknown key {loc!r}{_did_you_mean(str(error['loc'][-1]), list(RuleSpec.model_fields))}")
+        return err(key, f"unknown key {loc!r}{did_you_mean(str(error['loc'][-1]), list(RuleSpec.model_fields))}")
     if error["type"] == "missing":
         return err(key, f"missing required key {loc!r}")
     return err(key, f"{loc}: {error['msg'].removeprefix('Value error, ')}")
@@ -428,7 +423,7 @@ def _check_spec(spec: RuleSpec, bad: set[str], path: Path, source: str, facts: d
     if categories is not None and "category" not in bad:
         if spec.category not in categories:
             problems.append(err("category", f"unknown category {spec.category!r}"
-                                            f"{_did_you_mean(spec.category, list(categories))}; use one of "
+                                            f"{did_you_mean(spec.category, list(categories))}; use one of "
                                             f"{', '.join(categories)}, or define it in a {CATEGORY_FILE} beside "
                                             f"your team rules"))
         elif spec.kind is None:
@@ -450,7 +445,7 @@ def _check_spec(spec: RuleSpec, bad: set[str], path: Path, source: str, facts: d
                             f"{spec.fact!r}")
         if columns is None or name in columns:
             return None
-        return err(key, f"fact {spec.fact!r} has no column {name!r}{_did_you_mean(name, columns)}")
+        return err(key, f"fact {spec.fact!r} has no column {name!r}{did_you_mean(name, columns)}")
 
     def check_step_column(name: str | tuple[str, str], key: str) -> RuleError | None:
         if not isinstance(name, tuple):
@@ -458,10 +453,10 @@ def _check_spec(spec: RuleSpec, bad: set[str], path: Path, source: str, facts: d
         other, column = name
         public = [n for n, f in facts.items() if not f.is_helper]
         if other not in public:
-            return err(key, f"unknown fact {other!r} in {other}.{column}{_did_you_mean(other, public)}")
+            return err(key, f"unknown fact {other!r} in {other}.{column}{did_you_mean(other, public)}")
         known = facts[other].column_names
         if column not in known:
-            return err(key, f"fact {other!r} has no column {column!r}{_did_you_mean(column, known)}")
+            return err(key, f"fact {other!r} has no column {column!r}{did_you_mean(column, known)}")
         return None
 
     params_known = "params" not in bad
@@ -491,7 +486,7 @@ def _check_spec(spec: RuleSpec, bad: set[str], path: Path, source: str, facts: d
     causes = [c.key for c in IDLE_CAUSES if c.key != "other"]
     if spec.idle_cause is not None and "idle_cause" not in bad and spec.idle_cause not in causes:
         problems.append(err("idle_cause", f"unknown idle cause {spec.idle_cause!r}"
-                                          f"{_did_you_mean(spec.idle_cause, causes)}; use one of {', '.join(causes)}"))
+                                          f"{did_you_mean(spec.idle_cause, causes)}; use one of {', '.join(causes)}"))
     if spec.impact is not None and "impact" not in bad:
         problem = check_column(spec.impact, "impact")
         if problem is None and column_unit(spec.impact) != "ratio":
@@ -518,7 +513,7 @@ def _rule_fact(spec: RuleSpec, facts: dict[str, Fact], err) -> tuple[Fact | None
         other, hint = load_run_facts(), "; it is a cross-rank fact: add `scope: run` to judge multi-rank runs"
     if spec.fact not in facts or facts[spec.fact].is_helper:
         public = [n for n, f in facts.items() if not f.is_helper]
-        extra = hint if spec.fact in other else _did_you_mean(spec.fact, public)
+        extra = hint if spec.fact in other else did_you_mean(spec.fact, public)
         return None, err("fact", f"unknown fact {spec.fact!r}{extra}")
     return facts[spec.fact], None
 
@@ -606,5 +601,5 @@ def load_rules(facts: dict[str, Fact], extra_dirs: list[Path] | None = None,
             if other not in rules or other == rule.id:
                 line = _key_lines(Path(rule.path).read_text(encoding="utf-8")).get("absorbs", (1, 1))[0]
                 raise RuleError(f"{rule.path}:{line}:1: rule \"{rule.id}\" absorbs {other!r}, which is not another "
-                                f"loaded rule{_did_you_mean(other, sorted(rules))}")
+                                f"loaded rule{did_you_mean(other, sorted(rules))}")
     return {rid: r for rid, r in rules.items() if scope is None or r.spec.scope == scope}

@@ -1,5 +1,5 @@
-"""The rule set in force: the loaded rules with the settings of diagnose.yaml and --set resolved once (README
-"Configuration"): each rule's effective params, the severities set, the disabled rules.
+"""The rule set in force: the loaded rules with the settings of diagnose.yaml and --set resolved once
+(docs/configuration.md): each rule's effective params, the severities set, the disabled rules.
 
 The api builds one per diagnosis (a multi-rank run one more for its cross-rank rules) and passes it down: the
 evaluation, the per-phase judging and the key metrics' thresholds read it, and none of them resolves a setting

@@ -18,7 +18,6 @@ Every failure surfaces as TemplateFailure, whose `reason` says in plain words wh
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 import sys
@@ -37,7 +36,7 @@ from jinja2.runtime import LoopContext
 from jinja2.sandbox import SandboxedEnvironment, SecurityError
 from jinja2.utils import _PassArg, missing
 
-from ..text import plural
+from ..text import did_you_mean, plural
 from ..units import fmt_bytes, fmt_duration, fmt_number, fmt_ratio
 
 # Wall-clock time one render may take. Bundled messages render in well under a millisecond.
@@ -535,8 +534,7 @@ def compile_problem(source: str) -> str | None:
     for kind, table, node_type in (("filter", _ENV.filters, nodes.Filter), ("test", _ENV.tests, nodes.Test)):
         for node in ast.find_all(node_type):
             if node.name not in table:
-                close = difflib.get_close_matches(node.name, list(table), n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else f"; the {kind}s are: {', '.join(sorted(table))}"
+                hint = did_you_mean(node.name, table, f"; the {kind}s are: {', '.join(sorted(table))}")
                 return f"uses the unknown {kind} {node.name!r}{hint}"
     return None
 
@@ -635,7 +633,7 @@ class _bounded:  # noqa: N801 - used as a context manager
 
 _SIMPLIFY = "simplify the template"
 _SANDBOX_ADVICE = ("a template may read row, params and impact, call get/items/keys/values on them, a few string "
-                   "methods and the filters listed in the README")
+                   "methods and the filters listed in docs/team-rules.md")
 
 
 def forbidden_failure(attr: str) -> TemplateFailure:

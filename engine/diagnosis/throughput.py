@@ -1,6 +1,6 @@
 """Throughput: the decode step time from the steps (fact `steps`), and tokens/s when the user says how many tokens
 were generated. The decode step's median period bounds the time per output token from below: every request in a
-decode step waits at least one step for its next token (README "Steps and phases")."""
+decode step waits at least one step for its next token (docs/measures.md "Steps and phases")."""
 
 from __future__ import annotations
 

@@ -39,7 +39,6 @@ an empty export.
 
 from __future__ import annotations
 
-import difflib
 import importlib.resources
 import math
 import re
@@ -53,6 +52,7 @@ import duckdb
 from ..duck import is_out_of_memory, reraise_interrupt
 from ..reading.cache import out_of_memory_error
 from ..errors import DiagnoseError
+from ..text import did_you_mean
 from ..units import PARAM_RANGES, column_unit, describe_range, fmt_limit
 
 _HEADER = re.compile(r"^--\s*@([\w-]+)\s*(.*)$")
@@ -186,11 +186,6 @@ def check_rows(fact: Fact, rows: list[dict[str, Any]]) -> list[CheckFailure]:
                 failures.append(CheckFailure(fact.name, check, index, row))
                 break
     return failures
-
-
-def did_you_mean(name: str, options: list[str]) -> str:
-    close = difflib.get_close_matches(name, options, n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _parse_check(value: str, path: str, line: int) -> FactCheck:

@@ -13,8 +13,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from ..duck import insert_rows, sql_literal
-from ..facts import (Fact, FactError, check_documented_columns, check_rows, did_you_mean, load_facts, materialize,
+from ..duck import insert_rows, scalar, sql_literal
+from ..facts import (Fact, FactError, check_documented_columns, check_rows, load_facts, materialize,
                      run_order, table_columns, with_needs)
 from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
@@ -23,6 +23,7 @@ from .parallel import run_facts, side_by_side
 from .scopes import FROM_RUN, compute_phase, per_phase_order, phases_to_judge
 from .window import steady_start, steady_window
 from ..timings import RUN, Timings, timed
+from ..text import did_you_mean
 
 # Default NVTX phase patterns (case-insensitive RE2 regular expressions on the range text; the first phase whose
 # pattern matches wins, so a range that names both is prefill). A phase word counts only as a whole word: what
@@ -91,7 +92,7 @@ DEFAULT_STEP_PATTERNS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class TeamLimits:
-    """Bounds on what one team fact may cost: team rule packs are semi-trusted (README "Security model")."""
+    """Bounds on what one team fact may cost: team rule packs are semi-trusted (docs/security.md)."""
 
     seconds: float = 60.0      # wall time to compute the fact
     rows: int = 10_000         # rows it may return (rules and reports read every row)
@@ -262,7 +263,8 @@ def _in_run_order(facts: dict[str, Fact]) -> list[Fact]:
 
 def _lock_for_team_facts(con: Any, limits: TeamLimits) -> None:
     """The connection already reads nothing but the canonical database: external access is off and the SQLite
-    extension was never loaded in its DuckDB instance (engine/reading/cache.py). Before team SQL runs, its spill space is
+    extension was never loaded in its DuckDB instance (engine/reading/cache.py). Before team SQL runs, its spill space
+    is
     bounded and the configuration locked, so the SQL cannot change either."""
     con.execute(f"SET max_temp_directory_size = {sql_literal(limits.spill)}")
     con.execute("SET lock_configuration = true")
@@ -322,7 +324,7 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
                 break
         out.results[fact.name] = FactResult(fact, columns, rows, skipped)
 
-    workers = side_by_side(con.execute("SELECT current_setting('threads')").fetchone()[0], ops)
+    workers = side_by_side(scalar(con, "SELECT current_setting('threads')"), ops)
     whole = _whole_capture(facts)
     first = [f for f in bundled if f.name in whole]
     computed = run_facts(con, first, compute, workers=workers, started=announce)
@@ -387,14 +389,14 @@ def _unmet(export: Export, requirement: str) -> str | None:
         if view not in VIEWS or column not in [c.name for c in VIEWS[view].columns]:
             raise FactError(f"-- @requires {requirement}: no canonical column {requirement}; write VIEW.COLUMN with "
                             f"a column of engine/reading/nsys-schema.md, e.g. devices.sm_count")
-        found = export.con.execute(f'SELECT count("{column}") FROM "{view}"').fetchone()[0]
+        found = scalar(export.con, f'SELECT count("{column}") FROM "{view}"')
         if found:
             return None
         doc = next(c.doc for c in VIEWS[view].columns if c.name == column)
         return f"the export records no {view}.{column} ({doc.rstrip('.')})"
     statuses = [export.views.get(view) for view in requirement.split("|")]
     if all(status is not None and status.rows == 0 for status in statuses):
-        return statuses[0].reason
+        return next(s.reason for s in statuses if s is not None)
     return None
 
 

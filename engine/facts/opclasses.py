@@ -11,7 +11,7 @@ import importlib.resources
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import duckdb
 import yaml
@@ -173,7 +173,8 @@ def load_operation_classes(rule_dirs: list[Path] | None = None) -> OperationClas
     """The bundled classes with each team directory's DIR/operation_classes.yaml applied in order: a class of a
     bundled (or earlier) name gets the new patterns in its old place; a class of a new name is matched before the
     others (a team names its own kernels more precisely than the generic patterns). Precisions work the same."""
-    classes, precisions = map(list, _bundled())
+    bundled_classes, bundled_precisions = _bundled()
+    classes, precisions = list(bundled_classes), list(bundled_precisions)
     files = [Path(d) / CLASSES_FILE for d in rule_dirs or []]
     files = [f for f in files if f.is_file()]
     if files:
@@ -185,7 +186,15 @@ def load_operation_classes(rule_dirs: list[Path] | None = None) -> OperationClas
     return OperationClasses(tuple(classes), tuple(precisions))
 
 
-def _merged(old: list, new: list) -> list:
+class _HasName(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_Named = TypeVar("_Named", bound=_HasName)
+
+
+def _merged(old: list[_Named], new: list[_Named]) -> list[_Named]:
     names = {item.name: i for i, item in enumerate(old)}
     out = list(old)
     added = []

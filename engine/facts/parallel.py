@@ -44,12 +44,12 @@ def run_facts(con: Any, ordered: list[Fact], work: Callable[[Any, Fact], T], *, 
     if workers <= 1 or len(ordered) <= 1:
         for statement in setup:
             con.execute(statement)
-        out = {}
+        serial: dict[str, T] = {}
         for fact in ordered:
             if started:
                 started(fact)
-            out[fact.name] = work(con, fact)
-        return out
+            serial[fact.name] = work(con, fact)
+        return serial
     names = {f.name for f in ordered}
     needs = {f.name: {d for d in f.needs if d in names} for f in ordered}
     local = threading.local()

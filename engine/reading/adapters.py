@@ -33,7 +33,8 @@ NVTX_PUSH_POP, NVTX_START_END, NVTX_DOMAIN_CREATE = 59, 60, 75
 # OSRT_API eventClass (ENUM_NSYS_EVENT_CLASS): 27 is a call; 31 and 32 are the markers "OS runtime libraries
 # profiling started/finished", which are not calls.
 OSRT_CALL, OSRT_PROFILING_STARTED, OSRT_PROFILING_FINISHED = 27, 31, 32
-PID_MASK = 0xFFFFFF  # globalTid / globalPid: tid in bits 0-23, pid in bits 24-47 (nsys-schema.md, "Pitfalls the reader handles")
+# globalTid / globalPid: tid in bits 0-23, pid in bits 24-47 (nsys-schema.md, "Pitfalls the reader handles")
+PID_MASK = 0xFFFFFF
 
 METADATA_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")  # renamed in 2023.3
 

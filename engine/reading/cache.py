@@ -10,10 +10,10 @@ facts' tables to the spill directory like any other data.
 
 Layout of one diagnosis:
     <scratch dir>/spill/             DuckDB's spill files: sorts, joins and fact tables larger than the memory limit
-    <cache file>                     the canonical tables: <cache dir>/<hash of the profile path>-<name>.nsys-diagnose.duckdb,
-                                     in the scratch dir when there is no cache.
+    <cache file>                     the canonical tables, in the scratch dir when there is no cache, else
+                                     <cache dir>/<hash of the profile path>-<name>.nsys-diagnose.duckdb
 
-Trust (the cache is private to its user; see README "Security model"):
+Trust (the cache is private to its user; see docs/security.md):
 - The cache directory is `$XDG_CACHE_HOME/nsys-diagnose` (else `~/.cache/nsys-diagnose`), created 0700. Another
   directory, such as the profile's own, is used only when asked for (`--cache-dir` or NSYS_DIAGNOSE_CACHE_DIR), and
   only when it exists: a directory the user named is never created (a typo would otherwise leave directories, with
@@ -523,7 +523,7 @@ def sweep_leftovers(directories: list[Path], now: float | None = None) -> list[P
             age = LEGACY_LEFTOVER_AGE_S if legacy else LEFTOVER_AGE_S
             if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or now - st.st_mtime < age:
                 continue
-            if legacy or _process_gone(int(m.group(1))):
+            if legacy or (m is not None and _process_gone(int(m.group(1)))):
                 shutil.rmtree(entry.path, ignore_errors=True)
                 removed.append(Path(entry.path))
     return removed

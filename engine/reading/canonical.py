@@ -74,7 +74,8 @@ VIEWS: dict[str, View] = {
                 _c("short_name", "VARCHAR", "Base kernel name without template arguments."),
                 _c("name_id", "BIGINT", "StringIds id of `name`: equal ids mean equal names, so facts can group "
                                         "and match millions of kernels on an integer instead of a string."),
-                _c("graph_node_id", "BIGINT", "CUDA graph node id when traced with --cuda-graph-trace=node, else NULL."),
+                _c("graph_node_id", "BIGINT",
+                   "CUDA graph node id when traced with --cuda-graph-trace=node, else NULL."),
                 _c("graph_id", "BIGINT", "CUDA graph id (nsys 2025.5+ node mode), else NULL."),
                 _c("grid_size", "BIGINT", "gridX*gridY*gridZ (blocks).", "blocks"),
                 _c("block_size", "BIGINT", "blockX*blockY*blockZ (threads per block).", "threads"),
@@ -110,7 +111,8 @@ VIEWS: dict[str, View] = {
                    "managed_static or unknown."),
                 _c("dst_mem", "VARCHAR", "Destination memory kind (same words as src_mem)."),
                 _c("is_uvm", "BOOLEAN", "True for unified-memory page migrations (copyKind 11-13)."),
-                _c("migration_cause", "INTEGER", "UVM migration cause code (ENUM_CUDA_UNIF_MEM_MIGRATION), NULL otherwise."),
+                _c("migration_cause", "INTEGER",
+                   "UVM migration cause code (ENUM_CUDA_UNIF_MEM_MIGRATION), NULL otherwise."),
                 _c("graph_node_id", "BIGINT", "CUDA graph node id when issued from a graph, else NULL."),
             ),
         ),
@@ -133,7 +135,8 @@ VIEWS: dict[str, View] = {
             + (
                 _c("sync_type", "VARCHAR", "event_sync, stream_wait_event, stream_sync, context_sync or unknown "
                    "(CUPTI's label; older drivers mislabel, prefer api_name)."),
-                _c("api_name", "VARCHAR", "Name of the API call that blocked (e.g. cudaDeviceSynchronize), when correlated."),
+                _c("api_name", "VARCHAR",
+                   "Name of the API call that blocked (e.g. cudaDeviceSynchronize), when correlated."),
             ),
         ),
         View(
@@ -211,7 +214,8 @@ VIEWS: dict[str, View] = {
             "GPUs: those listed by the export plus any that did work; `used` marks the ones that did work.",
             (
                 _c("device_id", "INTEGER", "CUDA device index."),
-                _c("name", "VARCHAR", "Marketing name, e.g. 'NVIDIA H100 80GB HBM3' (NULL when the export lists no GPU)."),
+                _c("name", "VARCHAR",
+                   "Marketing name, e.g. 'NVIDIA H100 80GB HBM3' (NULL when the export lists no GPU)."),
                 _c("used", "BOOLEAN", "True when the capture holds kernels, copies, memsets or graph replays on it."),
                 _c("sm_count", "INTEGER", "Streaming multiprocessors.", "SMs"),
                 _c("memory_bandwidth_bytes_per_s", "BIGINT", "Peak DRAM bandwidth (B/s).", "B/s"),

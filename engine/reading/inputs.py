@@ -117,7 +117,8 @@ def convert_report(report: Path, output: Path) -> Path:
         done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace")
     except OSError as exc:
         raise InputError(f"{report}: cannot run `nsys` to convert it ({exc.strerror or exc}); convert it yourself "
-                         f"with `nsys export --type sqlite --output {report.with_suffix('.sqlite')} {report}`.") from None
+                         f"with `nsys export --type sqlite --output {report.with_suffix('.sqlite')} {report}`."
+                         ) from None
     if done.returncode != 0 or not output.is_file():
         said = " ".join((done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}").split())
         raise InputError(f"{report}: `nsys export --type sqlite` could not convert it (nsys said: {said[:500]}); "

@@ -20,7 +20,7 @@ from .adapters import Adapter, Source
 from .canonical import fill, stored_ddl
 from .inputs import sqlite_uri, unreadable
 from .metadata import ProfileInfo, read_metadata, read_window_and_graph_mode, write_profile_info
-from ..duck import reraise_interrupt
+from ..duck import one_row, reraise_interrupt, scalar
 from ..errors import InputError
 
 # Tables whose rows are intervals on the capture timeline; rows with impossible times are dropped from them.
@@ -90,7 +90,7 @@ class Loader:
             fill(self.con, "kernel_names", "kernel_names from StringIds", adapt.KERNEL_NAMES)
         elif table == "api_calls" and adapters:
             fill(self.con, "api_names", "api_names from StringIds", adapt.API_NAMES)
-        rows = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] if adapters else 0
+        rows = scalar(self.con, f'SELECT count(*) FROM "{table}"') if adapters else 0
         self.views[table] = ViewStatus(rows, None if rows else adapt.empty_reason(table, adapters))
 
     def _run(self, adapter: Adapter) -> None:
@@ -164,8 +164,7 @@ class Loader:
         inside some fact later."""
         columns = _TIME_COLUMNS[table]
         extreme = ", ".join(f'max(abs("{c}"::HUGEINT))' for c in columns)
-        worst = max((v for v in self.con.execute(f'SELECT {extreme} FROM "{table}"').fetchone() if v is not None),
-                    default=0)
+        worst = max((v for v in one_row(self.con, f'SELECT {extreme} FROM "{table}"') if v is not None), default=0)
         if worst > TIME_LIMIT_NS:
             raw = " or ".join(sorted({a.reads for a in adapters if a.reads})) or table
             raise InputError(f"the {raw} table of {self.path} holds a timestamp of {worst:,} ns, "
@@ -178,7 +177,7 @@ class Loader:
         timeline: they are left out of every number, and counted so the report says so (profile_info
         `invalid_times:<view>`, read by the invalid_timestamps fact)."""
         bad = "NOT coalesce(start_ns >= 0 AND end_ns >= start_ns, false)"
-        count = self.con.execute(f'SELECT count(*) FROM "{table}" WHERE {bad}').fetchone()[0]
+        count = scalar(self.con, f'SELECT count(*) FROM "{table}" WHERE {bad}')
         if count:
             self.con.execute(f'DELETE FROM "{table}" WHERE {bad}')
         self.invalid_times[table] = count

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from ..duck import insert_rows
+from ..duck import insert_rows, one_row, scalar
 from .adapters import METADATA_TABLES, Source
 from .canonical import VIEWS
 
@@ -63,28 +63,28 @@ def read_window_and_graph_mode(con: duckdb.DuckDBPyConnection, source: Source, i
     whole session (idle start-up included) and, in derived time-slices, the original capture, so it is kept
     apart. The graph-trace mode comes from the data (graph replays, or kernels with a graph node id) before the
     recorded setting, which only matters when graphs were launched at all."""
-    info.start_ns, info.end_ns = con.execute("""
+    info.start_ns, info.end_ns = one_row(con, """
         SELECT min(s), max(e) FROM (
             SELECT min(start_ns) s, max(end_ns) e FROM kernels
             UNION ALL SELECT min(start_ns), max(end_ns) FROM api_calls
             UNION ALL SELECT min(start_ns), max(end_ns) FROM memcpys
             UNION ALL SELECT min(start_ns), max(end_ns) FROM memsets
             UNION ALL SELECT min(start_ns), max(end_ns) FROM graph_launches
-            UNION ALL SELECT min(start_ns), max(end_ns) FROM nvtx_ranges WHERE start_ns >= 0)""").fetchone()
+            UNION ALL SELECT min(start_ns), max(end_ns) FROM nvtx_ranges WHERE start_ns >= 0)""")
     if source.has("ANALYSIS_DETAILS"):
         cols = source.tables["ANALYSIS_DETAILS"]
         if "startTime" in cols and "stopTime" in cols:
             row = con.execute('SELECT min(startTime), max(stopTime) FROM src."ANALYSIS_DETAILS"').fetchone()
             if row and row[0] is not None and row[1] is not None and row[1] > row[0]:
                 info.session_start_ns, info.session_end_ns = row
-    node_kernels = con.execute("SELECT count(*) FROM kernels WHERE graph_node_id IS NOT NULL").fetchone()[0]
+    node_kernels = scalar(con, "SELECT count(*) FROM kernels WHERE graph_node_id IS NOT NULL")
     if graph_launches:
         info.graph_trace_mode = "graph"
     elif node_kernels:
         info.graph_trace_mode = "node"
     else:
-        launches = con.execute("SELECT count(*) FROM api_calls WHERE name_id IN (SELECT id FROM api_names "
-                               "WHERE name LIKE 'cudaGraphLaunch%' OR name LIKE 'cuGraphLaunch%')").fetchone()[0]
+        launches = scalar(con, "SELECT count(*) FROM api_calls WHERE name_id IN (SELECT id FROM api_names "
+                               "WHERE name LIKE 'cudaGraphLaunch%' OR name LIKE 'cuGraphLaunch%')")
         info.graph_trace_mode = info.graph_trace_setting if launches else None
 
 

@@ -71,11 +71,31 @@ def number_ranks(paths: Sequence[Path]) -> tuple[list[RankInput], Numbering]:
     """Ranks from the file names when one pattern gives every file a distinct number; else sorted order."""
     for pattern in RANK_PATTERNS:
         numbers = [rank_from_name(p, pattern) for p in paths]
-        if None not in numbers and len(set(numbers)) == len(numbers):
-            ranked = sorted(zip(numbers, paths), key=lambda item: item[0])
-            return [RankInput(int(n), p) for n, p in ranked], "file names"
+        found = [n for n in numbers if n is not None]
+        if len(found) == len(numbers) and len(set(found)) == len(found):
+            ranked = sorted(zip(found, paths), key=lambda item: item[0])
+            return [RankInput(n, p) for n, p in ranked], "file names"
     ordered = sorted(paths, key=_natural_key)
     return [RankInput(i, p) for i, p in enumerate(ordered)], "sorted order"
+
+
+def directory_entries(directory: Path) -> list[Path]:
+    """The entries of `directory`, sorted by name; one sentence when it cannot be listed."""
+    try:
+        return sorted(directory.iterdir())
+    except OSError as exc:
+        raise InputError(f"{directory}: cannot list the directory ({exc.strerror or exc}).") from None
+
+
+def exports_among(paths: Sequence[Path]) -> tuple[list[Path], int]:
+    """The exports among the entries of a directory or the matches of a glob, and how many other paths there
+    were: named *.sqlite or *.nsys-rep, not hidden, and a .nsys-rep whose .sqlite export (a regular file) lies
+    beside it left out. Entries named like an export that are not regular files are kept: the caller says what
+    they are (a multi-rank run refuses them, a batch gives each an error row)."""
+    named = [p for p in paths if not p.name.startswith(".") and p.name.lower().endswith(EXPORT_SUFFIXES)]
+    sqlite_stems = {(p.parent, _stem(p)) for p in named if p.name.lower().endswith(".sqlite") and p.is_file()}
+    kept = [p for p in named if p.name.lower().endswith(".sqlite") or (p.parent, _stem(p)) not in sqlite_stems]
+    return kept, len(paths) - len(kept)
 
 
 def exports_in(directory: Path) -> list[Path]:
@@ -83,18 +103,12 @@ def exports_in(directory: Path) -> list[Path]:
 
     An entry named like an export that is not a regular file (a directory, a dangling link, a FIFO) is an
     error: skipping it would diagnose the run without that rank and compare the rest as if they were all."""
-    try:
-        entries = sorted(directory.iterdir())
-    except OSError as exc:
-        raise InputError(f"{directory}: cannot list the directory ({exc.strerror or exc}).") from None
-    named = [p for p in entries if not p.name.startswith(".") and p.name.lower().endswith(EXPORT_SUFFIXES)]
-    files = [p for p in named if p.is_file()]
-    sqlite_stems = {_stem(p) for p in files if p.name.lower().endswith(".sqlite")}
-    for p in named:
-        if not p.is_file() and not (p.name.lower().endswith(".nsys-rep") and _stem(p) in sqlite_stems):
+    exports, _ = exports_among(directory_entries(directory))
+    for p in exports:
+        if not p.is_file():
             raise InputError(f"{p} is named like a rank export but is {_not_a_file(p)}; remove or rename it, or "
                              f"give the rank exports as files (diagnose RANK0.sqlite RANK1.sqlite ...).")
-    return [p for p in files if p.name.lower().endswith(".sqlite") or _stem(p) not in sqlite_stems]
+    return exports
 
 
 def _not_a_file(path: Path) -> str:
@@ -263,9 +277,9 @@ def check_one_run(inputs: Sequence[RankInput]) -> None:
                              f"{INDEPENDENT}.")
     starts = sorted(((i.session_start_ns, str(p)) for p, i in ids if i.session_start_ns is not None))
     if len(starts) > 1 and starts[-1][0] - starts[0][0] > SESSION_START_TOLERANCE_NS:
-        (first, a), (last, b) = starts[0], starts[-1]
-        raise InputError(f"the capture of {a} started at {_utc(first)} and that of {b} at {_utc(last)}, "
-                         f"{_span(last - first)} later (the ranks of one run start within "
+        (first, first_path), (last, last_path) = starts[0], starts[-1]
+        raise InputError(f"the capture of {first_path} started at {_utc(first)} and that of {last_path} at "
+                         f"{_utc(last)}, {_span(last - first)} later (the ranks of one run start within "
                          f"{SESSION_START_TOLERANCE_NS // 60_000_000_000} minutes of each other); {INDEPENDENT}.")
     for n, (a, ia) in enumerate(ids):
         for b, ib in ids[n + 1:]:

@@ -1,5 +1,6 @@
-"""The per-phase step statistics as every format shows them (fact `steps`, README "Steps and phases"): one row per
-phase, with whether the phase was inferred from the steps' shape and the evidence for it (fact `phases`)."""
+"""The per-phase step statistics as every format shows them (fact `steps`, docs/measures.md "Steps and phases"):
+one row per phase, with whether the phase was inferred from the steps' shape and the evidence for it (fact
+`phases`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,68 @@
+"""The hand-written guide (README.md, CONTRIBUTING.md, docs/*.md) and the generated reference link to each other
+by relative paths; a moved section or a renamed page must not leave a link that leads nowhere on GitHub."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+_FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+_CODE_SPAN = re.compile(r"`[^`\n]*`")
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_HEADING = re.compile(r"^#{1,6} +(.+?) *$", re.M)
+_ANCHOR_TAG = re.compile(r'<a id="([^"]+)"></a>')
+
+
+def _pages() -> list[Path]:
+    return [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def _prose(text: str) -> str:
+    return _CODE_SPAN.sub("", _FENCE.sub("", text))
+
+
+def github_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a Markdown page: one per heading (lower case, punctuation dropped, spaces as
+    hyphens, a repeated heading numbered -1, -2 ...) and every explicit <a id>."""
+    anchors: set[str] = set(_ANCHOR_TAG.findall(text))
+    seen: dict[str, int] = {}
+    for title in _HEADING.findall(_FENCE.sub("", text)):
+        slug = re.sub(r"[^\w\- ]", "", title.replace("`", "").strip().lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors
+
+
+def test_the_anchor_of_a_heading_is_githubs():
+    text = "# Team rules: start your own pack in five minutes\n## `diagnose profile`\n## Notes\n## Notes\n" \
+           "```\n# not a heading\n```\n"
+    assert github_anchors(text) == {"team-rules-start-your-own-pack-in-five-minutes", "diagnose-profile",
+                                    "notes", "notes-1"}
+
+
+def test_the_guide_is_split_into_pages_the_front_page_links_to():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 300
+    for page in ("usage", "capture", "team-rules", "compare-ci", "batch", "security", "troubleshooting"):
+        assert f"](docs/{page}.md" in readme, page
+    assert "](docs/rules/README.md)" in readme and "](docs/facts.md)" in readme
+
+
+@pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_relative_link_leads_to_a_file_and_its_anchor(page: Path):
+    text = page.read_text(encoding="utf-8")
+    for target in _LINK.findall(_prose(text)):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        resolved = (page.parent / path).resolve() if path else page
+        where = f"{page.relative_to(REPO)} links to {target}"
+        assert resolved.exists(), f"{where}, which does not exist"
+        assert REPO in resolved.parents or resolved == REPO, f"{where}, outside the repository"
+        if anchor and resolved.suffix == ".md":
+            assert anchor in github_anchors(resolved.read_text(encoding="utf-8")), f"{where}: no such anchor"
