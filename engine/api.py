@@ -21,11 +21,12 @@ from .errors import InputError
 from .text import did_you_mean
 from .timings import Timings
 from .version import tool_version
-from .reports.model import ParamOverride, ProfileSummary, Report, StackInfo, StartUp
+from .model import Device, ParamOverride, ProfileSummary, Report, StackInfo, StartUp
 from .reports.breakdown import window_breakdown
 from .reports.operations import operation_breakdown
 from .reports.metrics import key_metric_rows, rule_thresholds
 from .diagnosis.rules import Rule, load_rules
+from .diagnosis.ruleset import RuleSet
 from .reading.export import Export, open_export
 from .diagnosis.startup import startup_summary
 from .diagnosis.throughput import throughput
@@ -99,9 +100,11 @@ def overrides(config: Config, rules: dict[str, Rule], facts: dict[str, Fact]) ->
 
 def profile_summary(export: Export, stack: StackInfo | None = None) -> ProfileSummary:
     info = export.info
-    devices = [dict(zip(("device_id", "name", "used", "sm_count", "memory_bandwidth_bytes_per_s"), row))
-               for row in export.query("SELECT device_id, name, used, sm_count, memory_bandwidth_bytes_per_s "
-                                       "FROM devices ORDER BY device_id")]
+    devices = [Device(device_id=device_id, name=name, used=used, sm_count=sm_count,
+                      memory_bandwidth_bytes_per_s=bandwidth)
+               for device_id, name, used, sm_count, bandwidth in export.query(
+                   "SELECT device_id, name, used, sm_count, memory_bandwidth_bytes_per_s FROM devices "
+                   "ORDER BY device_id")]
     return ProfileSummary(
         path=info.path, nsys_version=info.nsys_version, schema_version=info.schema_version,
         export_time_utc=info.export_time_utc, graph_trace_mode=info.graph_trace_mode,
@@ -114,11 +117,10 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
                  capture_preset: str | None = None) -> Report:
     """`what_if_batch`: project that many requests per step (`--what-if batch=N`); `capture_preset`: the preset
     `diagnose profile` captured with, which the `diagnose profile` line of a capture finding keeps."""
-    rule_params = {r: config.params_for(r) for r in config.rule_params}
+    ruleset = RuleSet.from_config(rules, config)  # the settings in force, resolved once for everything below
     stack = detect_stack(facts)
-    judging = dict(rule_params=rule_params, severities={r: s.value for r, s in config.severities.items()},
-                   disabled=set(config.disabled), stack=stack.lineage, capture_preset=capture_preset)
-    evaluation = judge_phases(evaluate(rules, facts, **judging), rules, facts, fact_defs, **judging)
+    evaluation = judge_phases(evaluate(ruleset, facts, stack=stack.lineage, capture_preset=capture_preset),
+                              ruleset, facts, fact_defs, stack=stack.lineage, capture_preset=capture_preset)
     evaluation.findings = merge_gpus(merge_agreeing(evaluation.findings,
                                                     {r.id: r.spec.absorbs for r in rules.values() if r.spec.absorbs}))
     blocking = {r.id for r in rules.values() if r.spec.blocking}
@@ -143,7 +145,7 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
         startup=startup)
     _what_ifs(report, facts, rules, what_if_batch)
     # The key metrics are judged against the same rule params the evaluation used (diagnose.yaml, --set).
-    report.key_metrics = key_metric_rows(report, rule_thresholds(rules, rule_params, config.disabled))
+    report.key_metrics = key_metric_rows(report, rule_thresholds(ruleset))
     report.window = window_breakdown(facts.rows("gpu_utilization") if "gpu_utilization" in facts.results else [])
     if "operation_classes" in facts.results:
         report.operations = operation_breakdown(

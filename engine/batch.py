@@ -43,7 +43,7 @@ from .errors import INTERNAL, InputError, OutputError, error_sentence
 from .reading.cache import cache_secret, usable_cache_dir
 from .reading.ranks import directory_entries, exports_among
 from .reports.metrics import METRICS, Metric
-from .reports.model import Report
+from .model import Report
 from .vocabulary import Severity
 
 TABLE_FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}

@@ -25,12 +25,13 @@ import jinja2
 from .diagnosis.categories import Category
 from .diagnosis.evaluate import evaluate
 from .diagnosis.rules import Rule, StepSpec, load_rules, rule_categories
-from .diagnosis.ruletest import FactCache, example_case, load_test_file
+from .diagnosis.ruleset import RuleSet
+from .ruletest import FactCache, example_case, load_test_file
 from .errors import DiagnoseError
 from .facts import Fact, load_facts, with_needs
 from .facts.compute import FactSet
 from .facts.cross_rank import load_run_facts
-from .reports.model import Finding
+from .model import Finding
 from .text import md_inline
 from .units import describe_range, fmt_limit
 from .vocabulary import STACKS
@@ -98,7 +99,7 @@ def _example(rule: Rule, test_file: Path, cases: list[dict[str, Any]], cache: Fa
     if firing is None:
         return None
     params = {k: float(v) for k, v in (firing.get("params") or {}).items()}
-    found = evaluate({rule.id: rule}, cache.get(firing, test_file, rule), rule_params={rule.id: params}).findings
+    found = evaluate(RuleSet.resolve({rule.id: rule}, {rule.id: params}), cache.get(firing, test_file, rule)).findings
     if not found:
         return None
     return Example(firing.get("name", ""), _case_input(firing),

@@ -1,5 +1,5 @@
-"""The codebase stays easy to extend: the engine's modules import each other without cycles, and the shared
-vocabulary (severities, kinds, categories) is spelled in one place."""
+"""The codebase stays easy to extend: the engine's modules import each other without cycles and never up a layer,
+and the shared vocabulary (severities, kinds, categories) is spelled in one place."""
 
 from __future__ import annotations
 
@@ -9,19 +9,74 @@ from pathlib import Path
 import yaml
 
 ENGINE = Path(__file__).resolve().parents[1] / "engine"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RULES = Path(__file__).resolve().parents[1] / "rules"
 PACKAGE = "nsys_diagnose"
 
+# The layers of the engine, lowest first, as the data flows: export -> facts -> rules -> findings -> reports
+# (CONTRIBUTING.md "Extending nsys-diagnose"). A module imports only from its own layer and the ones below it; a
+# module is named by its path under nsys_diagnose, and a package stands for everything inside it. "" is the root.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # shared helpers that know nothing of the pipeline; the profile generator writes exports with sqlite3 alone
+    ("base", ("", "errors", "units", "text", "vocabulary", "version", "duck", "timings", "fixtures")),
+    # what a diagnosis produces and every report reads: findings, verdict, evidence, the three report documents
+    ("model", ("model",)),
+    ("reading", ("reading",)),  # exports -> canonical tables
+    ("capture", ("capture",)),  # `diagnose profile`: runs nsys; its presets shape the capture advice of findings
+    ("facts", ("facts",)),  # canonical tables -> fact tables
+    ("diagnosis", ("diagnosis",)),  # rules, their settings, evaluation, verdict
+    ("reports", ("reports",)),  # key metrics, rendering, JSON Schemas
+    # entry points that run the whole pipeline: one profile, a multi-rank run, a comparison and its gates, a batch,
+    # the rule and fact tests and the generated docs (which run the rule tests' examples)
+    ("api", ("api", "multirank", "compare", "batch", "batch_dask", "ruletest", "facttest", "docs")),
+    ("cli", ("cli",)),
+)
+# Imports that climb for now, each with the change that removes it.
+CLIMBS_ALLOWED: set[tuple[str, str]] = set()
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ENGINE).with_suffix("").parts)
+
+def _module_name(path: Path, root: Path = ENGINE, prefix: str = PACKAGE) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
-    return ".".join([PACKAGE, *parts])
+    return ".".join([prefix, *parts])
 
 
 def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted(ENGINE.rglob("*.py"))}
+
+
+def _fixture_modules() -> dict[str, Path]:
+    """The profile generator, installed as nsys_diagnose.fixtures (pyproject package-dir) beside the engine."""
+    return {_module_name(p, FIXTURES, f"{PACKAGE}.fixtures"): p for p in sorted(FIXTURES.rglob("*.py"))}
+
+
+def layer_of(module: str) -> tuple[int, str] | None:
+    """(position, name) of the layer holding `module`: the one naming its longest prefix; None when none does."""
+    relative = module.removeprefix(PACKAGE).removeprefix(".")
+    best: tuple[int, int, str] | None = None
+    for position, (layer, members) in enumerate(LAYERS):
+        for member in members:
+            if relative == member or (member and relative.startswith(member + ".")):
+                if best is None or len(member) > best[0]:
+                    best = (len(member), position, layer)
+    return None if best is None else (best[1], best[2])
+
+
+def climbing_imports(modules: dict[str, Path]) -> list[str]:
+    """One sentence per import that climbs a layer: 'nsys_diagnose.diagnosis.evaluate (diagnosis) imports
+    nsys_diagnose.reports.model (reports)'."""
+    known = set(modules)
+    out = []
+    for name, path in sorted(modules.items()):
+        here = layer_of(name)
+        assert here is not None, f"{name} is in no layer of LAYERS; add it where it belongs"
+        for target in sorted(_imports(name, path, known)):
+            there = layer_of(target)
+            assert there is not None, f"{target} (imported by {name}) is in no layer of LAYERS"
+            if there[0] > here[0] and (name, target) not in CLIMBS_ALLOWED:
+                out.append(f"{name} ({here[1]}) imports {target} ({there[1]})")
+    return out
 
 
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
@@ -90,6 +145,31 @@ def test_engine_modules_import_each_other_without_cycles():
     # A package's __init__ that only re-exports is part of its package; an import of the package from inside
     # it would still be a cycle, so nothing is exempt.
     assert _cycles(graph) == [], "import cycles among engine modules (break them by moving the shared code down)"
+
+
+def test_no_import_climbs_a_layer():
+    """A lower layer never imports a higher one, at module level or inside a function: the domain model sits below
+    the diagnosis that builds it and the reports that read it, and what drives the whole pipeline sits beside api."""
+    climbs = climbing_imports({**_modules(), **_fixture_modules()})
+    assert climbs == [], "imports that climb a layer (LAYERS, lowest first):\n" + "\n".join(climbs)
+
+
+def test_the_layer_check_names_a_climbing_import(tmp_path):
+    """The check reads function-level imports and names both modules and both layers."""
+    (tmp_path / "diagnosis").mkdir()
+    module = tmp_path / "diagnosis" / "late.py"
+    module.write_text("def f():\n    from ..reports.render import render\n    return render\n", encoding="utf-8")
+    modules = {**_modules(), f"{PACKAGE}.diagnosis.late": module}
+    assert climbing_imports(modules) == [
+        f"{PACKAGE}.diagnosis.late (diagnosis) imports {PACKAGE}.reports.render (reports)"]
+
+
+def test_every_allowed_climb_still_exists():
+    """An exception that no longer matches an import is deleted, so it cannot hide a later climb."""
+    modules = _modules()
+    for importer, imported in CLIMBS_ALLOWED:
+        assert importer in modules and imported in _imports(importer, modules[importer], set(modules)), \
+            f"{importer} no longer imports {imported}: remove the exception from CLIMBS_ALLOWED"
 
 
 def _vocabulary_uses(path: Path, words: set[str]) -> set[str]:

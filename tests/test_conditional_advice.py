@@ -13,7 +13,7 @@ from nsys_diagnose.diagnosis.evaluate import Evaluation, idle_cause_rules, verdi
 from nsys_diagnose.diagnosis.rules import load_rules
 from nsys_diagnose.facts import load_facts
 from nsys_diagnose.facts.compute import FactSet
-from nsys_diagnose.reports.model import Finding
+from nsys_diagnose.model import Finding
 from nsys_diagnose.units import fmt_ratio
 from nsys_diagnose.vocabulary import Kind, Severity
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nsys_diagnose.cli.main import main
-from nsys_diagnose.diagnosis.facttest import (FactTestError, bundled_fact_tests, load_fact_test, run_fact_tests,
+from nsys_diagnose.facttest import (FactTestError, bundled_fact_tests, load_fact_test, run_fact_tests,
                                               fact_test_file)
 from nsys_diagnose.facts import load_facts
 

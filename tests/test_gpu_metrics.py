@@ -78,6 +78,7 @@ def test_sparse_samples_tell_the_frequency_to_use() -> None:
     # a slower eager loop is told the rate to use
     from nsys_diagnose.diagnosis.rules import load_rules
     from nsys_diagnose.diagnosis.evaluate import evaluate
+    from nsys_diagnose.diagnosis.ruleset import RuleSet
     from nsys_diagnose.facts import load_facts
     from nsys_diagnose.facts.compute import FactResult, FactSet
     facts = scenario_analysis("metrics_coarse_decode")[0]
@@ -85,7 +86,7 @@ def test_sparse_samples_tell_the_frequency_to_use() -> None:
     fact_set = FactSet({"gpu_metrics_summary": FactResult(facts["gpu_metrics_summary"].fact,
                                                           facts["gpu_metrics_summary"].columns, [slower])})
     rule = load_rules(load_facts())["metrics-too-coarse"]
-    [told] = evaluate({rule.id: rule}, fact_set).findings
+    [told] = evaluate(RuleSet.resolve({rule.id: rule}), fact_set).findings
     assert "--gpu-metrics-frequency=50000 (two samples per median kernel)" in told.message
 
 

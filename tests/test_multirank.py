@@ -23,10 +23,10 @@ from nsys_diagnose import api
 from nsys_diagnose.errors import DiagnoseError, InputError
 from nsys_diagnose.fixtures.generator import main as fixture_main
 from nsys_diagnose.fixtures.runs import RUN_SCENARIOS, generate_run
-from nsys_diagnose.diagnosis.multirank import diagnose_inputs, diagnose_run
+from nsys_diagnose.multirank import diagnose_inputs, diagnose_run
 from nsys_diagnose.reading.ranks import number_ranks, resolve_run
 from nsys_diagnose.facts.cross_rank import RANK_COLUMNS, load_run_facts
-from nsys_diagnose.reports.runmodel import RankRow, RunBalance, RunReport
+from nsys_diagnose.model.runmodel import RankRow, RunBalance, RunReport
 from nsys_diagnose.reports.render import render
 from nsys_diagnose.reports.schema import schema_text, shipped_schema
 

@@ -165,7 +165,7 @@ def test_refusal_comes_before_any_diagnosis(export, command, monkeypatch, capsys
 
     for module in (cli, comparecli):
         monkeypatch.setattr(module, "diagnose", must_not_run)
-    from nsys_diagnose.diagnosis import multirank
+    from nsys_diagnose import multirank
 
     monkeypatch.setattr(multirank, "diagnose_run", must_not_run)  # imported by the command only when it runs
     args = [str(export), "-o", str(export)]

@@ -15,14 +15,15 @@ import pytest
 from conftest import scenario_analysis
 from nsys_diagnose.diagnosis import templating
 from nsys_diagnose.diagnosis.evaluate import _compared_units, evaluate
-from nsys_diagnose.diagnosis.multirank import run_verdict
+from nsys_diagnose.multirank import run_verdict
 from nsys_diagnose.diagnosis.rules import load_rules
+from nsys_diagnose.diagnosis.ruleset import RuleSet
 from nsys_diagnose.facts import load_facts
 from nsys_diagnose.facts.cross_rank import compute_run_facts, load_run_facts
 from nsys_diagnose.reports import charts
-from nsys_diagnose.reports.model import Evidence, Finding, Verdict
+from nsys_diagnose.model import Evidence, Finding, Verdict
 from nsys_diagnose.reports.render import render
-from nsys_diagnose.reports.runmodel import RankRow, RunBalance, RunReport
+from nsys_diagnose.model.runmodel import RankRow, RunBalance, RunReport
 from nsys_diagnose.text import column_label, distinct_short_names, distinguishing_parts, plural, shorten
 
 REPO = Path(__file__).resolve().parents[1]
@@ -277,7 +278,7 @@ def test_cross_rank_evidence_is_in_words_too():
                  comm_ns=20_000_000, exposed_comm_ns=10_000_000, comm_kernel_count=40) for i in range(4)]
     facts = compute_run_facts(rows)
     run_rules = load_rules(load_facts(), [], scope="run")
-    findings = evaluate(run_rules, facts).findings
+    findings = evaluate(RuleSet.resolve(run_rules), facts).findings
     assert any(f.rule == "rank-straggler" for f in findings)
     assert _check_evidence(findings) > 0
 

@@ -43,7 +43,7 @@ from nsys_diagnose.facts import load_facts
 from nsys_diagnose.fixtures.generator import SCENARIOS, generate
 from nsys_diagnose.reports.charts import bucket_label
 from nsys_diagnose.reports.metrics import METRICS
-from nsys_diagnose.reports.model import REPORT_SCHEMA_VERSION, Report
+from nsys_diagnose.model import REPORT_SCHEMA_VERSION, Report
 from nsys_diagnose.reports.render import FORMATS, GITHUB_COMMENT_LIMIT, TERMINAL_LINES, TERMINAL_WIDTH, render
 from nsys_diagnose.reports.schema import SCHEMAS, report_schema, schema_text, shipped_schema
 
@@ -146,10 +146,10 @@ def test_every_metric_names_a_documented_source_and_a_real_rule_param():
         for source in m.sources:
             where, _, column = source.partition(".")
             if where == "throughput":
-                from nsys_diagnose.reports.model import Throughput
+                from nsys_diagnose.model import Throughput
                 assert column in Throughput.model_fields, m
             elif where == "profile":
-                from nsys_diagnose.reports.model import ProfileSummary
+                from nsys_diagnose.model import ProfileSummary
                 assert column in ProfileSummary.model_fields, m
             else:
                 assert column in facts[where].column_names, m

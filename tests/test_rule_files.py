@@ -7,7 +7,7 @@ import pytest
 
 from nsys_diagnose.facts import load_facts
 from nsys_diagnose.diagnosis.rules import bundled_rules_dir, load_rules, rule_files
-from nsys_diagnose.diagnosis.ruletest import find_test_files, run_rule_tests
+from nsys_diagnose.ruletest import find_test_files, run_rule_tests
 
 from conftest import scenario_analysis
 
@@ -150,7 +150,7 @@ def test_an_inline_rows_case_checks_message_and_evidence(tmp_path):
      "9:93: case 1: the rule's fact has no column 'overhead'; did you mean 'overhead_ratio'?"),
 ])
 def test_a_mistake_in_an_inline_rows_case_is_one_sentence_with_its_place(tmp_path, old, new, message):
-    from nsys_diagnose.diagnosis.ruletest import RuleTestError, load_test_file
+    from nsys_diagnose.ruletest import RuleTestError, load_test_file
 
     assert old in INLINE
     path = tmp_path / "launch-bound.test.yaml"

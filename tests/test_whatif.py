@@ -245,7 +245,7 @@ def test_no_what_if_on_info_or_symptom_findings():
 
 
 def test_compare_shows_projection_beside_measurement(tmp_path):
-    from nsys_diagnose.reports.compare import compare
+    from nsys_diagnose.compare import compare
     from nsys_diagnose.reports.render import render
 
     _, before = scenario_analysis("reference_batch1_decode")
@@ -266,7 +266,7 @@ def test_compare_shows_projection_beside_measurement(tmp_path):
 def test_compare_checks_no_projection_while_the_cause_is_still_present():
     """Comparing a run with itself: the finding is still there at its full cost, so no fix was applied and its
     projection is not set beside a measurement."""
-    from nsys_diagnose.reports.compare import compare
+    from nsys_diagnose.compare import compare
     from nsys_diagnose.reports.render import render
 
     _, before = scenario_analysis("reference_batch1_decode")

@@ -12,7 +12,7 @@ import sys
 
 from ..api import diagnose
 from ..diagnosis.config import resolve_config
-from ..reports.compare import compare, known_metrics, parse_gate
+from ..compare import compare, known_metrics, parse_gate
 from ..reports.render import render
 from .exits import EXIT_FINDINGS, EXIT_OK
 from .interrupt import StopRequest

@@ -11,8 +11,8 @@ from typing import Any
 
 from ..api import validate_config
 from ..diagnosis.config import Config, ConfigError, resolve_config, split_config
-from ..diagnosis.facttest import bundled_fact_tests, find_fact_tests, run_fact_tests, fact_test_file
-from ..diagnosis.multirank import diagnose_ranks, run_facts_of
+from ..facttest import bundled_fact_tests, find_fact_tests, run_fact_tests, fact_test_file
+from ..multirank import diagnose_ranks, run_facts_of
 from ..diagnosis.rules import load_rules
 from ..duck import reraise_interrupt
 from ..errors import DiagnoseError, InputError

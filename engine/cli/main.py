@@ -53,8 +53,8 @@ except ImportError:
 
 if TYPE_CHECKING:
     from ..batch import Shard
-    from ..reports.model import Report
-    from ..reports.runmodel import RunReport
+    from ..model import Report
+    from ..model.runmodel import RunReport
 
 Command = Callable[[argparse.Namespace, StopRequest], int]
 
@@ -216,7 +216,7 @@ def profile_parser() -> argparse.ArgumentParser:
 
 
 def _known_metrics() -> list[str]:
-    from ..reports.compare import known_metrics  # only `compare` needs it (see COMMANDS)
+    from ..compare import known_metrics  # only `compare` needs it (see COMMANDS)
 
     return known_metrics()
 
@@ -568,7 +568,7 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -
             raise InputError("--what-if applies to one profile; diagnose a rank alone to project its batch.")
         if args.timings:
             raise InputError("--timings applies to one profile; diagnose a rank alone to see where its time goes.")
-        from ..diagnosis.multirank import diagnose_run  # only multi-rank runs need it
+        from ..multirank import diagnose_run  # only multi-rank runs need it
 
         run = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs,
                            cache_dir=args.cache_dir)

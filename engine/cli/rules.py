@@ -11,7 +11,7 @@ from ..capture.presets import capture_line
 from ..vocabulary import STACKS
 from ..diagnosis.config import Config, resolve_config
 from ..diagnosis.rules import StepSpec, bundled_rules_dir, load_rules
-from ..diagnosis.ruletest import find_test_files, load_test_file, run_rule_tests
+from ..ruletest import find_test_files, load_test_file, run_rule_tests
 from ..errors import DiagnoseError
 from ..facts.opclasses import load_operation_classes
 from ..facts import load_facts
@@ -111,7 +111,8 @@ def _example_message(rule, rules, facts) -> str | None:
     if not test_file.is_file():
         return None
     from ..diagnosis.evaluate import evaluate
-    from ..diagnosis.ruletest import _FactCache, example_case
+    from ..diagnosis.ruleset import RuleSet
+    from ..ruletest import _FactCache, example_case
 
     _, cases = load_test_file(test_file, rules, facts)
     case = example_case(cases)
@@ -123,7 +124,7 @@ def _example_message(rule, rules, facts) -> str | None:
     finally:
         cache.close()
     params = {k: float(v) for k, v in (case.get("params") or {}).items()}
-    found = evaluate({rule.id: rule}, fact_set, rule_params={rule.id: params}).findings
+    found = evaluate(RuleSet.resolve({rule.id: rule}, {rule.id: params}), fact_set).findings
     if not found:
         return None
     where = case.get("scenario") or case.get("profile") or "inline rows"

@@ -11,8 +11,8 @@ from ..diagnosis.headlines import HeadlineError, load_headlines
 from ..facts.opclasses import OpClassError, load_operation_classes
 from ..diagnosis.rules import (RuleError, bundled_rules_dir, load_rule_file, load_rules, problem_position,
                                rule_files)
-from ..diagnosis.facttest import FactTestError, find_fact_tests, load_fact_test
-from ..diagnosis.ruletest import RuleTestError, find_test_files, load_test_file
+from ..facttest import FactTestError, find_fact_tests, load_fact_test
+from ..ruletest import RuleTestError, find_test_files, load_test_file
 from ..duck import offline_connection
 from ..errors import DiagnoseError
 from ..facts import Fact, FactError, load_facts, run_order

@@ -1,2 +1,3 @@
-"""Rules and verdict: YAML rules matched against the facts, configuration, the sandbox for rule templates, the
-multi-rank run and the rule tests."""
+"""Rules and verdict: YAML rules matched against the facts, configuration, the sandbox for rule templates, and
+the verdict. The multi-rank run (engine/multirank.py) and the rule tests (engine/ruletest.py) drive the whole
+pipeline, so they live beside engine/api.py."""

@@ -11,9 +11,10 @@ from typing import Any
 from . import templating
 from ..capture.presets import capture_line
 from ..facts.compute import FactSet
-from ..reports.model import Evidence, Finding, RuleOutcome, Verdict
+from ..model import Evidence, Finding, RuleOutcome, Verdict
 from .headlines import Headlines, load_headlines
 from .rules import Condition, Operand, Rule, RuleError, key_position, step_text, template_fields
+from .ruleset import RuleSet
 from .phase_verdict import GOAL_WORDS, goal_of, judged_alone_phases, lower_first, phase_verdicts, ranking_cost
 from .stacks import detect_stack
 from .startup import startup_note
@@ -65,7 +66,7 @@ def check_templates(rule: Rule, columns: list[str]) -> list[RuleError]:
     """Template errors found before any profile is diagnosed, one per field, as FILE:LINE:COL errors: attributes
     the sandbox refuses, and failures rendering the sample rows with the params' defaults (division by zero,
     undefined names, limits). Failures that depend on the values' types (None + 1) are left to run time."""
-    params = effective_params(rule, {})
+    params = RuleSet.resolve({rule.id: rule}).params[rule.id]  # the defaults
     errors: list[RuleError] = []
     for key, name, source in template_fields(rule.spec):
         if templating.compile_problem(source) is not None:  # reported when the rule was loaded
@@ -88,12 +89,6 @@ def check_templates(rule: Rule, columns: list[str]) -> list[RuleError]:
                     errors.append(template_error(rule, name, exc, where, sample))
                     break
     return errors
-
-
-def effective_params(rule: Rule, overrides: dict[str, float]) -> dict[str, float]:
-    values = {name: spec.default for name, spec in rule.spec.params.items()}
-    values.update({k: v for k, v in overrides.items() if k in values})
-    return values
 
 
 def _resolve(operand: Operand, row: dict[str, Any], params: dict[str, float], rule: Rule, column_unit_: str | None,
@@ -222,26 +217,22 @@ def _references(rule: Rule, stack: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(refs))
 
 
-def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, dict[str, float]] | None = None,
-             severities: dict[str, str] | None = None, disabled: set[str] | None = None,
-             stack: Sequence[str] = (), phase: str | None = None, phase_share: float = 1.0,
-             judged_alone: bool = False, run_facts: FactSet | None = None,
+def evaluate(rules: RuleSet, facts: FactSet, *, stack: Sequence[str] = (), phase: str | None = None,
+             phase_share: float = 1.0, judged_alone: bool = False, run_facts: FactSet | None = None,
              capture_preset: str | None = None) -> Evaluation:
-    """Judge every rule on its fact's rows. `stack`: the profile's stack lineage (StackInfo.lineage); each
-    finding lists those stacks' remediation steps first, then the rule's generic steps. `phase`: the facts are
+    """Judge every rule of `rules` on its fact's rows, with the params, severities and disabled rules the rule set
+    holds. `stack`: the profile's stack lineage (StackInfo.lineage); each finding lists those stacks' remediation
+    steps first, then the rule's generic steps. `phase`: the facts are
     one inference phase's (FactSet.phases), which takes `phase_share` of the run's GPU window; its findings
     carry the phase and both costs. Their severity follows their cost to the phase (impact) when the phase has
     steps enough to be `judged_alone` (the `phases` fact), else their cost to the run (run_impact).
     `run_facts`: the whole run's facts, which remediation steps' FACT.COLUMN conditions read (default: `facts`)."""
     out = Evaluation()
-    rule_params = rule_params or {}
-    severities = severities or {}
-    disabled = disabled or set()
-    for rule_id in sorted(rules):
-        rule = rules[rule_id]
+    for rule_id in sorted(rules.rules):
+        rule = rules.rules[rule_id]
         spec = rule.spec
         outcome = RuleOutcome(rule=rule.id, title=spec.title, category=spec.category)
-        if rule.id in disabled:
+        if rule.id in rules.disabled:
             outcome.reason = "disabled by configuration"
             out.skipped.append(outcome)
             continue
@@ -254,7 +245,7 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
             outcome.reason = result.skipped
             out.skipped.append(outcome)
             continue
-        params = effective_params(rule, rule_params.get(rule.id, {}))
+        params = dict(rules.params[rule.id])
         column_docs = {c.name: c.doc for c in result.fact.columns}
         fired = False
         not_after = time.monotonic() + templating.RULE_RENDER_SECONDS
@@ -268,8 +259,8 @@ def evaluate(rules: dict[str, Rule], facts: FactSet, *, rule_params: dict[str, d
             impact = None if impact is None else max(0.0, min(1.0, float(impact)))
             run_impact = None if impact is None else impact * phase_share
             cost = impact if judged_alone else run_impact
-            severity = Severity(severities.get(rule.id, spec.severity))
-            if cost is not None and spec.kind != Kind.CAPTURE and rule.id not in severities:
+            severity = rules.severity(rule.id)
+            if cost is not None and spec.kind != Kind.CAPTURE and rule.id not in rules.severities:
                 # Severity follows cost: a finding that costs little GPU time is information, whatever the rule's
                 # severity (a rule may set its own floor; an explicit rules.<id>.severity is kept as given).
                 limit = (params[spec.info_below_impact.lstrip("$")] if isinstance(spec.info_below_impact, str)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..reports.model import AlsoOn, Finding
+from ..model import AlsoOn, Finding
 
 _ON_GPU = re.compile(r"(?:(?P<phase>.+) · )?GPU (?P<device>\d+)")
 

@@ -9,7 +9,7 @@ from collections.abc import Collection
 from typing import Literal
 
 from ..facts.compute import FactSet
-from ..reports.model import Finding, PhaseVerdict
+from ..model import Finding, PhaseVerdict
 from ..text import plural, shorten
 from ..units import fmt_ratio
 from ..vocabulary import Kind, Severity

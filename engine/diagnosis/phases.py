@@ -9,12 +9,11 @@ from ..facts import Fact
 from ..facts.compute import FactSet
 from .evaluate import Evaluation, evaluate, sort_findings
 from .phase_verdict import judged_alone_phases, phase_share
-from .rules import Rule
+from .ruleset import RuleSet
 from ..vocabulary import Kind
 
 
-def judge_phases(run: Evaluation, rules: dict[str, Rule], facts: FactSet, fact_defs: dict[str, Fact], *,
-                 rule_params: dict[str, dict[str, float]], severities: dict[str, str], disabled: set[str],
+def judge_phases(run: Evaluation, rules: RuleSet, facts: FactSet, fact_defs: dict[str, Fact], *,
                  stack: Sequence[str], capture_preset: str | None = None) -> Evaluation:
     """`run` with the per-phase findings added (capture rules aside). A rule that fires in a phase speaks for that
     phase: its whole-run finding on the same subject is dropped (the phases split the run, so the phase findings
@@ -23,13 +22,12 @@ def judge_phases(run: Evaluation, rules: dict[str, Rule], facts: FactSet, fact_d
     if not facts.phases:
         return run
     # Capture problems (sampling too coarse, unknown metric names) belong to the capture, not to a phase.
-    phased = {rid: r for rid, r in rules.items() if r.spec.fact in fact_defs and fact_defs[r.spec.fact].per_phase
-              and r.spec.kind != Kind.CAPTURE}
+    phased = rules.only(rid for rid, r in rules.rules.items() if r.spec.fact in fact_defs
+                        and fact_defs[r.spec.fact].per_phase and r.spec.kind != Kind.CAPTURE)
     found = []
     alone = judged_alone_phases(facts)
     for phase, scoped in facts.phases.items():
-        found += evaluate(phased, scoped, rule_params=rule_params, severities=severities, disabled=disabled,
-                          stack=stack, capture_preset=capture_preset, phase=phase,
+        found += evaluate(phased, scoped, stack=stack, capture_preset=capture_preset, phase=phase,
                           phase_share=phase_share(facts, phase), judged_alone=phase in alone,
                           run_facts=facts).findings
     if not found:

@@ -9,7 +9,7 @@ script) is named as context after the evidence and never decides the stack."""
 from __future__ import annotations
 
 from ..facts.compute import FactSet
-from ..reports.model import StackInfo
+from ..model import StackInfo
 from ..units import fmt_ratio
 from ..vocabulary import STACKS
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..facts.compute import FactSet
-from ..reports.model import StartUp
+from ..model import StartUp
 from ..units import fmt_bytes, fmt_duration, fmt_ratio
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..reports.model import Throughput
+from ..model import Throughput
 
 
 def throughput(duration_ns: float | None, steps: list[dict[str, Any]], tokens: int | None) -> Throughput | None:

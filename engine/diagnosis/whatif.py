@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..facts.compute import FactSet
-from ..reports.model import BatchWhatIf, Finding, Throughput, WhatIf
+from ..model import BatchWhatIf, Finding, Throughput, WhatIf
 from ..units import fmt_value
 from ..vocabulary import Kind, Severity
 

@@ -102,7 +102,7 @@ def empty_export() -> Export:
 def rows_export(tables: dict[str, list[dict[str, Any]]], name: str = "empty.sqlite") -> Export:
     """An export whose canonical views hold exactly `tables` (view name -> rows as mappings of its columns; a
     column a row leaves out is NULL) and nothing else, opened through the same sandbox as a real one: fact tests
-    (engine/facts/facttest.py) compute facts on it. Names of kernels and API calls are stored as ids, the way the
+    (engine/facttest.py) compute facts on it. Names of kernels and API calls are stored as ids, the way the
     reader stores them (canonical.STORED). A value the column's type cannot hold raises duckdb.Error."""
     workspace = Workspace.create(threads=1)
     try:

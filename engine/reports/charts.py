@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from .comparemodel import TimeBin
-from .model import Report
-from .runmodel import RunReport
+from ..model.comparemodel import TimeBin
+from ..model import Report
+from ..model.runmodel import RunReport
 from ..text import plural
 from ..units import fmt_duration, fmt_ratio
 

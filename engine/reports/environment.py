@@ -14,7 +14,7 @@ from itertools import groupby
 import jinja2
 import markupsafe
 
-from .model import MetricRow
+from ..model import MetricRow
 from ..text import distinct_short_names, md_inline, plural, shorten, strip_controls, term
 from ..units import column_unit, fmt_bytes, fmt_duration, fmt_number, fmt_ratio, fmt_value
 

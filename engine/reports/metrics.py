@@ -13,14 +13,13 @@ from __future__ import annotations
 import math
 import operator
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..diagnosis.evaluate import effective_params
-from ..diagnosis.rules import Rule
-from .model import Better, MetricRow, Report, Throughput
-from ..units import PARAM_UNITS, fmt_value
+from ..diagnosis.ruleset import ParamThreshold, RuleSet
+from ..model import Better, MetricRow, Report, Throughput
+from ..units import fmt_value
 
 Unit = Literal["ratio", "share", "percent", "ns", "count", "bytes", "rate"]
 
@@ -218,47 +217,21 @@ def fmt_change(change: float | None, relative: float | None, unit: str) -> str:
 # ------------------------------------------------------------------------------------------------------------
 # Thresholds and the report's rows
 # ------------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Threshold:
-    value: float  # in the metric's unit
-    op: str       # the bad side, as the rule compares
-    param: str    # RULE.PARAM
-
-
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
-_FLIP = {">": "<", "<": ">", ">=": "<=", "<=": ">="}
 
 
-def _bad_side(rule: Rule, param: str, better: Better) -> str:
-    """The comparison the rule fires on, written with the metric on the left."""
-    for cond in rule.conditions + rule.any_conditions:
-        if cond.right.kind == "param" and cond.right.value == param and cond.op in _OPS:
-            return cond.op
-        if cond.left.kind == "param" and cond.left.value == param and cond.op in _OPS:
-            return _FLIP[cond.op]
-    return "<" if better == "higher" else ">"
-
-
-def rule_thresholds(rules: Mapping[str, Rule], rule_params: Mapping[str, Mapping[str, float]],
-                    disabled: Iterable[str] = ()) -> dict[str, Threshold]:
-    """The effective value of each rule param a metric names (diagnose.yaml and --set applied); a rule that is
-    not loaded or is disabled judges nothing."""
-    off = set(disabled)
-    out: dict[str, Threshold] = {}
+def rule_thresholds(rules: RuleSet) -> dict[str, ParamThreshold]:
+    """The value in force of each rule param a metric names (diagnose.yaml and --set applied, as the rule set
+    resolved them); a rule that is not loaded or is disabled judges nothing."""
+    out = {}
     for metric in METRICS:
-        if metric.threshold is None:
-            continue
-        rule_id, _, param = metric.threshold.rpartition(".")
-        rule = rules.get(rule_id)
-        if rule is None or rule_id in off or param not in rule.spec.params:
-            continue
-        factor = PARAM_UNITS[rule.spec.params[param].unit][1]
-        value = effective_params(rule, dict(rule_params.get(rule_id, {})))[param] * factor
-        out[metric.threshold] = Threshold(value, _bad_side(rule, param, metric.better), metric.threshold)
+        threshold = rules.threshold(metric.threshold) if metric.threshold is not None else None
+        if threshold is not None:
+            out[threshold.param] = threshold
     return out
 
 
-def key_metric_rows(report: Report, thresholds: Mapping[str, Threshold]) -> list[MetricRow]:
+def key_metric_rows(report: Report, thresholds: Mapping[str, ParamThreshold]) -> list[MetricRow]:
     """The report's key metrics (none when the profile ran no kernels). Throughput rows appear when the report
     has a throughput (--tokens or decode steps)."""
     if not report.metrics.get("kernel_count"):
@@ -272,7 +245,8 @@ def key_metric_rows(report: Report, thresholds: Mapping[str, Threshold]) -> list
         limit, op, param, limit_display = None, None, None, None
         if m.threshold is not None and m.threshold in thresholds:
             t = thresholds[m.threshold]
-            limit, op, param = t.value, t.op, t.param
+            # the rule's own comparison; a param no condition reads is bad on the metric's worse side
+            limit, op, param = t.value, t.op or ("<" if m.better == "higher" else ">"), t.param
             limit_display = fmt_metric(limit, m.unit)
         elif m.versus is not None and number(values.get(m.versus)) is not None:
             other = BY_KEY[m.versus]

@@ -15,10 +15,10 @@ from itertools import groupby
 from typing import Any
 
 from . import charts, sections, steps, timeline
-from .comparemodel import Comparison
+from ..model.comparemodel import Comparison
 from .environment import TERMINAL_WIDTH, environment, painter
-from .model import Document, Report
-from .runmodel import RunReport
+from ..model import Document, Report
+from ..model.runmodel import RunReport
 from ..vocabulary import Severity
 
 FORMATS = ("terminal", "md", "html", "json")

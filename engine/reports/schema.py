@@ -1,8 +1,8 @@
 """The JSON Schemas (draft 2020-12) of every JSON report, generated from the pydantic report models:
 
-    report   `diagnose PROFILE --format json`              Report (model.py)
-    run      `diagnose RANK0 RANK1 ... --format json`       RunReport (runmodel.py)
-    compare  `diagnose compare BEFORE AFTER --format json`  Comparison (comparemodel.py)
+    report   `diagnose PROFILE --format json`              Report (engine/model)
+    run      `diagnose RANK0 RANK1 ... --format json`       RunReport (engine/model/runmodel.py)
+    compare  `diagnose compare BEFORE AFTER --format json`  Comparison (engine/model/comparemodel.py)
 
 Fact columns are described by the fact headers (`-- @column`): the report's `metrics` and `facts` are typed by
 pydantic models made from the reported facts (`-- @report`), the run's rows by the `rank_balance` cross-rank fact.
@@ -24,11 +24,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from .comparemodel import COMPARISON_SCHEMA_VERSION, Comparison
+from ..model.comparemodel import COMPARISON_SCHEMA_VERSION, Comparison
 from ..facts import Fact, load_facts, reported_facts
 from ..facts.cross_rank import load_run_facts
-from .model import REPORT_SCHEMA_VERSION, Report
-from .runmodel import RUN_SCHEMA_VERSION, RunReport
+from ..model import REPORT_SCHEMA_VERSION, Report
+from ..model.runmodel import RUN_SCHEMA_VERSION, RunReport
 from ..units import column_unit
 
 SCHEMAS = ("report", "run", "compare")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .charts import PART_COLOURS, nice_ticks
-from .model import Report
+from ..model import Report
 from ..text import shorten
 from ..units import fmt_duration
 

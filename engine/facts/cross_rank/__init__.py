@@ -1,7 +1,7 @@
 """Cross-rank facts of a multi-rank run: documented SQL over one row per rank, kept apart from engine/facts.
 
-Each rank is diagnosed on its own first (engine/api.diagnose); engine/diagnosis/multirank.py then writes the per-rank
-numbers into the in-memory DuckDB table `ranks` (columns in RANK_COLUMNS) and runs the *.sql files of this
+Each rank is diagnosed on its own first (engine/api.diagnose); engine/multirank.py then writes the per-rank numbers
+into the in-memory DuckDB table `ranks` (columns in RANK_COLUMNS) and runs the *.sql files of this
 package over it. They use the header format of engine/facts (`-- @fact`, `-- @doc`, `-- @column` for every
 column, `-- @needs`), so `diagnose rules` and rule files treat them like any other fact; single-profile
 runs never load them.

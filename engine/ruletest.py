@@ -25,7 +25,7 @@ A cross-rank rule (`scope: run`) is tested on a multi-rank run: a generated run 
 (`multi_rank_straggler`, `multi_rank_balanced`) or `profile:` naming a directory of rank exports; `facts`
 params then apply to the diagnosis of each rank. Its `rows:` are rows of the cross-rank facts.
 
-A `NAME.test.yaml` beside a fact's `NAME.sql` is a fact test (engine/facts/facttest.py), not a rule test.
+A `NAME.test.yaml` beside a fact's `NAME.sql` is a fact test (engine/facttest.py), not a rule test.
 """
 
 from __future__ import annotations
@@ -39,16 +39,18 @@ from typing import Any, Callable
 
 import yaml
 
-from ..errors import DiagnoseError
-from .evaluate import Evaluation, evaluate
-from ..facts.compute import FactResult, FactSet, compute_facts
-from ..facts.cross_rank import load_run_facts
-from ..facts.opclasses import OperationClasses
-from ..facts import Fact, did_you_mean, fact_param_range
-from ..units import describe_range
-from .rules import Rule, RuleError
-from .yamlfile import SAFE_LOADER, Positions, error_position, error_problem
-from ..reading.export import open_export
+from .errors import DiagnoseError
+from .diagnosis.evaluate import Evaluation, evaluate
+from .facts.compute import FactResult, FactSet, compute_facts
+from .facts.cross_rank import load_run_facts
+from .facts.opclasses import OperationClasses
+from .facts import Fact, fact_param_range
+from .text import did_you_mean
+from .units import describe_range
+from .diagnosis.rules import Rule, RuleError
+from .diagnosis.ruleset import RuleSet
+from .diagnosis.yamlfile import SAFE_LOADER, Positions, error_position, error_problem
+from .reading.export import open_export
 
 _CASE_KEYS = {"name", "scenario", "profile", "rows", "params", "facts", "expect"}
 _INPUTS = ("scenario", "profile", "rows")
@@ -73,7 +75,7 @@ class CaseResult:
 
 
 def is_fact_test(path: Path) -> bool:
-    """A `NAME.test.yaml` beside `NAME.sql` tests that fact (engine/facts/facttest.py)."""
+    """A `NAME.test.yaml` beside `NAME.sql` tests that fact (engine/facttest.py)."""
     return path.with_name(path.name.removesuffix(".test.yaml") + ".sql").is_file()
 
 
@@ -268,9 +270,9 @@ class FactCache:
         if rule is not None and rule.spec.scope == "run":
             return self._get_run(case, base, rule_id, fact_params, suffix)
         if "scenario" in case:
-            from ..fixtures.generator import SCENARIOS, generate  # fixtures ship inside the package
+            from .fixtures.generator import SCENARIOS, generate  # fixtures ship inside the package
 
-            from ..fixtures.runs import RUN_SCENARIOS
+            from .fixtures.runs import RUN_SCENARIOS
 
             name = case["scenario"]
             if name in RUN_SCENARIOS:
@@ -298,7 +300,7 @@ class FactCache:
     def _get_run(self, case: dict[str, Any], base: Path, rule_id: str | None, fact_params: dict[str, float],
                  suffix: str) -> FactSet:
         """The cross-rank facts of a generated run scenario or of a directory of rank exports."""
-        from ..fixtures.runs import RUN_SCENARIOS, generate_run
+        from .fixtures.runs import RUN_SCENARIOS, generate_run
 
         if "scenario" in case:
             name = case["scenario"]
@@ -315,9 +317,9 @@ class FactCache:
                 raise RuleTestError(f"{base}: {case['profile']!r} is not a directory of rank exports")
             key = f"run:{target}{suffix}"
         if key not in self.cache:
-            from .config import Config, Setting
+            from .diagnosis.config import Config, Setting
             from .multirank import diagnose_ranks, run_facts_of
-            from ..reading.ranks import resolve_run
+            from .reading.ranks import resolve_run
 
             config = Config(fact_params={k: Setting(v, str(base)) for k, v in fact_params.items()})
             inputs, _ = resolve_run([target])
@@ -350,7 +352,7 @@ def run_rule_tests(files: list[Path], rules: dict[str, Rule], facts: dict[str, F
                 fact_set = cache.get(case, path, rules[rule_id])
                 params = {k: float(v) for k, v in (case.get("params") or {}).items()}
                 try:
-                    evaluation = evaluate({rule_id: rules[rule_id]}, fact_set, rule_params={rule_id: params})
+                    evaluation = evaluate(RuleSet.resolve({rule_id: rules[rule_id]}, {rule_id: params}), fact_set)
                 except RuleError as exc:
                     if "rows" not in case:
                         raise

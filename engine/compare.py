@@ -1,7 +1,8 @@
 """Before/after comparison of two diagnosed profiles: metric deltas, finding changes, a verdict and CI gates.
 
-compare(before, after, tokens=..., gates=[...]) -> Comparison (comparemodel.py). The compared metrics, their
-labels, units and good directions are the key metrics of metrics.py; render.py renders the comparison.
+compare(before, after, tokens=..., gates=[...]) -> Comparison (engine/model/comparemodel.py). The compared
+metrics, their labels, units and good directions are the key metrics of engine/reports/metrics.py;
+engine/reports/render.py renders the comparison.
 """
 
 from __future__ import annotations
@@ -11,17 +12,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePath
 from typing import Any, Literal
 
-from .comparemodel import (Assessment, Comparison, FindingChange, Gate, GateUnit, MetricDelta, ProjectionCheck, Side,
-                           TimeBin)
-from ..diagnosis.throughput import throughput
-from ..diagnosis.whatif import fmt_step
-from ..errors import DiagnoseError
-from ..text import did_you_mean
-from .metrics import (PHASE_KEY, Metric, compared, definition, fmt_change, fmt_metric, number, phase_values,
+from .model.comparemodel import (Assessment, Comparison, FindingChange, Gate, GateUnit, MetricDelta, ProjectionCheck,
+                                 Side, TimeBin)
+from .diagnosis.throughput import throughput
+from .diagnosis.whatif import fmt_step
+from .errors import DiagnoseError
+from .text import did_you_mean
+from .reports.metrics import (PHASE_KEY, Metric, compared, definition, fmt_change, fmt_metric, number, phase_values,
                       raw_value)
 from .model import Finding, Report
-from ..units import DURATION_UNITS
-from ..vocabulary import Severity
+from .units import DURATION_UNITS
+from .vocabulary import Severity
 
 NOISE = 0.02  # relative changes below 2 % count as unchanged
 

@@ -1,7 +1,8 @@
-"""The report model: the pieces every report is made of (verdict, findings with their evidence, metric rows,
+"""The domain model: the pieces every report is made of (verdict, findings with their evidence, metric rows,
 rule outcomes, settings) and the single-profile report. The multi-rank run (runmodel.py) and the comparison
-(comparemodel.py) are built from the same pieces; the renderer (render.py) and the JSON Schemas (schema.py) read
-these classes, nothing else.
+(comparemodel.py) are built from the same pieces. The diagnosis builds these classes; the renderer
+(engine/reports/render.py) and the JSON Schemas (engine/reports/schema.py) read them, nothing else. This package
+sits below both, so it imports nothing but the shared vocabulary.
 """
 
 from __future__ import annotations

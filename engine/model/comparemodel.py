@@ -1,11 +1,11 @@
 """The comparison of two diagnosed profiles (`diagnose compare BEFORE AFTER`): metric deltas over the key
-metrics of metrics.py, finding changes, a verdict and the CI gates. Built by compare.py."""
+metrics of engine/reports/metrics.py, finding changes, a verdict and the CI gates. Built by engine/compare.py."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from .model import Document, MetricInfo, Model
+from . import Document, MetricInfo, Model
 from ..vocabulary import Severity
 
 COMPARISON_SCHEMA_VERSION = "1.2"

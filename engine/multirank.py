@@ -19,20 +19,21 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from .. import api
-from .config import Config, split_config
-from ..errors import DiagnoseError
-from .evaluate import evaluate
-from ..facts.compute import FactSet
-from ..facts import Fact
-from ..reports.model import Finding, ParamOverride, Report, Verdict
-from ..reading.ranks import Numbering, RankInput, resolve_run
-from .rules import Rule, load_rules
-from ..facts.cross_rank import compute_run_facts, load_run_facts
-from ..reports.runmodel import RankRow, RunBalance, RunReport, split_balance_row
-from ..text import plural
-from ..units import fmt_ratio
-from ..vocabulary import Severity
+from . import api
+from .diagnosis.config import Config, split_config
+from .errors import DiagnoseError
+from .diagnosis.evaluate import evaluate
+from .facts.compute import FactSet
+from .facts import Fact
+from .model import Finding, ParamOverride, Report, Verdict
+from .reading.ranks import Numbering, RankInput, resolve_run
+from .diagnosis.rules import Rule, load_rules
+from .diagnosis.ruleset import RuleSet
+from .facts.cross_rank import compute_run_facts, load_run_facts
+from .model.runmodel import RankRow, RunBalance, RunReport, split_balance_row
+from .text import plural
+from .units import fmt_ratio
+from .vocabulary import Severity
 
 Progress = Callable[[str], None]
 
@@ -195,11 +196,7 @@ def build_run_report(inputs: Sequence[RankInput], numbering: Numbering, reports:
                      run_config: Config, run_rules: dict[str, Rule], run_fact_defs: dict[str, Fact],
                      source: str, workers: int, overrides: list[ParamOverride]) -> RunReport:
     facts = run_facts_of(inputs, reports, run_fact_defs)
-    evaluation = evaluate(run_rules, facts,
-                          rule_params={r: run_config.params_for(r) for r in run_config.rule_params},
-                          severities={r: s.value for r, s in run_config.severities.items()},
-                          disabled=set(run_config.disabled),
-                          stack=_common_lineage(reports))
+    evaluation = evaluate(RuleSet.from_config(run_rules, run_config), facts, stack=_common_lineage(reports))
     rows = {row["rank"]: row for row in facts.rows("rank_balance")}
     ranks = []
     for rank, report in zip(inputs, reports):

@@ -30,14 +30,15 @@ from typing import Any
 
 import duckdb
 
-from ..duck import reraise_interrupt
-from ..errors import DiagnoseError
-from ..facts import Fact, bundled_fact_files, did_you_mean, with_needs
-from ..facts.compute import compute_facts
-from ..facts.opclasses import OperationClasses
-from ..facts.scopes import from_run
-from ..reading.canonical import VIEWS
-from ..reading.export import rows_export
+from .duck import reraise_interrupt
+from .errors import DiagnoseError
+from .facts import Fact, bundled_fact_files, with_needs
+from .text import did_you_mean
+from .facts.compute import compute_facts
+from .facts.opclasses import OperationClasses
+from .facts.scopes import from_run
+from .reading.canonical import VIEWS
+from .reading.export import rows_export
 from .ruletest import REL_TOLERANCE, read_test_yaml, same_value
 
 _FILE_KEYS = {"fact", "cases"}

@@ -1,4 +1,4 @@
-"""The multi-rank run report: the shared pieces of model.py (verdict, findings, rule outcomes, settings) plus one
+"""The multi-rank run report: the shared pieces of engine/model (verdict, findings, rule outcomes, settings) plus one
 row per rank and the run-wide balance.
 
 Per-rank numbers and the run-wide balance come from the `rank_balance` cross-rank fact
@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .model import Document, Finding, Model, Number, ParamOverride, RuleOutcome, Verdict
+from . import Document, Finding, Model, Number, ParamOverride, RuleOutcome, Verdict
 from ..text import distinguishing_parts
 
 RUN_SCHEMA_VERSION = "1.0"

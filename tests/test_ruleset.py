@@ -1,0 +1,68 @@
+"""The rule set in force (engine/diagnosis/ruleset.py): diagnose.yaml and --set resolved once over the rules'
+defaults, and the thresholds the key metrics are judged against, in the unit of the column each rule compares."""
+
+from __future__ import annotations
+
+import pytest
+
+from nsys_diagnose.diagnosis.config import Config, apply_set
+from nsys_diagnose.diagnosis.rules import load_rules
+from nsys_diagnose.diagnosis.ruleset import RuleSet
+from nsys_diagnose.facts import load_facts
+from nsys_diagnose.vocabulary import Severity
+
+
+@pytest.fixture(scope="module")
+def rules():
+    return load_rules(load_facts())
+
+
+def _config(*assignments: str) -> Config:
+    config = Config()
+    for assignment in assignments:
+        apply_set(config, assignment)
+    return config
+
+
+def test_the_settings_in_force_are_the_defaults_with_the_configured_values(rules):
+    ruleset = RuleSet.from_config(rules, _config("launch-bound.max_overhead_ratio=0.2",
+                                                 "slow-launch-calls.severity=error", "low-utilization.enabled=false"))
+    defaults = {name: spec.default for name, spec in rules["launch-bound"].spec.params.items()}
+    assert ruleset.params["launch-bound"] == {**defaults, "max_overhead_ratio": 0.2}
+    assert ruleset.severity("slow-launch-calls") == Severity.ERROR
+    assert ruleset.severity("launch-bound") == rules["launch-bound"].spec.severity
+    assert "slow-launch-calls" in ruleset.severities and "launch-bound" not in ruleset.severities
+    assert ruleset.disabled == {"low-utilization"}
+
+
+def test_a_threshold_is_in_the_unit_of_the_column_the_rule_compares(rules):
+    # slow-launch-calls: p50_ns > $max_median_latency, a param in µs
+    ruleset = RuleSet.resolve(rules, {"slow-launch-calls": {"max_median_latency": 30}})
+    threshold = ruleset.threshold("slow-launch-calls.max_median_latency")
+    assert threshold is not None
+    assert (threshold.value, threshold.op, threshold.param) == (30_000, ">", "slow-launch-calls.max_median_latency")
+    low = RuleSet.resolve(rules).threshold("low-utilization.min_utilization")
+    assert low is not None and (low.value, low.op) == (0.5, "<")
+
+
+def test_a_disabled_missing_or_unknown_rule_param_has_no_threshold(rules):
+    ruleset = RuleSet.from_config(rules, _config("low-utilization.enabled=false"))
+    assert ruleset.threshold("low-utilization.min_utilization") is None  # a disabled rule judges nothing
+    assert ruleset.threshold("no-such-rule.min_utilization") is None
+    assert ruleset.threshold("launch-bound.no_such_param") is None
+
+
+def test_settings_of_rules_outside_the_set_are_left_out(rules):
+    # A configuration shared with multi-rank runs may tune cross-rank rules, which a profile's rule set lacks.
+    ruleset = RuleSet.resolve({"launch-bound": rules["launch-bound"]}, {"rank-straggler": {"min_ranks": 3}},
+                              {"rank-straggler": "error"}, ["rank-straggler"])
+    assert set(ruleset.params) == {"launch-bound"} and not ruleset.severities and not ruleset.disabled
+
+
+def test_a_subset_keeps_its_rules_settings(rules):
+    ruleset = RuleSet.from_config(rules, _config("launch-bound.max_overhead_ratio=0.2", "launch-bound.severity=info",
+                                                 "low-utilization.enabled=false", "slow-launch-calls.severity=error"))
+    subset = ruleset.only(["launch-bound", "low-utilization"])
+    assert set(subset.rules) == {"launch-bound", "low-utilization"}
+    assert subset.params["launch-bound"]["max_overhead_ratio"] == 0.2
+    assert subset.severities == {"launch-bound": Severity.INFO} and subset.disabled == {"low-utilization"}
