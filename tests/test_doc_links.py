@@ -66,3 +66,39 @@ def test_every_relative_link_leads_to_a_file_and_its_anchor(page: Path):
         assert REPO in resolved.parents or resolved == REPO, f"{where}, outside the repository"
         if anchor and resolved.suffix == ".md":
             assert anchor in github_anchors(resolved.read_text(encoding="utf-8")), f"{where}: no such anchor"
+
+
+# A docstring, fact @doc, rule comment or template that sends the reader to a section names it as
+# `docs/PAGE.md "Heading"` (or `README "Heading"`); the section must exist, or the pointer leads nowhere once a page
+# is split or a heading renamed.
+_SECTION_REFERENCE = re.compile(r'((?:docs/[\w/-]+\.md)|README|CONTRIBUTING(?:\.md)?) \\?"([^"\\]+?)\\?"')
+
+
+def _referring_files() -> list[Path]:
+    roots = [REPO / "engine", REPO / "rules", REPO / "reports" / "templates", REPO / "docs", REPO / "tools",
+             REPO / "fixtures"]
+    suffixes = {".py", ".sql", ".yaml", ".j2", ".md"}
+    return [REPO / "CONTRIBUTING.md", REPO / "README.md",
+            *(p for root in roots for p in sorted(root.rglob("*")) if p.suffix in suffixes and p.is_file())]
+
+
+def test_every_section_a_comment_or_doc_points_to_exists():
+    headings: dict[str, set[str]] = {}
+
+    def headings_of(name: str) -> set[str]:
+        page = {"README": "README.md", "CONTRIBUTING": "CONTRIBUTING.md"}.get(name, name)
+        if page not in headings:
+            path = REPO / page
+            text = path.read_text(encoding="utf-8") if path.is_file() else ""
+            headings[page] = {" ".join(t.replace("`", "").split()) for t in _HEADING.findall(_FENCE.sub("", text))}
+        return headings[page]
+
+    stale = []
+    for path in _referring_files():
+        text = path.read_text(encoding="utf-8")
+        # a reference may wrap over a comment or docstring line: join the lines, dropping comment markers
+        joined = re.sub(r"\s*\n\s*(?:--\s*@doc|#|--)?\s*", " ", text)
+        for page, section in _SECTION_REFERENCE.findall(joined):
+            if " ".join(section.split()) not in headings_of(page):
+                stale.append(f"{path.relative_to(REPO)}: {page} \"{section}\"")
+    assert not stale, "these point to a section that does not exist (moved or renamed?):\n" + "\n".join(stale)

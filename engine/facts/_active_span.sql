@@ -1,7 +1,7 @@
 -- @fact _active_span
 -- @doc One row: the span of CUDA API activity (first call to last) and how much of it was active work, that is
 -- @doc not inside one of the server's idle stretches (_server_idle: nothing in flight, as when a server waits
--- @doc for requests). The verdict judges the active work only (README "A server waiting for requests"), so a rate
+-- @doc for requests). The verdict judges the active work only (docs/measures.md "A server waiting for requests"), so a rate
 -- @doc per second of the profile divides by active_ns, not by the span: 2,013 syncs made in 1.2 s of work are
 -- @doc 1,660/s, not 3/s because the capture then waited ten minutes. Per phase: the span of the phase's calls.
 -- @needs _server_idle

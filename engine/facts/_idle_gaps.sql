@@ -3,7 +3,7 @@
 -- @materialize
 -- @doc One row per idle gap on a device's 'all' timeline (nothing running: no kernel, graph replay, copy or
 -- @doc memset) with exactly one cause, read from what the host thread that issued the next operation was doing
--- @doc during the gap (README "Where the idle time goes"). In order of precedence:
+-- @doc during the gap (docs/measures.md "Where the idle time goes"). In order of precedence:
 -- @doc 'uvm': the next operation is a unified-memory migration (page faults drive it, not the host);
 -- @doc 'gpu-side': the next operation was already queued (its issuing call returned before the GPU went idle)
 -- @doc and the gap is at most gpu_side_max_gap_ns: the fixed cost of one more operation on the GPU; queued work

@@ -1,7 +1,7 @@
 -- @fact _server_idle
 -- @whole-run
 -- @materialize
--- @doc The quiet stretches in which the run waited (README "A server waiting for requests"): nothing was in
+-- @doc The quiet stretches in which the run waited (docs/measures.md "A server waiting for requests"): nothing was in
 -- @doc flight, that is no GPU operation ran on any device, no CUDA API call ran on any thread (polling and
 -- @doc query calls aside: names with Query, Get or PeekAtLastError, which an idle server may keep making) and no
 -- @doc engine step was open (_step_ranges found from NVTX; steps found from calls span the time between two

@@ -1,7 +1,7 @@
 -- @fact _whatif_steps
 -- @materialize
 -- @doc One row per (device, step): the step's measured GPU chain and its replay under each what-if transform
--- @doc (README "What a fix would buy"). The model is Daydream's (Zhu et al., "Daydream: Accurately Estimating
+-- @doc (docs/measures.md "What a fix would buy"). The model is Daydream's (Zhu et al., "Daydream: Accurately Estimating
 -- @doc the Efficacy of Optimizations for DNN Training", USENIX ATC 2020): take the dependency graph from the
 -- @doc trace, transform it, replay it. Here the graph is each device's chain of operations in start order
 -- @doc (_timeline): every operation adds its busy piece greatest(end_ns - greatest(start_ns, prev_end_ns), 0)

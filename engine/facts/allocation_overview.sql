@@ -5,7 +5,7 @@
 -- @doc warmup_share of the active time of the span of GPU work (loading weights and warming caching allocators
 -- @doc come first), the CPU time inside them, and the GPU idle time they cause (_idle_gaps cause 'allocation').
 -- @doc Active time is the span less the server's idle stretches (_server_idle), which the verdict does not judge
--- @doc (README "A server waiting for requests"): the warm-up and the rate are measured on the work alone.
+-- @doc (docs/measures.md "A server waiting for requests"): the warm-up and the rate are measured on the work alone.
 -- @per-phase
 -- @needs _api_classes _idle_gaps gpu_utilization _server_idle
 -- @requires api_calls

@@ -2,7 +2,7 @@
 -- @doc Copies and memsets by device, traffic (host-device copies over PCIe, device-to-device, peer,
 -- @doc unified-memory migrations, memsets), direction and memory kind: count, bytes, time, effective
 -- @doc bandwidth, copies longer than the threshold (default 100 µs, the mark of a PCIe-bound transfer of
--- @doc the pcie-bound rule, README "Rules and the verdict"), and the time the GPU had nothing else to do
+-- @doc the pcie-bound rule, docs/verdict.md "Rules and the verdict"), and the time the GPU had nothing else to do
 -- @doc while they ran.
 -- @report
 -- @needs _copy_stalls

@@ -1,7 +1,7 @@
 -- @fact gpu_metrics_summary
 -- @doc One row per GPU with GPU-metrics samples (nsys --gpu-metrics-devices): what its SMs, tensor cores, DRAM
 -- @doc and links did while it worked. Metric names differ by nsys version and GPU family; each known name maps
--- @doc to one canonical metric (engine/facts/gpu_metric_names.csv, README "GPU metrics"), and names the table
+-- @doc to one canonical metric (engine/facts/gpu_metric_names.csv, docs/measures.md "GPU metrics"), and names the table
 -- @doc does not know are listed, not guessed at. The SM, tensor and DRAM means are over the samples taken while
 -- @doc a kernel ran (the time the kernels are judged on); the link means over the samples taken while a
 -- @doc collective (communication kernel) or a copy ran: what moves data over the links. Computed per phase too:

@@ -1,8 +1,8 @@
 -- @fact gpu_utilization
 -- @doc One row per GPU that did work: how its own window (first GPU operation to the last) splits into time
--- @doc with a kernel or CUDA-graph replay running (utilization, as nvidia-smi's and the README's "GPU
+-- @doc with a kernel or CUDA-graph replay running (utilization, as nvidia-smi's and the key metric "GPU
 -- @doc utilisation"), time with only copies or memsets running (copy_only_ns), and idle time by cause
--- @doc (_idle_gaps; README "Where the idle time goes"). Overlapping streams count once; the parts add up to the
+-- @doc (_idle_gaps; docs/measures.md "Where the idle time goes"). Overlapping streams count once; the parts add up to the
 -- @doc window. Each operation owns the idle gap before it, so the window is what the operations own: stretches
 -- @doc in which the server was idle (_server_idle: no GPU work and no CUDA call anywhere) are not part of it,
 -- @doc and per phase it is the phase's operations and the gaps before them.
@@ -25,7 +25,7 @@
 -- @column op_count GPU operations of every kind (kernels, graph replays, copies, memsets).
 -- @column kernel_count Kernels executed.
 -- @column graph_replay_count CUDA-graph replays traced in graph mode.
--- @column kernel_time_ns Sum of kernel durations, the "GPU active time" of README "What it measures" (ns).
+-- @column kernel_time_ns Sum of kernel durations, the "GPU active time" of docs/measures.md "What it measures" (ns).
 -- @column mean_kernel_ns Mean kernel duration (ns).
 -- @column idle_sync_ns Idle time caused by blocking synchronisations (ns).
 -- @column idle_allocation_ns Idle time while the host allocated or freed memory (ns).

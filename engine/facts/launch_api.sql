@@ -2,7 +2,7 @@
 -- @doc One row per launch API (cudaLaunchKernel, cuLaunchKernel, cuLaunchKernelEx, cudaGraphLaunch ...):
 -- @doc call count and CPU latency, and the queue delay from the call's start to the start of the GPU work
 -- @doc it launched (matched on pid and correlation id). A median above 20 µs is slow (the slow-launch-calls
--- @doc rule, README "Rules and the verdict"); the mean is kept, but a few calls that block for milliseconds
+-- @doc rule, docs/verdict.md "Rules and the verdict"); the mean is kept, but a few calls that block for milliseconds
 -- @doc (a full launch queue, lazy module loading) inflate it.
 -- @report
 -- @per-phase

@@ -1,5 +1,5 @@
 -- @fact launch_overhead
--- @doc One row per GPU that ran kernels: the launch-overhead numbers (README "What it measures"). The
+-- @doc One row per GPU that ran kernels: the launch-overhead numbers (docs/measures.md "What it measures"). The
 -- @doc overhead ratio is total gap time between consecutive kernels / (kernel busy time + that gap time);
 -- @doc above 0.3 the GPU spends a third of its kernel window waiting. launch_idle_share tells how much of the
 -- @doc GPU's idle time is launch cost: the host issuing the next operation (_idle_gaps 'launch'), versus

@@ -3,7 +3,7 @@
 -- @doc stretches (_server_idle: no GPU operation on any device, no CUDA call other than polling, no engine step
 -- @doc open; long compared with the typical step, or with the issuing thread blocked in an OS wait). Waiting is
 -- @doc not a bottleneck; those stretches are left out of the windows every other fact judges, and reported here
--- @doc instead (README "A server waiting for requests").
+-- @doc instead (docs/measures.md "A server waiting for requests").
 -- @needs _server_idle
 -- @column stretch_count Quiet stretches.
 -- @column idle_ns Their total length (ns).

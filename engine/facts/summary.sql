@@ -1,5 +1,5 @@
 -- @fact summary
--- @doc One row with the headline numbers for the whole profile (README "What it measures"): GPU
+-- @doc One row with the headline numbers for the whole profile (docs/measures.md "What it measures"): GPU
 -- @doc utilisation, mean kernel duration, mean and median gap between kernels, launch overhead ratio,
 -- @doc launch-call count and latency, GPU active time (sum of kernel durations), CPU time in CUDA API calls,
 -- @doc copy time, and data movement by traffic: host-device copies (the PCIe volume, pinned and pageable),

@@ -3,7 +3,7 @@
 -- @doc transfers that left the compute engines idle. Host-device copies (HtoD, DtoH, HtoA, AtoH: the copies
 -- @doc that cross PCIe, or NVLink-C2C on Grace Hopper) are split into pinned and pageable host memory and
 -- @doc long copies (PCIe-bound); device-to-device copies, peer copies between GPUs, memsets and unified-
--- @doc memory page migrations are counted apart (README "What it measures"). A copy stalls the GPU only for
+-- @doc memory page migrations are counted apart (docs/measures.md "What it measures"). A copy stalls the GPU only for
 -- @doc the part of it with no kernel or graph replay running on the device (_copy_stalls): an asynchronous
 -- @doc copy hidden under kernels costs nothing here.
 -- @report

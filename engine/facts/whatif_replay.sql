@@ -1,6 +1,6 @@
 -- @fact whatif_replay
 -- @doc Per device, and per phase when steps carry one, the median step measured and replayed under each
--- @doc what-if transform (_whatif_steps; README "What a fix would buy"): the median of the per-step replays,
+-- @doc what-if transform (_whatif_steps; docs/measures.md "What a fix would buy"): the median of the per-step replays,
 -- @doc not a replay of the median. Rows with phase NULL cover every step of the device; without steps the one
 -- @doc step is the device's judged window (source 'window'). The batch columns feed the batch projection:
 -- @doc the medians of the step's kernel time split into attention and the other kernels, and, where the steps

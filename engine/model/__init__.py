@@ -69,7 +69,7 @@ class AlsoOn(Model):
 
 class WhatIf(Model):
     """What removing a finding's cause would buy: the measured schedule replayed with the cause's time taken out
-    (engine/diagnosis/whatif.py, facts _whatif_steps and whatif_replay; README "What a fix would buy")."""
+    (engine/diagnosis/whatif.py, facts _whatif_steps and whatif_replay; docs/measures.md "What a fix would buy")."""
 
     transform: str
     """The transform replayed: launch-gaps, host-gaps, sync, allocation, copies-pinned or fused (the rule's
@@ -107,8 +107,8 @@ class WhatIf(Model):
 
 
 class BatchWhatIf(Model):
-    """What a larger batch would buy: the fixed per-step cost spread over more requests (README "What a fix would
-    buy")."""
+    """What a larger batch would buy: the fixed per-step cost spread over more requests (docs/measures.md "What a
+    fix would buy")."""
 
     batch: int = Field(ge=2)
     """The batch projected: N requests per step, or N x the current batch when that is unknown."""
@@ -297,7 +297,7 @@ class View(TypedDict):
 
 
 class StackInfo(Model):
-    """The software stack the profile comes from (software_stack fact; README "Advice for your stack")."""
+    """The software stack the profile comes from (software_stack fact; docs/verdict.md "Advice for your stack")."""
 
     name: str
     """Stack id: vllm, sglang, tensorrt-llm, tensorrt, jax, rapids, openacc, openmp, pytorch or cuda."""
@@ -351,7 +351,7 @@ class WindowShare(Model):
     """One part of a GPU's window: kernels running, only copies running, or idle time of one cause."""
 
     key: str = Field(description="kernels, copies, or an idle cause: sync, allocation, uvm, launch, host, gpu-side, "
-                                 "other (README \"Where the idle time goes\").")
+                                 "other (docs/measures.md \"Where the idle time goes\").")
     label: str
     short: str = Field(description="Short label, after \"idle:\" for the idle causes (terminal).")
     ns: int = Field(ge=0, description="Time of the window in this part (ns).")
