@@ -35,7 +35,7 @@ EXIT_MEANINGS: dict[str, tuple[tuple[str, str], ...]] = {
               ("3", 'a bug hit some profile (rows marked "internal error:")'),
               ("128+N", f"{_SIGNALS}: no results file is written")),
     "rules": (("0", "success"), ("1", "a failed rule test"), ("2", "a broken rule or fact file, usage or input error"),
-              ("3", _BUG)),
+              ("3", _BUG), ("128+N", "stopped by signal N")),
     "facts": (("0", "success"), ("1", "a failed fact test"), ("2", "usage, input, configuration or fact error"),
               ("3", _BUG),
               ("128+N", "stopped by signal N")),

@@ -371,8 +371,9 @@ def batch_parser() -> argparse.ArgumentParser:
 
 
 def rules_parser() -> argparse.ArgumentParser:
+    epilog = exit_codes_help("rules")  # on `diagnose rules` and on each of its commands
     p = _ArgumentParser(prog="diagnose rules", description="List, explain, check and test diagnosis rules.",
-                        epilog=exit_codes_help("rules"))
+                        epilog=epilog)
     _add_config(p)
     _add_quiet(p, "rules test: print only the failed cases and the count")
     _add_colour(p, None)
@@ -390,6 +391,7 @@ def rules_parser() -> argparse.ArgumentParser:
     check.add_argument("paths", nargs="*", type=Path, help="rule directories or files (default: all loaded)")
     test.add_argument("paths", nargs="*", type=Path, help="directories or .test.yaml files (default: all loaded)")
     for command in commands:
+        command.epilog = epilog
         _add_config(command, after=True)
         _add_quiet(command, "rules test: print only the failed cases and the count", after=True)
         _add_colour(command, None, after=True)
@@ -401,7 +403,7 @@ def facts_parser() -> argparse.ArgumentParser:
     p = _ArgumentParser(prog="diagnose facts",
                         description="The facts rules read: documented SQL over the canonical views of an export, "
                                     "bundled and from team rule directories.",
-                        epilog=exit_codes_help("facts"))
+                        epilog=(epilog := exit_codes_help("facts")))
     _add_config(p)
     _add_quiet(p)
     _add_colour(p, None)
@@ -434,6 +436,7 @@ def facts_parser() -> argparse.ArgumentParser:
                       help="fact names, fact test files or directories of them (default: the tests of every "
                            "bundled fact and of the facts in the loaded rule directories)")
     for command in (listing, show, test):
+        command.epilog = epilog
         _add_config(command, after=True)
         _add_quiet(command, after=True)
         _add_colour(command, None, after=True)

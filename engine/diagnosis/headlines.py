@@ -1,6 +1,6 @@
 """The verdict headline's wording is data: rules/headlines.yaml, plus a headlines.yaml in a team's rule directory
 that overrides some of its sentences. A sentence is text with `{placeholder}`s that this module fills in; nothing
-in the file runs or reads anything (the team-pack trust rules of docs/team-rules.md "Team rules: start your own pack in five minutes")."""
+in the file runs or reads anything (the team-pack trust rules of docs/security.md)."""
 
 from __future__ import annotations
 
