@@ -39,11 +39,14 @@ def test_a_team_pack_rewords_the_headline(eager, tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("primery: x\n", r"headlines.yaml: unknown sentence 'primery'; did you mean 'primary'\?"),
-    ('cost: " ({impact} of {phase})"\n', r"headlines.yaml: cost uses \{phase\}, which it cannot fill in; its "
-                                         r"placeholders: \{impact\}"),
-    ("- primary\n", r"headlines.yaml: the headline wording must be a mapping"),
-    ("primary: [x]\n", r"headlines.yaml: primary must be text"),
+    ("primery: x\n", r"headlines.yaml:1:1: unknown sentence 'primery'; did you mean 'primary'\?"),
+    ('cost: " ({impact} of {phase})"\n', r"headlines.yaml:1:1: cost uses \{phase\}, which it cannot fill in "
+                                         r"\(its placeholders: \{impact\}\)"),
+    ('healthy_graphs: ""\nprimary: "{titel}"\n', r"headlines.yaml:2:1: primary uses \{titel\}, which it cannot fill "
+                                                  r"in; did you mean 'title'\?"),
+    ("- primary\n", r"headlines.yaml:1:1: the headline wording must be a mapping"),
+    ("primary: [x]\n", r"headlines.yaml:1:1: primary must be text"),
+    ('primary: "{title}\n', r"headlines.yaml:2:1: invalid YAML"),
 ])
 def test_a_broken_wording_file_says_what_to_change(tmp_path, text, message):
     (tmp_path / "headlines.yaml").write_text(text, encoding="utf-8")
@@ -62,4 +65,13 @@ def test_rules_check_reports_a_broken_wording_file(tmp_path, capsys):
 
     (tmp_path / "headlines.yaml").write_text("primary: \"{title}: {msg}\"\n", encoding="utf-8")
     assert main(["rules", "check", str(tmp_path)]) == 2
-    assert "headlines.yaml: primary uses {msg}, which it cannot fill in" in capsys.readouterr().out
+    assert "headlines.yaml:1:1: primary uses {msg}, which it cannot fill in; did you mean 'message'?" in \
+        capsys.readouterr().out
+
+
+def test_every_mistake_of_a_wording_file_is_listed_with_its_line(tmp_path):
+    (tmp_path / "headlines.yaml").write_text('primary: "{title}"\nprimery: x\ncost: [x]\n', encoding="utf-8")
+    with pytest.raises(HeadlineError) as caught:
+        load_headlines([tmp_path])
+    assert [p.split(": ", 1)[0].rsplit("/", 1)[-1] for p in caught.value.problems] == [
+        "headlines.yaml:2:1", "headlines.yaml:3:1"]

@@ -51,7 +51,7 @@ def check_rules(config: Config, paths: list[Path]) -> int:
     try:  # the pack's headline wording (DIR/headlines.yaml): known sentences, their placeholders only
         load_headlines(team)
     except HeadlineError as exc:
-        errors.append(str(exc))
+        errors += exc.problems
     files = [f for p in targets for f in (rule_files(p) if p.is_dir() else [p])
              if f.suffix in (".yaml", ".yml") and not f.name.endswith(".test.yaml")]
     if facts is not None:

@@ -14,6 +14,7 @@ import yaml
 
 from ..errors import DiagnoseError
 from ..text import did_you_mean
+from .yamlfile import Positions, error_position, error_problem
 
 HEADLINES_FILE = "headlines.yaml"
 _PLACEHOLDER = re.compile(r"\{(\w*)\}")
@@ -34,7 +35,12 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {key: frozenset(names.split()) for key
 
 
 class HeadlineError(DiagnoseError):
-    """A headlines.yaml is broken; the message starts with the file and says what to change."""
+    """A headlines.yaml is broken: each of `problems` starts with FILE:LINE:COL and says what to change (str() lists
+    them, one per line)."""
+
+    def __init__(self, *problems: str):
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
 
 
 @dataclass(frozen=True)
@@ -50,28 +56,37 @@ class Headlines:
 
 def _read(path: Path) -> dict[str, str]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError) as exc:
         raise HeadlineError(f"{path}: cannot read the headline wording ({exc})") from None
     except yaml.YAMLError as exc:
-        raise HeadlineError(f"{path}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+        line, col = error_position(exc) or (1, 1)
+        raise HeadlineError(f"{path}:{line}:{col}: invalid YAML ({error_problem(exc)})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise HeadlineError(f"{path}: the headline wording must be a mapping of sentence name to text, e.g. "
+        raise HeadlineError(f"{path}:1:1: the headline wording must be a mapping of sentence name to text, e.g. "
                             f"primary: \"{{title}}{{cost}}: {{message}}{{also_on}}{{notes}}\"")
-    for key, text in data.items():
+    at = Positions(text)
+    problems = []
+    for key, value in data.items():
+        where = f"{path}:{at.of(key)}"
         if key not in PLACEHOLDERS:
-            raise HeadlineError(f"{path}: unknown sentence {key!r}{did_you_mean(str(key), PLACEHOLDERS)} (the "
-                                f"sentences are {', '.join(PLACEHOLDERS)})")
-        if not isinstance(text, str):
-            raise HeadlineError(f"{path}: {key} must be text")
+            problems.append(f"{where}: unknown sentence {key!r}{did_you_mean(str(key), PLACEHOLDERS)} (the "
+                            f"sentences are {', '.join(PLACEHOLDERS)})")
+            continue
+        if not isinstance(value, str):
+            problems.append(f"{where}: {key} must be text")
+            continue
         allowed = PLACEHOLDERS[key]
-        for name in _PLACEHOLDER.findall(text):
+        for name in _PLACEHOLDER.findall(value):
             if name not in allowed:
                 listed = ", ".join(f"{{{p}}}" for p in sorted(allowed)) or "none"
-                raise HeadlineError(f"{path}: {key} uses {{{name}}}, which it cannot fill in; its placeholders: "
-                                    f"{listed}")
+                problems.append(f"{where}: {key} uses {{{name}}}, which it cannot fill in"
+                                f"{did_you_mean(name, allowed)} (its placeholders: {listed})")
+    if problems:
+        raise HeadlineError(*problems)
     return dict(data)
 
 
