@@ -35,9 +35,8 @@ from typing import Any
 
 import duckdb
 
-from .api import diagnose, load_rule_set, validate_config
+from .api import diagnose, load_pack
 from .diagnosis.config import Config
-from .diagnosis.rules import load_rules
 from .duck import offline_connection, reraise_interrupt, sql_literal
 from .errors import INTERNAL, InputError, OutputError, error_sentence
 from .reading.cache import cache_secret, usable_cache_dir
@@ -318,10 +317,9 @@ def worker_count(profiles: int, jobs: int | None = None) -> int:
 
 
 def check_config(config: Config) -> None:
-    """Refuse a bad --set, diagnose.yaml or rule directory once, before any profile is read (a ConfigError or
-    RuleError), instead of as the same error on every row."""
-    fact_defs, rules = load_rule_set(config)
-    validate_config(config, {**rules, **load_rules(fact_defs, config.rule_dirs, scope="run")}, fact_defs)
+    """Refuse a bad --set, diagnose.yaml or team pack (rules, facts, operation classes, headlines) once, before any
+    profile is read and before any worker starts, instead of as the same error on every row."""
+    load_pack(config)
 
 
 Done = Callable[[dict[str, Any], int, int], None]
