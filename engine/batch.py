@@ -17,6 +17,7 @@ import glob
 import hashlib
 import json
 import os
+import pickle
 import shutil
 import signal
 import stat
@@ -35,7 +36,7 @@ from typing import Any
 
 import duckdb
 
-from .api import diagnose, load_pack
+from .api import Pack, diagnose, load_pack
 from .diagnosis.config import Config
 from .duck import offline_connection, reraise_interrupt, sql_literal
 from .errors import INTERNAL, InputError, OutputError, error_sentence
@@ -279,6 +280,18 @@ def _start_worker(pids: SimpleQueue, stopping: Any) -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
+_PACK: list[tuple[bytes, Pack]] = []  # this worker process's pack, loaded at its first profile
+
+
+def _pack_of(config: Config) -> Pack:
+    """The pack of `config`, loaded once per worker process rather than once per profile (the parent has already
+    refused a broken one: check_config)."""
+    key = pickle.dumps(config)
+    if not _PACK or _PACK[0][0] != key:
+        _PACK[:] = [(key, load_pack(config))]
+    return _PACK[0][1]
+
+
 def diagnose_row(path: str, settings: WorkerSettings,
                  check: Callable[[str], None] | None = None) -> dict[str, Any] | None:
     """One profile's row (None when the batch is being stopped). Runs in a worker process. `check(stage)`, called
@@ -289,8 +302,8 @@ def diagnose_row(path: str, settings: WorkerSettings,
     _WorkerStop.busy = True
     try:
         check("starting")
-        report = diagnose(path, settings.config, progress=check, cache=settings.cache,
-                          cache_dir=settings.cache_dir, threads=settings.threads, share=settings.share)
+        report = diagnose(path, progress=check, cache=settings.cache, cache_dir=settings.cache_dir,
+                          threads=settings.threads, share=settings.share, pack=_pack_of(settings.config))
         return report_row(path, report, time.monotonic() - start)
     except KeyboardInterrupt:
         return None
