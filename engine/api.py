@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .diagnosis.config import Config, ConfigError, Setting, split_config
+from .diagnosis.config import Config, ConfigError, split_config
 from .duck import reraise_interrupt
 from .diagnosis.evaluate import evaluate, idle_cause_rules, verdict
-from .diagnosis.headlines import load_headlines
+from .diagnosis.headlines import Headlines, load_headlines
 from .diagnosis.merge import merge_agreeing, merge_gpus
 from .diagnosis.phases import judge_phases
 from .diagnosis.stacks import detect_stack
 from .facts.compute import FactSet
-from .facts.opclasses import load_operation_classes
+from .facts.opclasses import OperationClasses, load_operation_classes
 from .facts.results_cache import facts_of
-from .facts import Fact, FactError, FactOverflowError, fact_param_range, load_facts, reported_facts
+from .facts import Fact, FactError, FactOverflowError, load_facts, reported_facts
 from .errors import InputError
-from .text import did_you_mean
 from .timings import Timings
 from .version import tool_version
-from .model import Device, ParamOverride, ProfileSummary, Report, StackInfo, StartUp
+from .model import Device, ProfileSummary, Report, StackInfo, StartUp
 from .reports.breakdown import window_breakdown
 from .reports.operations import operation_breakdown
 from .reports.metrics import key_metric_rows, rule_thresholds
@@ -31,71 +31,43 @@ from .reading.export import Export, open_export
 from .diagnosis.startup import startup_summary
 from .diagnosis.throughput import throughput
 from .diagnosis import whatif
-from .units import describe_range, fmt_limit
 
 
 
-def validate_config(config: Config, rules: dict[str, Rule], facts: dict[str, Fact]) -> None:
-    ids = sorted(rules)
-    for rule_id in list(config.rule_params) + list(config.severities) + list(config.disabled):
-        if rule_id not in rules:
-            raise ConfigError(f"unknown rule {rule_id!r} in the configuration{did_you_mean(rule_id, ids)}")
-    for rule_id, params in config.rule_params.items():
-        known = list(rules[rule_id].spec.params)
-        for name in params:
-            if name not in known:
-                hint = did_you_mean(name, known) or (f"; its params are {', '.join(known)}" if known else
-                                                 "; it has no params")
-                raise ConfigError(f"rule {rule_id!r} has no param {name!r}{hint}")
-    fact_params = sorted({p for f in facts.values() for p in f.params})
-    for name in config.fact_params:
-        if name not in fact_params:
-            raise ConfigError(f"no fact has a param {name!r}{did_you_mean(name, fact_params)}; "
-                              f"fact params are {', '.join(fact_params)}")
-    _check_ranges(config, rules, facts)
+@dataclass(frozen=True)
+class Pack:
+    """The rule pack in force, loaded and checked once per diagnosis, batch or multi-rank run: the bundled and team
+    facts and rules, the team's operation classes and headline wording, and the settings of diagnose.yaml and --set
+    resolved over the rules (a broken pack or setting is refused here, before any export is read)."""
+
+    facts: dict[str, Fact]
+    rules: dict[str, Rule]
+    """The rules that judge one profile."""
+    run_rules: dict[str, Rule]
+    """The cross-rank rules (`scope: run`) of a multi-rank run."""
+    op_classes: OperationClasses
+    headlines: Headlines
+    ruleset: RuleSet
+    """The profile rules with their settings in force, and every non-default setting (fact params included)."""
+    run_ruleset: RuleSet
+    """The cross-rank rules with their settings in force."""
+    config: Config
+    """The configuration one profile is diagnosed with (the settings of cross-rank rules split off)."""
 
 
-def _setting_place(setting: Setting, target: str, yaml_key: str) -> str:
-    """Where a setting was made: `--set TARGET=VALUE` or `diagnose.yaml: rules.RULE.PARAM`."""
-    if setting.origin == "command line":
-        return f"--set {target}={fmt_limit(setting.value)}"
-    return f"{setting.origin}: {yaml_key}"
-
-
-def _check_ranges(config: Config, rules: dict[str, Rule], facts: dict[str, Fact]) -> None:
-    """A value outside the range its rule (ParamSpec min/max, else its unit's) or fact (@param ... range) declares
-    is refused: a negative ratio or count is a typo that would silently turn the rule on or off everywhere."""
-    for rule_id, params in config.rule_params.items():
-        for name, setting in params.items():
-            spec = rules[rule_id].spec.params[name]
-            if not spec.in_range(setting.value):
-                target = f"{rule_id}.{name}"
-                raise ConfigError(f"{_setting_place(setting, target, f'rules.{rule_id}.{name}')}: {target} must be "
-                                  f"{spec.range_text} (unit: {spec.unit}), not {fmt_limit(setting.value)}; "
-                                  f"`diagnose rules explain {rule_id}` describes it")
-    for name, setting in config.fact_params.items():
-        lo, hi = fact_param_range(facts, name)
-        if not lo <= setting.value <= hi:
-            raise ConfigError(f"{_setting_place(setting, f'facts.{name}', f'facts.{name}')}: facts.{name} must be "
-                              f"{describe_range(lo, hi)}, not {fmt_limit(setting.value)}")
-
-
-def overrides(config: Config, rules: dict[str, Rule], facts: dict[str, Fact]) -> list[ParamOverride]:
-    out: list[ParamOverride] = []
-    for rule_id, params in sorted(config.rule_params.items()):
-        for name, setting in sorted(params.items()):
-            out.append(ParamOverride(target=f"{rule_id}.{name}", value=setting.value,
-                                     default=rules[rule_id].spec.params[name].default, origin=setting.origin))
-    for rule_id, setting in sorted(config.severities.items()):
-        out.append(ParamOverride(target=f"{rule_id}.severity", value=setting.value,
-                                 default=rules[rule_id].spec.severity, origin=setting.origin))
-    for rule_id, setting in sorted(config.disabled.items()):
-        out.append(ParamOverride(target=f"{rule_id}.enabled", value=False, default=True, origin=setting.origin))
-    defaults = {p: v for f in facts.values() for p, v in f.params.items()}
-    for name, setting in sorted(config.fact_params.items()):
-        out.append(ParamOverride(target=f"facts.{name}", value=setting.value, default=defaults[name],
-                                 origin=setting.origin))
-    return out
+def load_pack(config: Config | None = None) -> Pack:
+    """Load and check everything a diagnosis needs besides the export. Raises a ConfigError, RuleError, FactError,
+    OpClassError or HeadlineError: one sentence for the whole run, never one per profile or rank."""
+    config = config or Config()
+    fact_defs, rules = load_rule_set(config)
+    # A configuration shared with multi-rank runs may tune cross-rank rules: one profile ignores those settings,
+    # but a typo gets its did-you-mean over all the rules.
+    run_rules = load_rules(fact_defs, config.rule_dirs, scope="run")
+    everything = RuleSet.from_config({**rules, **run_rules}, config, fact_defs)
+    return Pack(facts=fact_defs, rules=rules, run_rules=run_rules,
+                op_classes=load_operation_classes(config.rule_dirs), headlines=load_headlines(config.rule_dirs),
+                ruleset=everything.only(rules), run_ruleset=everything.only(run_rules, fact_settings=False),
+                config=split_config(config, set(run_rules))[0])
 
 
 def profile_summary(export: Export, stack: StackInfo | None = None) -> ProfileSummary:
@@ -112,12 +84,12 @@ def profile_summary(export: Export, stack: StackInfo | None = None) -> ProfileSu
         views={name: {"rows": s.rows, "reason": s.reason} for name, s in export.views.items()})
 
 
-def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config: Config,
-                 fact_defs: dict[str, Fact], tokens: int | None = None, what_if_batch: int | None = None,
-                 capture_preset: str | None = None) -> Report:
-    """`what_if_batch`: project that many requests per step (`--what-if batch=N`); `capture_preset`: the preset
-    `diagnose profile` captured with, which the `diagnose profile` line of a capture finding keeps."""
-    ruleset = RuleSet.from_config(rules, config)  # the settings in force, resolved once for everything below
+def build_report(export: Export, facts: FactSet, pack: Pack, tokens: int | None = None,
+                 what_if_batch: int | None = None, capture_preset: str | None = None) -> Report:
+    """`pack`: the rules, facts, wording and settings in force (load_pack); `what_if_batch`: project that many
+    requests per step (`--what-if batch=N`); `capture_preset`: the preset `diagnose profile` captured with, which
+    the `diagnose profile` line of a capture finding keeps."""
+    ruleset, rules, fact_defs = pack.ruleset, pack.rules, pack.facts
     stack = detect_stack(facts)
     evaluation = judge_phases(evaluate(ruleset, facts, stack=stack.lineage, capture_preset=capture_preset),
                               ruleset, facts, fact_defs, stack=stack.lineage, capture_preset=capture_preset)
@@ -134,10 +106,10 @@ def build_report(export: Export, facts: FactSet, rules: dict[str, Rule], config:
     startup = startup_summary(facts)
     report = Report(
         tool_version=tool_version(), profile=profile_summary(export, stack),
-        verdict=verdict(evaluation, facts, blocking, idle_cause_rules(rules), load_headlines(config.rule_dirs)),
+        verdict=verdict(evaluation, facts, blocking, idle_cause_rules(rules), pack.headlines),
         metrics=facts.first("summary"),
         findings=evaluation.findings, passed=evaluation.passed, skipped=evaluation.skipped,
-        overrides=overrides(config, rules, fact_defs), facts=reported,
+        overrides=list(ruleset.overrides), facts=reported,
         phase_facts={phase: {name: scoped.rows(name) for name in per_phase if name in scoped.results}
                      for phase, scoped in facts.phases.items()},
         throughput=throughput(_judged_ns(export, startup), facts.rows("steps") if "steps" in facts.results else [],
@@ -186,22 +158,18 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
              progress: Callable[[str], None] | None = None, cache: bool = True, threads: int | None = None,
              share: int = 1, cache_dir: str | Path | None = None, what_if_batch: int | None = None,
              capture_preset: str | None = None,
-             timings: Timings | None = None) -> Report:
+             timings: Timings | None = None, pack: Pack | None = None) -> Report:
     """Diagnose one export. `tokens`: output tokens the profiled run generated (adds tokens/s).
     `cache`: reuse (or save) the canonical tables in the user's cache directory, or `cache_dir` (see
     engine/reading/cache.py); False reads the export afresh.
     `threads`, `share`: DuckDB threads, and how many diagnoses run side by side sharing the memory limit.
-    `timings`: record where the time goes there (engine/timings.py): reading, each fact, judging."""
-    config = config or Config()
+    `timings`: record where the time goes there (engine/timings.py): reading, each fact, judging.
+    `pack`: the pack already loaded for `config` (load_pack), as a batch or a multi-rank run shares it."""
     stages = timings.stage if timings else lambda _: contextlib.nullcontext()
-    with stages("load the rules and facts"):
-        fact_defs, rules = load_rule_set(config)
-        # A configuration shared with multi-rank runs may tune cross-rank rules: one profile ignores those settings.
-        run_rules = load_rules(fact_defs, config.rule_dirs, scope="run")
-        validate_config(config, {**rules, **run_rules}, fact_defs)
-        config = split_config(config, set(run_rules))[0]
-        op_classes = load_operation_classes(config.rule_dirs)
-        load_headlines(config.rule_dirs)  # a broken headlines.yaml stops the run before the export is read
+    if pack is None:
+        with stages("load the rules and facts"):
+            pack = load_pack(config)  # a broken pack or setting stops the run before the export is read
+    config, fact_defs, rules = pack.config, pack.facts, pack.rules
     try:
         with contextlib.ExitStack() as scope:
             with stages("read the export"):
@@ -217,7 +185,7 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
                     facts = facts_of(export, params=params,
                                      phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress,
                                      startup_patterns=config.startup_patterns, step_patterns=config.step_patterns,
-                                     op_classes=op_classes, timings=timings)
+                                     op_classes=pack.op_classes, timings=timings)
             except FactOverflowError as exc:
                 raise InputError(f"{path} holds values too large to compute with ({exc}); the export looks "
                                  f"damaged or hand-edited, so export the profile again with "
@@ -229,7 +197,7 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
                                     exc.fact) from None
                 raise
             with stages("judge and build the report"):
-                return build_report(export, facts, rules, config, fact_defs, tokens, what_if_batch, capture_preset)
+                return build_report(export, facts, pack, tokens, what_if_batch, capture_preset)
     except RuntimeError as exc:  # Ctrl-C inside a DuckDB query surfaces as RuntimeError('Query interrupted')
         reraise_interrupt(exc)
         raise

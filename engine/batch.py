@@ -17,6 +17,7 @@ import glob
 import hashlib
 import json
 import os
+import pickle
 import shutil
 import signal
 import stat
@@ -35,9 +36,8 @@ from typing import Any
 
 import duckdb
 
-from .api import diagnose, load_rule_set, validate_config
+from .api import Pack, diagnose, load_pack
 from .diagnosis.config import Config
-from .diagnosis.rules import load_rules
 from .duck import offline_connection, reraise_interrupt, sql_literal
 from .errors import INTERNAL, InputError, OutputError, error_sentence
 from .reading.cache import cache_secret, usable_cache_dir
@@ -280,6 +280,18 @@ def _start_worker(pids: SimpleQueue, stopping: Any) -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
+_PACK: list[tuple[bytes, Pack]] = []  # this worker process's pack, loaded at its first profile
+
+
+def _pack_of(config: Config) -> Pack:
+    """The pack of `config`, loaded once per worker process rather than once per profile (the parent has already
+    refused a broken one: check_config)."""
+    key = pickle.dumps(config)
+    if not _PACK or _PACK[0][0] != key:
+        _PACK[:] = [(key, load_pack(config))]
+    return _PACK[0][1]
+
+
 def diagnose_row(path: str, settings: WorkerSettings,
                  check: Callable[[str], None] | None = None) -> dict[str, Any] | None:
     """One profile's row (None when the batch is being stopped). Runs in a worker process. `check(stage)`, called
@@ -290,8 +302,8 @@ def diagnose_row(path: str, settings: WorkerSettings,
     _WorkerStop.busy = True
     try:
         check("starting")
-        report = diagnose(path, settings.config, progress=check, cache=settings.cache,
-                          cache_dir=settings.cache_dir, threads=settings.threads, share=settings.share)
+        report = diagnose(path, progress=check, cache=settings.cache, cache_dir=settings.cache_dir,
+                          threads=settings.threads, share=settings.share, pack=_pack_of(settings.config))
         return report_row(path, report, time.monotonic() - start)
     except KeyboardInterrupt:
         return None
@@ -318,10 +330,9 @@ def worker_count(profiles: int, jobs: int | None = None) -> int:
 
 
 def check_config(config: Config) -> None:
-    """Refuse a bad --set, diagnose.yaml or rule directory once, before any profile is read (a ConfigError or
-    RuleError), instead of as the same error on every row."""
-    fact_defs, rules = load_rule_set(config)
-    validate_config(config, {**rules, **load_rules(fact_defs, config.rule_dirs, scope="run")}, fact_defs)
+    """Refuse a bad --set, diagnose.yaml or team pack (rules, facts, operation classes, headlines) once, before any
+    profile is read and before any worker starts, instead of as the same error on every row."""
+    load_pack(config)
 
 
 Done = Callable[[dict[str, Any], int, int], None]

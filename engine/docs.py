@@ -23,10 +23,8 @@ from typing import Any
 import jinja2
 
 from .diagnosis.categories import Category
-from .diagnosis.evaluate import evaluate
 from .diagnosis.rules import Rule, StepSpec, load_rules, rule_categories
-from .diagnosis.ruleset import RuleSet
-from .ruletest import FactCache, example_case, load_test_file
+from .ruletest import FactCache, example_finding, load_test_file
 from .errors import DiagnoseError
 from .facts import Fact, load_facts, with_needs
 from .facts.compute import FactSet
@@ -95,15 +93,11 @@ def _steps(steps: list[str | StepSpec]) -> list[dict[str, Any]]:
 
 
 def _example(rule: Rule, test_file: Path, cases: list[dict[str, Any]], cache: FactCache) -> Example | None:
-    firing = example_case(cases)
-    if firing is None:
+    example = example_finding(rule, test_file, cases, cache)
+    if example is None:
         return None
-    params = {k: float(v) for k, v in (firing.get("params") or {}).items()}
-    found = evaluate(RuleSet.resolve({rule.id: rule}, {rule.id: params}), cache.get(firing, test_file, rule)).findings
-    if not found:
-        return None
-    return Example(firing.get("name", ""), _case_input(firing),
-                   firing.get("params") or {}, found[0])
+    firing, finding = example
+    return Example(firing.get("name", ""), _case_input(firing), firing.get("params") or {}, finding)
 
 
 def _case_input(case: dict[str, Any]) -> str:

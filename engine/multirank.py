@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from . import api
-from .diagnosis.config import Config, split_config
+from .diagnosis.config import Config
 from .errors import DiagnoseError
 from .diagnosis.evaluate import evaluate
 from .facts.compute import FactSet
 from .facts import Fact
 from .model import Finding, ParamOverride, Report, Verdict
 from .reading.ranks import Numbering, RankInput, resolve_run
-from .diagnosis.rules import Rule, load_rules
 from .diagnosis.ruleset import RuleSet
 from .facts.cross_rank import compute_run_facts, load_run_facts
 from .model.runmodel import RankRow, RunBalance, RunReport, split_balance_row
@@ -86,16 +85,18 @@ def worker_count(ranks: int, workers: int | None = None) -> int:
 
 def diagnose_ranks(inputs: Sequence[RankInput], config: Config, *, progress: Progress | None = None,
                    cache: bool = True, workers: int | None = None,
-                   cache_dir: str | Path | None = None) -> list[Report]:
+                   cache_dir: str | Path | None = None, pack: api.Pack | None = None) -> list[Report]:
     """Each rank's own report (in `inputs` order), diagnosed in parallel. The first failing rank (in rank
-    order) raises its error, naming the rank and its file; the other ranks are abandoned."""
+    order) raises its error, naming the rank and its file; the other ranks are abandoned. The pack (`pack`, else
+    loaded here from `config`) is loaded once for all the ranks, so a broken pack is no rank's error."""
+    pack = pack or api.load_pack(config)
     tracker = RunProgress(progress, len(inputs))
     count = worker_count(len(inputs), workers)
     threads = max(1, (os.cpu_count() or 1) // count)  # the ranks side by side share the CPUs and the memory limit
 
     def one(rank: RankInput) -> Report:
-        report = api.diagnose(rank.path, config, progress=tracker.for_rank(rank.rank), cache=cache,
-                              cache_dir=cache_dir, threads=threads, share=count)
+        report = api.diagnose(rank.path, progress=tracker.for_rank(rank.rank), cache=cache,
+                              cache_dir=cache_dir, threads=threads, share=count, pack=pack)
         tracker.finished()
         return report
 
@@ -193,10 +194,10 @@ def _common_lineage(reports: Sequence[Report]) -> list[str]:
 
 
 def build_run_report(inputs: Sequence[RankInput], numbering: Numbering, reports: Sequence[Report],
-                     run_config: Config, run_rules: dict[str, Rule], run_fact_defs: dict[str, Fact],
-                     source: str, workers: int, overrides: list[ParamOverride]) -> RunReport:
+                     run_rules: RuleSet, run_fact_defs: dict[str, Fact], source: str, workers: int,
+                     overrides: list[ParamOverride]) -> RunReport:
     facts = run_facts_of(inputs, reports, run_fact_defs)
-    evaluation = evaluate(RuleSet.from_config(run_rules, run_config), facts, stack=_common_lineage(reports))
+    evaluation = evaluate(run_rules, facts, stack=_common_lineage(reports))
     rows = {row["rank"]: row for row in facts.rows("rank_balance")}
     ranks = []
     for rank, report in zip(inputs, reports):
@@ -225,15 +226,9 @@ def diagnose_inputs(inputs: Sequence[RankInput], numbering: Numbering, source: s
                     *, progress: Progress | None = None, cache: bool = True, workers: int | None = None,
                     cache_dir: str | Path | None = None) -> RunReport:
     """`diagnose_run` on ranks already resolved (and checked to be one run) by `resolve_run`."""
-    config = config or Config()
-    fact_defs, profile_rules = api.load_rule_set(config)
-    run_fact_defs = load_run_facts()
-    run_rules = load_rules(fact_defs, config.rule_dirs, scope="run")
-    api.validate_config(config, {**profile_rules, **run_rules}, fact_defs)  # typos get a did-you-mean over all
-    rank_config, run_config = split_config(config, set(run_rules))
-    reports = diagnose_ranks(inputs, rank_config, progress=progress, cache=cache, workers=workers,
-                             cache_dir=cache_dir)
-    overrides = (api.overrides(rank_config, profile_rules, fact_defs)
-                 + api.overrides(run_config, run_rules, run_fact_defs))
-    return build_run_report(inputs, numbering, reports, run_config, run_rules, run_fact_defs, source,
+    pack = api.load_pack(config)  # once for every rank and the cross-rank rules
+    reports = diagnose_ranks(inputs, pack.config, progress=progress, cache=cache, workers=workers,
+                             cache_dir=cache_dir, pack=pack)
+    overrides = list(pack.ruleset.overrides + pack.run_ruleset.overrides)
+    return build_run_report(inputs, numbering, reports, pack.run_ruleset, load_run_facts(), source,
                             worker_count(len(inputs), workers), overrides)

@@ -45,6 +45,7 @@ from .facts.compute import FactResult, FactSet, compute_facts
 from .facts.cross_rank import load_run_facts
 from .facts.opclasses import OperationClasses
 from .facts import Fact, fact_param_range
+from .model import Finding
 from .text import did_you_mean
 from .units import describe_range
 from .diagnosis.rules import Rule, RuleError
@@ -374,6 +375,18 @@ def example_case(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
     scenario or an export before one on inline rows, whose numbers are made up."""
     firing = [c for c in cases if c["expect"]]
     return next((c for c in firing if "rows" not in c), firing[0] if firing else None)
+
+
+def example_finding(rule: Rule, test_file: Path, cases: list[dict[str, Any]],
+                    cache: FactCache) -> tuple[dict[str, Any], Finding] | None:
+    """The rule's example (docs, `rules explain`): its example case and the first finding the rule makes on it with
+    the case's params; None when no case fires."""
+    case = example_case(cases)
+    if case is None:
+        return None
+    params = {k: float(v) for k, v in (case.get("params") or {}).items()}
+    found = evaluate(RuleSet.resolve({rule.id: rule}, {rule.id: params}), cache.get(case, test_file, rule)).findings
+    return (case, found[0]) if found else None
 
 
 def observed(evaluation: Evaluation, expected: list[dict[str, Any]]) -> list[dict[str, Any]]:

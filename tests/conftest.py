@@ -220,18 +220,14 @@ def analysis(path: Path):
     """(facts, report) of an export, computed once per test session: several test modules read them."""
     key = str(path)
     if key not in _ANALYSES:
-        from nsys_diagnose.api import build_report
-        from nsys_diagnose.diagnosis.config import Config
+        from nsys_diagnose.api import build_report, load_pack
         from nsys_diagnose.facts.compute import compute_facts
-        from nsys_diagnose.facts import load_facts
-        from nsys_diagnose.diagnosis.rules import load_rules
         from nsys_diagnose.reading.export import open_export
 
-        fact_defs = load_facts()
-        rules = load_rules(fact_defs)
+        pack = load_pack()
         with open_export(path) as export:
-            facts = compute_facts(export, facts=fact_defs)
-            report = build_report(export, facts, rules, Config(), fact_defs)
+            facts = compute_facts(export, facts=pack.facts)
+            report = build_report(export, facts, pack)
         _ANALYSES[key] = (facts, report)
     return _ANALYSES[key]
 

@@ -346,3 +346,23 @@ def test_a_bad_shard_is_one_sentence_and_exit_2(shard, tmp_path, capsys):
         f"diagnose batch: error: argument --shard: {shard!r} is not a shard; give I/N, whole numbers with 1 <= I <= "
         f"N (shard I of N), e.g. --shard 1/4 ... --shard 4/4.")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name, text, said", [
+    ("headlines.yaml", 'primary: "{title}: {msg}"\n', "headlines.yaml: primary uses {msg}, which it cannot fill in"),
+    ("operation_classes.yaml", 'classes:\n  - {name: acme, patterns: ["x"], colour: red}\n', "unknown key 'colour'"),
+])
+def test_a_broken_team_pack_is_refused_once_before_any_worker_starts(name, text, said, tmp_path, monkeypatch,
+                                                                     capsys):
+    """A broken headlines.yaml or operation_classes.yaml is the batch's one error (exit 2, no results file), not the
+    same error on every row."""
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / name).write_text(text, encoding="utf-8")
+    started: list[str] = []
+    monkeypatch.setattr("nsys_diagnose.cli.batch.diagnose_batch", lambda *a, **k: started.append("pool") or [])
+    out = tmp_path / "r.parquet"
+    assert cli.main(["batch", str(EAGER), str(EAGER), "--rule-dir", str(pack), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0] and "Traceback" not in err[0]
+    assert started == [] and not out.exists()

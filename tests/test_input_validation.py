@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.api import load_rule_set, validate_config
+from nsys_diagnose.api import load_rule_set
+from nsys_diagnose.diagnosis.ruleset import RuleSet
 from nsys_diagnose.cli.main import main
 from nsys_diagnose.diagnosis.config import Config, apply_set
 from nsys_diagnose.errors import InputError
@@ -257,7 +258,7 @@ def test_the_limits_of_a_range_and_a_declared_unbounded_ratio_are_accepted(profi
     for assignment in ("launch-bound.max_overhead_ratio=1", "launch-bound.min_kernels=0", "facts.warmup_share=0",
                        "frequent-synchronization.min_calls_per_kernel=3", "facts.timeline_bins=10000"):
         apply_set(config, assignment)
-    validate_config(config, rules, fact_defs)  # raises on any value out of range
+    RuleSet.from_config(rules, config, fact_defs)  # raises on any value out of range
     assert rules["frequent-synchronization"].spec.params["min_calls_per_kernel"].range_text == "at least 0"
 
 
@@ -309,6 +310,21 @@ def test_rules_explain_and_facts_list_show_each_params_range(capsys):
     assert main(["facts", "list", "-f", "json"]) == 0
     [listed] = [f for f in json.loads(capsys.readouterr().out) if f["name"] == "allocation_overview"]
     assert listed["param_ranges"] == {"warmup_share": [0, 1], "top_apis": [1, None]}  # None: no upper limit
+
+
+def test_rules_explain_shows_the_settings_in_force_and_where_each_was_made(capsys, tmp_path):
+    config = tmp_path / "diagnose.yaml"
+    config.write_text("rules:\n  launch-bound:\n    max_overhead_ratio: 0.2\n    severity: error\n")
+    assert main(["rules", "explain", "launch-bound", "--config", str(config),
+                 "--set", "launch-bound.min_kernels=50"]) == 0
+    out = capsys.readouterr().out
+    assert f"max_overhead_ratio = 0.2 ratio ({config}; default 0.3; between 0 and 1)" in out
+    assert "min_kernels = 50 count (--set; default 20; at least 0)" in out
+    assert f"severity error ({config}; default warning)" in out
+    assert "min_launch_idle_share = 0.5 ratio (between 0 and 1)" in out  # not set: the default, no origin
+    line = in_process(capsys, "rules", "explain", "launch-bound", "--set", "launch-bound.max_overhed=0.2")
+    assert line == ("diagnose: error: rule 'launch-bound' has no param 'max_overhed'; did you mean "
+                    "'max_overhead_ratio'?")
 
 
 def test_a_rule_test_case_with_a_param_outside_its_range_is_refused(capsys, tmp_path):

@@ -503,6 +503,22 @@ def test_a_failing_rank_abandons_the_others(runs, monkeypatch):
     assert len(completed) <= 1
 
 
+def test_a_broken_team_pack_is_the_runs_error_not_a_ranks(runs, tmp_path, monkeypatch):
+    """The pack is loaded once for the run: its error names the file to fix, no rank, and no rank is read."""
+    from nsys_diagnose.diagnosis.config import Config
+    from nsys_diagnose.diagnosis.headlines import HeadlineError
+
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "headlines.yaml").write_text('primary: "{title}: {msg}"\n', encoding="utf-8")
+    read: list[Path] = []
+    monkeypatch.setattr(api, "diagnose", lambda path, *a, **k: read.append(Path(path)))
+    with pytest.raises(HeadlineError) as refused:
+        diagnose_run([runs["multi_rank_balanced"]], Config(rule_dirs=[pack]), cache=False)
+    assert str(refused.value).startswith(str(pack / "headlines.yaml")) and "rank" not in str(refused.value)
+    assert read == []
+
+
 # --- fixtures CLI -----------------------------------------------------------------------------------------------
 def test_fixture_cli_writes_a_run_directory(tmp_path, capsys):
     out = tmp_path / "run"

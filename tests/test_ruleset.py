@@ -66,3 +66,27 @@ def test_a_subset_keeps_its_rules_settings(rules):
     assert set(subset.rules) == {"launch-bound", "low-utilization"}
     assert subset.params["launch-bound"]["max_overhead_ratio"] == 0.2
     assert subset.severities == {"launch-bound": Severity.INFO} and subset.disabled == {"low-utilization"}
+
+
+def test_a_setting_the_rules_lack_is_refused_never_dropped(rules):
+    from nsys_diagnose.diagnosis.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^rule 'launch-bound' has no param 'max_overhead'; did you mean "
+                                          r"'max_overhead_ratio'"):
+        RuleSet.from_config(rules, _config("launch-bound.max_overhead=0.2"))
+    with pytest.raises(ConfigError, match=r"^unknown rule 'launch-bund' in the configuration; did you mean "
+                                          r"'launch-bound'"):
+        RuleSet.from_config(rules, _config("launch-bund.severity=info"))
+
+
+def test_the_rule_set_carries_the_overrides_a_report_lists(rules):
+    ruleset = RuleSet.from_config(rules, _config("launch-bound.max_overhead_ratio=0.2", "low-utilization.enabled=false",
+                                                 "facts.warmup_share=0.2"), load_facts())
+    assert [(o.target, o.value, o.default) for o in ruleset.overrides] == [
+        ("launch-bound.max_overhead_ratio", 0.2, 0.3), ("low-utilization.enabled", False, True),
+        ("facts.warmup_share", 0.2, load_facts()["allocation_overview"].params["warmup_share"])]
+    assert [o.target for o in ruleset.only(["launch-bound"], fact_settings=False).overrides] == [
+        "launch-bound.max_overhead_ratio"]
+    value, set_by = ruleset.explained("launch-bound")["max_overhead_ratio"]
+    assert value == 0.2 and set_by is not None and set_by.origin == "command line"
+    assert ruleset.explained("launch-bound")["min_kernels"][1] is None

@@ -9,8 +9,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from ..api import validate_config
-from ..diagnosis.config import Config, ConfigError, resolve_config, split_config
+from ..api import load_pack
+from ..diagnosis.ruleset import RuleSet
+from ..diagnosis.config import Config, ConfigError, resolve_config
 from ..facttest import bundled_fact_tests, find_fact_tests, run_fact_tests, fact_test_file
 from ..multirank import diagnose_ranks, run_facts_of
 from ..diagnosis.rules import load_rules
@@ -132,9 +133,9 @@ def _profile_fact(args: argparse.Namespace, config: Config, facts: dict[str, Fac
         raise InputError(f"fact {name!r} is computed over one export; give one PROFILE, not {len(args.profiles)} "
                          f"(only a cross-rank fact such as 'rank_balance' reads the exports of a multi-rank run).")
     if config.rule_params or config.severities or config.disabled:  # rule settings of diagnose.yaml or --set
-        validate_config(config, load_rules(facts, config.rule_dirs, scope=None), facts)
+        RuleSet.from_config(load_rules(facts, config.rule_dirs, scope=None), config, facts)  # refuses a typo
     else:
-        validate_config(config, {}, facts)
+        RuleSet.from_config({}, config, facts)
     try:
         with open_export(args.profiles[0], progress=progress, cache=args.cache, cache_dir=args.cache_dir) as export:
             fact_set = compute_facts(export, params={k: s.value for k, s in config.fact_params.items()},
@@ -154,10 +155,9 @@ def _run_fact(args: argparse.Namespace, config: Config, facts: dict[str, Fact], 
     """A cross-rank fact: each rank is diagnosed (as `diagnose RANK0 RANK1 ...` does), then the fact runs over
     one row per rank."""
     inputs, _ = resolve_run(args.profiles)
-    run_rules = load_rules(facts, config.rule_dirs, scope="run")
-    validate_config(config, {**load_rules(facts, config.rule_dirs), **run_rules}, facts)
-    rank_config, _ = split_config(config, set(run_rules))
-    reports = diagnose_ranks(inputs, rank_config, progress=progress, cache=args.cache, cache_dir=args.cache_dir)
+    pack = load_pack(config)  # once for all the ranks
+    reports = diagnose_ranks(inputs, pack.config, progress=progress, cache=args.cache, cache_dir=args.cache_dir,
+                             pack=pack)
     return run_facts_of(inputs, reports)[name]
 
 

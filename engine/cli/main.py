@@ -388,6 +388,8 @@ def rules_parser() -> argparse.ArgumentParser:
         test := sub.add_parser("test", help="run <id>.test.yaml cases"),
     ]
     explain.add_argument("rule_id")
+    _add_set(explain, "show the rule with a param, severity or enabled set, e.g. launch-bound.max_overhead_ratio=0.2 "
+                      "(as for diagnose); repeatable")
     check.add_argument("paths", nargs="*", type=Path, help="rule directories or files (default: all loaded)")
     test.add_argument("paths", nargs="*", type=Path, help="directories or .test.yaml files (default: all loaded)")
     for command in commands:

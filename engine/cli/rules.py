@@ -10,11 +10,12 @@ from pathlib import Path
 from ..capture.presets import capture_line
 from ..vocabulary import STACKS
 from ..diagnosis.config import Config, resolve_config
-from ..diagnosis.rules import StepSpec, bundled_rules_dir, load_rules
-from ..ruletest import find_test_files, load_test_file, run_rule_tests
+from ..diagnosis.rules import Rule, StepSpec, bundled_rules_dir, load_rules
+from ..diagnosis.ruleset import RuleSet
+from ..ruletest import FactCache, example_finding, find_test_files, load_test_file, run_rule_tests
 from ..errors import DiagnoseError
 from ..facts.opclasses import load_operation_classes
-from ..facts import load_facts
+from ..facts import Fact, load_facts
 from ..text import did_you_mean
 from ..text import term
 from .exits import EXIT_FINDINGS, EXIT_OK
@@ -26,7 +27,7 @@ EXIT_FAILED = EXIT_FINDINGS
 
 
 def run(args: argparse.Namespace, stop: StopRequest) -> int:
-    config = resolve_config(args.config, args.rule_dirs, [])
+    config = resolve_config(args.config, args.rule_dirs, getattr(args, "sets", []))
     if args.command == "list":
         return cmd_list(config)
     if args.command == "explain":
@@ -53,10 +54,17 @@ def cmd_explain(config: Config, rule_id: str) -> int:
         raise DiagnoseError(f"no rule {rule_id!r}{hint}")
     rule = rules[rule_id]
     spec = rule.spec
+    ruleset = RuleSet.from_config(rules, config, facts)  # diagnose.yaml and --set, refused as `diagnose` refuses them
+    set_by = {o.target: o for o in ruleset.overrides}
+    severity = f"severity {ruleset.severity(rule_id)}" + (
+        f" ({_where(set_by[f'{rule_id}.severity'].origin)}; default {spec.severity})"
+        if f"{rule_id}.severity" in set_by else "")
     wrap = lambda text, indent="  ": textwrap.fill(" ".join(str(text).split()), 96, initial_indent=indent,  # noqa: E731
                                                   subsequent_indent=indent)
     lines = [f"{spec.id}: {spec.title}",
-             f"  category {spec.category} · {spec.kind} · severity {spec.severity} · fact {spec.fact} · {rule.path}",
+             f"  category {spec.category} · {spec.kind} · {severity} · fact {spec.fact} · {rule.path}",
+             *([f"  disabled ({_where(set_by[f'{rule_id}.enabled'].origin)}): it judges nothing"]
+               if rule_id in ruleset.disabled else []),
              *(["  scope run: judged across the ranks of a multi-rank run (`diagnose RANK0 RANK1 ...` or "
                 "`diagnose RUN_DIR`)"] if spec.scope == "run" else []),
              "", "What it detects (all must hold, per row of the fact):"]
@@ -70,8 +78,10 @@ def cmd_explain(config: Config, rule_id: str) -> int:
                      f"mostly idle GPU's idle time")
     lines += ["", "Why it matters:", wrap(spec.why), "", "Params:"]
     if spec.params:
-        for name, p in spec.params.items():
-            lines.append(f"  {name} = {p.default:g} {p.unit} ({p.range_text})")
+        for name, (value, override) in ruleset.explained(rule_id).items():
+            p = spec.params[name]
+            where = f"{_where(override.origin)}; default {p.default:g}; " if override else ""
+            lines.append(f"  {name} = {value:g} {p.unit} ({where}{p.range_text})")
             lines.append(wrap(p.doc, "      "))
         lines.append(f"  Override: --set {spec.id}.PARAM=VALUE or rules: {{{spec.id}: {{PARAM: VALUE}}}} "
                      f"in diagnose.yaml")
@@ -105,30 +115,27 @@ def _step_line(number: int, step: str | StepSpec) -> str:
     return f"{number}. {step.text} (only when {' and '.join(step.when)})"
 
 
-def _example_message(rule, rules, facts) -> str | None:
-    """Run the rule's first firing test case to show a real message."""
+def _where(origin: str) -> str:
+    """Where a setting in force was made: '--set' or the configuration file."""
+    return "--set" if origin == "command line" else origin
+
+
+def _example_message(rule: Rule, rules: dict[str, Rule], facts: dict[str, Fact]) -> str | None:
+    """The message of the rule's example case (engine/ruletest.py example_finding), to show a real one."""
     test_file = Path(rule.path).with_name(f"{Path(rule.path).stem}.test.yaml")
     if not test_file.is_file():
         return None
-    from ..diagnosis.evaluate import evaluate
-    from ..diagnosis.ruleset import RuleSet
-    from ..ruletest import _FactCache, example_case
-
     _, cases = load_test_file(test_file, rules, facts)
-    case = example_case(cases)
-    if case is None:
-        return None
-    cache = _FactCache(facts)
+    cache = FactCache(facts)
     try:
-        fact_set = cache.get(case, test_file, rule)
+        example = example_finding(rule, test_file, cases, cache)
     finally:
         cache.close()
-    params = {k: float(v) for k, v in (case.get("params") or {}).items()}
-    found = evaluate(RuleSet.resolve({rule.id: rule}, {rule.id: params}), fact_set).findings
-    if not found:
+    if example is None:
         return None
+    case, finding = example
     where = case.get("scenario") or case.get("profile") or "inline rows"
-    return f"[{where}] {found[0].message}"
+    return f"[{where}] {finding.message}"
 
 
 def cmd_test(config: Config, paths: list[Path], *, quiet: bool = False) -> int:
