@@ -6,7 +6,7 @@ import pytest
 
 from nsys_diagnose.fixtures.generator import SCENARIOS
 
-from conftest import scenario_analysis
+from conftest import scenario_analysis, slow_but
 
 
 @pytest.fixture(scope="module")
@@ -14,7 +14,8 @@ def report_of():
     return lambda name: scenario_analysis(name)[1]
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("name", slow_but(sorted(SCENARIOS), "eager_decode", "prefill_decode_nvtx",
+                                           "memory_bound_metrics"))
 def test_verdict_names_the_known_primary_bottleneck(report_of, name):
     report = report_of(name)
     assert report.verdict.primary == SCENARIOS[name].expected_primary, report.verdict.headline

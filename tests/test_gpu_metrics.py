@@ -119,6 +119,7 @@ def _with_metrics(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_metrics_are_reported_per_phase(tmp_path: Path) -> None:
     facts, report = analysis(_with_metrics(tmp_path))
     prefill = facts.phases["prefill"].first("gpu_metrics_summary")

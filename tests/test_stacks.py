@@ -139,6 +139,7 @@ def test_every_format_names_the_stack():
     assert json.loads(render(report, "json"))["profile"]["stack"]["name"] == "openacc"
 
 
+@pytest.mark.slow
 def test_a_team_rule_adds_steps_for_one_stack_and_an_unknown_stack_is_named(tmp_path):
     rule = """\
 id: acme/launches

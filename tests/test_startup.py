@@ -149,6 +149,7 @@ def test_a_fact_shown_alone_covers_the_window_diagnose_judges() -> None:
     assert "startup" in needed(load_facts(), "transfer_overview")
 
 
+@pytest.mark.slow
 def test_each_phase_is_judged_inside_the_steady_window(tmp_path: Path) -> None:
     """The per-phase facts come from the steady window too: the warm-up's eager steps, in no phase range, never
     join the loop's own unlabelled step in the phase 'other'."""

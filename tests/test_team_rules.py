@@ -284,6 +284,7 @@ def test_rules_check_of_the_bundled_rules_and_facts_passes():
     assert check.stdout.splitlines()[-1].endswith(": 0 errors")
 
 
+@pytest.mark.slow
 def test_a_bundled_fact_with_a_typo_would_be_caught(tmp_path):
     """check_facts compiles bundled facts too; one is copied with a typo under another name."""
     from nsys_diagnose.facts import load_facts, parse_fact
