@@ -28,6 +28,7 @@ def test_the_sync_rate_of_a_mostly_idle_server_is_over_its_bursts_of_work() -> N
     assert stream["calls_per_s"] == pytest.approx(stream["call_count"] / active_s, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_the_steady_allocation_rate_and_warm_up_skip_the_idle_stretches() -> None:
     facts, _ = scenario_analysis("idle_server_bursts")
     gpu = facts.first("gpu_utilization")

@@ -142,7 +142,7 @@ def test_bundled_examples_are_at_least_90_percent_classified(example):
     assert _classified(facts.rows("operation_classes")) >= 0.9
 
 
-@pytest.mark.parametrize("name", LLM_SCENARIOS)
+@pytest.mark.parametrize("name", slow_but(LLM_SCENARIOS, "prefill_decode_nvtx"))
 def test_llm_scenarios_are_at_least_90_percent_classified(name):
     facts, _ = scenario_analysis(name)
     rows = facts.rows("operation_classes")

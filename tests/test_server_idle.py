@@ -89,6 +89,7 @@ def _server_idle(path: Path, **params: float) -> dict:
         return compute_facts(export, facts=needed, params=params).first("server_idle")
 
 
+@pytest.mark.slow
 def test_bursts_between_short_quiet_stretches_get_the_verdict_of_the_bursts() -> None:
     facts, report = scenario_analysis("server_bursts_short_waits")
     truth = SCENARIOS["server_bursts_short_waits"].truth
@@ -109,6 +110,7 @@ def test_bursts_between_short_quiet_stretches_get_the_verdict_of_the_bursts() ->
     assert not any(f.rule == "host-bound" for f in report.findings)
 
 
+@pytest.mark.slow
 def test_bursts_between_stretches_spent_in_epoll_wait_get_the_verdict_of_the_bursts() -> None:
     facts, report = scenario_analysis("server_bursts_epoll")
     truth = SCENARIOS["server_bursts_epoll"].truth

@@ -163,6 +163,7 @@ def test_steps_that_are_all_alike_infer_nothing(exports: Path) -> None:
     assert report.verdict.primary == "launch-bound" and report.verdict.phase is None
 
 
+@pytest.mark.slow
 def test_too_few_steps_infer_nothing(exports: Path) -> None:
     rows = _steps(exports / f"{V1}.sqlite", step_infer_min_steps=100)
     assert {r["phase"] for r in rows} == {None}
@@ -180,6 +181,7 @@ def test_a_quiet_stretch_is_no_part_of_the_step_before_it(exports: Path) -> None
     assert max(r["period_ns"] for r in rows) < 10_000_000
 
 
+@pytest.mark.slow
 def test_steps_appear_in_every_format() -> None:
     _, report = scenario_analysis(V1)
     text = render(report, "terminal")

@@ -75,6 +75,7 @@ def test_timings_apply_to_one_profile(phased: Path, tmp_path: Path) -> None:
     assert "--timings applies to one profile" in run.stderr and "Traceback" not in run.stderr
 
 
+@pytest.mark.slow
 def test_every_fact_has_a_spill_value_when_facts_run_side_by_side(tmp_path: Path) -> None:
     """A small export computes its facts on parallel cursors that are closed after each batch of facts: the spill
     of every fact, of the run and of each phase, is still read (0 B is a value; "-" would mean it was not)."""
