@@ -10,7 +10,7 @@ PYTEST := $(PY) -m pytest
 
 help:
 	@echo "make dev        editable install of the package and its test and dev tools into $(VENV)"
-	@echo "make test       the fast tier (pytest's default run)"
+	@echo "make test       the fast tier (pytest's default run) on every core (-n auto)"
 	@echo "make test-all   exactly what CI runs (.ci/run): both tiers, pytest --all -n auto"
 	@echo "make regen      every generated expectation: JSON schemas, golden reports, scenario expectations, docs"
 	@echo "make docs       docs/rules/*.md and docs/facts.md from the rule and fact metadata"
@@ -24,8 +24,9 @@ $(PY):
 dev: $(PY)
 	$(PY) -m pip install -e '.[test,dask,dev]'
 
+# The fast tier on one pytest-xdist worker per core; `$(PYTEST) tests/test_steps.py` runs one file in-process.
 test:
-	$(PYTEST)
+	$(PYTEST) -n auto
 
 # The same command as the last line of .ci/run and the README (tests/test_project.py keeps those two equal);
 # CI installs the package as a wheel in a fresh .venv first, so a wheel install is what it tests.

@@ -36,10 +36,16 @@ CORPUS_ABSENT = (f"the real-export corpus {os.path.relpath(REAL_DIR, REPO)} is a
 # Two kinds are slow without a mark, because what they are makes them slow: every hypothesis property test
 # (fuzzing), and every test that reads the real-export corpus (marked `real_exports`; see requires_real above).
 # This file names no test: tests/test_tiers.py fails if it does again.
-# What stays fast still covers every fact (single-sort invariants on sampled scenarios, the scenario
-# expectations), every rule (.test.yaml cases on the generated scenarios), every renderer, the CLI end to end,
-# the cache and its trust checks, output safety, multi-rank runs, one case of each sandbox, and `diagnose profile`
-# (a fake capture exported and diagnosed, its default directory, a failing and an empty program, no overwriting).
+# The fast tier is the dev loop (`make test`, on every core): the unit tests of each layer (every fact's
+# .test.yaml cases, the rule tests' inline `rows:` cases, the renderers on the golden model, the architecture
+# and static checks, config and CLI parsing) and a thin end-to-end band: a few scenarios diagnosed (verdict,
+# expectations, column checks, renderers, the rule cases on those scenarios), the CLI once per command, one
+# cache reuse and one cache trust check, one output-safety case of each kind, one multi-rank run, one compare,
+# one capture. What repeats the same mechanism on more inputs is slow: every scenario's verdict and recorded
+# expectations, every rule case on every scenario, every parametrized case, subprocess CLI variants, cache and
+# robustness edge cases. CI runs both tiers. Diagnosing a scenario costs about a second of CPU: a fast test
+# reads the scenarios the others already diagnose (eager_decode, prefill_decode_nvtx, memory_bound_metrics,
+# multi_gpu_straggler) where it can.
 # Shared work is done once per session (per xdist worker): scenario_path and scenario_analysis.
 # ------------------------------------------------------------------------------------------------------------
 

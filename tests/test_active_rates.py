@@ -9,6 +9,7 @@ import pytest
 from conftest import analysis, real, requires_real, scenario_analysis, sqlite_ro
 
 
+@pytest.mark.slow
 def test_the_sync_rate_of_a_mostly_idle_server_is_over_its_bursts_of_work() -> None:
     facts, _ = scenario_analysis("idle_server_bursts")  # 5 bursts of decode steps, 1.5-3 s of nothing between
     idle = facts.first("server_idle")
@@ -27,6 +28,7 @@ def test_the_sync_rate_of_a_mostly_idle_server_is_over_its_bursts_of_work() -> N
     assert stream["calls_per_s"] == pytest.approx(stream["call_count"] / active_s, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_the_steady_allocation_rate_and_warm_up_skip_the_idle_stretches() -> None:
     facts, _ = scenario_analysis("idle_server_bursts")
     gpu = facts.first("gpu_utilization")

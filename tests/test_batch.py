@@ -301,6 +301,7 @@ def test_a_signal_after_the_stop_event_does_not_cut_the_clean_up_short(monkeypat
     assert not scratch.exists()
 
 
+@pytest.mark.slow
 def test_shards_partition_the_profiles_by_path_the_same_under_any_hash_seed():
     paths = [Path(f"runs/job{i}/rank{r}.sqlite") for i in range(250) for r in range(4)]
     shards = [batch.shard_of(p, 4) for p in paths]
@@ -317,6 +318,7 @@ def test_shards_partition_the_profiles_by_path_the_same_under_any_hash_seed():
         assert out.strip() == str(shards[:40])
 
 
+@pytest.mark.slow
 def test_the_shards_of_a_batch_together_are_the_whole_batch(tmp_path):
     for i in range(8):
         (tmp_path / f"p{i}.sqlite").write_text("not an export\n")  # a row each at once: its error

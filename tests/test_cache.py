@@ -61,6 +61,7 @@ def test_second_run_reuses_the_cache_and_gives_the_same_report(profile, user_cac
     assert stat.S_IMODE(user_cache.stat().st_mode) == 0o700
 
 
+@pytest.mark.slow
 def test_changed_profile_rebuilds_the_cache(profile, user_cache, tmp_path):
     diagnose(profile)
     other = tmp_path / "other.sqlite"
@@ -171,6 +172,7 @@ def test_cache_dir_env_keeps_caches_out_of_the_profile_directory(profile, user_c
         assert export.cache_hit  # sealed with that key, and reused
 
 
+@pytest.mark.slow
 def test_a_cache_directory_the_user_named_is_never_created(profile, user_cache, tmp_path, monkeypatch):
     """A missing --cache-dir (a typo, an unmounted disk) is not created: the run goes on without a cache, says why
     in its progress, and leaves no directory behind; the default directory is not used instead."""
@@ -291,6 +293,7 @@ def test_memory_limit_is_split_between_ranks_read_side_by_side(monkeypatch):
     assert store.memory_limit(4) == "1536MB"
 
 
+@pytest.mark.slow
 def test_bad_memory_limit_is_one_sentence(profile, monkeypatch):
     env = dict(os.environ, **{store.MEMORY_LIMIT_ENV: "lots'"})
     done = subprocess.run([str(DIAGNOSE), str(profile), "-q", "--no-cache"], env=env, capture_output=True,

@@ -307,6 +307,7 @@ def test_a_file_moved_over_the_profile_during_a_run_mixes_nothing(tmp_path, user
         assert export.cache_hit and export.query("SELECT count(*) FROM kernels")[0][0] == storm_kernels
 
 
+@pytest.mark.slow
 def test_first_runs_started_together_all_get_the_same_key(tmp_path):
     """Batch workers or ranks starting at once on a machine that never cached before: every one of them gets the
     key (none reads a key file that another is still writing and gives up caching), and it is the same key."""
@@ -331,6 +332,7 @@ def test_first_runs_started_together_all_get_the_same_key(tmp_path):
     assert sorted(os.listdir(secret.parent)) == [secret.name]  # no key written aside is left behind
 
 
+@pytest.mark.slow
 def test_an_empty_key_left_by_a_killed_run_is_replaced_and_caching_works(tmp_path, user_cache):
     """A run killed between creating the key file and writing it (as versions that wrote the key in place could
     be) left an empty file, which used to turn caching off for good."""

@@ -151,6 +151,7 @@ def test_capture_exports_and_diagnoses_in_a_fresh_directory(tmp_path, export):
     assert record["program_exit_status"] == 0 and record["nsys_version"] == V2024
 
 
+@pytest.mark.slow
 def test_an_earlier_capture_is_never_overwritten_without_force(tmp_path, export):
     nsys, log = make_fake_nsys(tmp_path, V2024, export)
     out = tmp_path / "run"
@@ -216,6 +217,7 @@ def test_the_default_directory_is_never_one_that_exists_already(tmp_path, export
     assert (made[0] / "profile.sqlite").is_file()
 
 
+@pytest.mark.slow
 def test_the_default_directory_is_new_and_timestamped(tmp_path, export):
     nsys, _ = make_fake_nsys(tmp_path, V2024, export)
     work = tmp_path / "work"
@@ -227,6 +229,7 @@ def test_the_default_directory_is_new_and_timestamped(tmp_path, export):
     assert (work / made[0] / "profile.sqlite").is_file()
 
 
+@pytest.mark.slow
 def test_a_failing_program_is_reported_and_its_partial_capture_diagnosed(tmp_path, export):
     nsys, _ = make_fake_nsys(tmp_path, V2024, export)
     out = tmp_path / "run"
@@ -342,6 +345,7 @@ def _start(tmp_path: Path, export: Path, finish_delay: float = 0) -> tuple[subpr
     return proc, out, ready
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_program_lets_nsys_finish_and_diagnoses_what_it_wrote(tmp_path, export):
     proc, out, _ = _start(tmp_path, export)
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: to the whole foreground process group
@@ -353,6 +357,7 @@ def test_ctrl_c_stops_the_program_lets_nsys_finish_and_diagnoses_what_it_wrote(t
     assert (out / "report.md").is_file() and json.loads((out / "capture.json").read_text())["stopped_by_signal"] == 2
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_aborts(tmp_path, export):
     proc, out, _ = _start(tmp_path, export, finish_delay=60)  # an nsys slow to write its report
     os.killpg(proc.pid, signal.SIGINT)
@@ -527,6 +532,7 @@ def test_timings_time_the_capture_the_export_and_the_diagnosis(tmp_path, export)
     assert any(line.startswith("total ") for line in done.stderr.splitlines())
 
 
+@pytest.mark.slow
 def test_an_empty_capture_of_a_program_that_exited_0_does_not_blame_a_failure(tmp_path):
     empty = tmp_path / "empty.sqlite"
     generate("empty_capture", empty)

@@ -37,6 +37,7 @@ def test_one_diagnosis_writes_every_format_its_extensions_name(written, capsys) 
     assert capsys.readouterr().out == ""  # everything went to the files
 
 
+@pytest.mark.slow
 def test_one_output_without_format_follows_its_extension(tmp_path: Path) -> None:
     target = tmp_path / "report.html"
     assert cli.main([str(EXAMPLE), "-q", "--no-cache", "-o", str(target)]) == 0

@@ -12,6 +12,8 @@ import yaml
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.version import tool_version
 
+from conftest import slow_but
+
 COMMANDS = ([], ["compare"], ["batch"], ["rules"], ["facts"])
 PARSERS = {"diagnose": cli.profile_parser, "compare": cli.compare_parser, "batch": cli.batch_parser,
            "rules": cli.rules_parser, "facts": cli.facts_parser}
@@ -48,9 +50,10 @@ def test_help_states_the_exit_codes_and_shows_no_doubled_percent_sign() -> None:
         " ".join(helps["compare"].split())
 
 
-# `rules check` compiles every rule and fact (seconds): the fast tier checks it with one spelling of the flags
+# `rules check` compiles every rule and fact (seconds; the fast tier runs it once, in tests/test_team_rules.py), so
+# its spellings of the flags are in the slow tier
 @pytest.mark.parametrize("flags, words", [
-    pytest.param(f, w, marks=pytest.mark.slow) if w == ["rules", "check"] and f != ["-q", "--no-color"] else (f, w)
+    pytest.param(f, w, marks=pytest.mark.slow) if w == ["rules", "check"] else (f, w)
     for f in (["-q"], ["--no-color"], ["--color", "never"], ["-q", "--no-color"])
     for w in (["rules", "list"], ["rules", "check"], ["facts", "list"])])
 def test_quiet_and_no_color_are_accepted_before_and_after_the_subcommand(words, flags, capsys) -> None:
@@ -66,6 +69,7 @@ def test_no_color_is_color_never_for_diagnose_and_compare(tmp_path: Path) -> Non
         assert build().parse_args(args).color == "auto"
 
 
+@pytest.mark.slow
 def test_rules_test_quiet_prints_only_failures_and_the_count(tmp_path: Path, capsys) -> None:
     from nsys_diagnose.diagnosis.rules import bundled_rules_dir
     test_file = bundled_rules_dir() / "capture" / "graph-mode-hides-kernels.test.yaml"  # two cases: seconds, not tens
@@ -78,7 +82,7 @@ def test_rules_test_quiet_prints_only_failures_and_the_count(tmp_path: Path, cap
     assert quiet == [loud[-1]] == [f"{cases} passed, 0 failed"] and len(loud) == cases + 1
 
 
-@pytest.mark.parametrize("words", [["rules", "list"], ["facts", "list"]])
+@pytest.mark.parametrize("words", slow_but([["rules", "list"], ["facts", "list"]], ["rules", "list"]))
 def test_a_reader_that_goes_away_is_not_an_error(words) -> None:
     import subprocess
     diagnose = Path(sys.executable).with_name("diagnose")

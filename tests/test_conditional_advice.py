@@ -67,7 +67,7 @@ def test_a_step_whose_condition_is_false_is_not_shown(tmp_path):
     pytest.param("[capture_healht.kernel_count > 0]", "unknown fact 'capture_healht'", marks=pytest.mark.slow),
     pytest.param("[capture_health.kernel_cnt > 0]", "fact 'capture_health' has no column 'kernel_cnt'",
                  marks=pytest.mark.slow),
-    ("[overhead_ratio > $nope]", "param $nope is not declared under params"),
+    pytest.param("[overhead_ratio > $nope]", "param $nope is not declared under params", marks=pytest.mark.slow),
 ])
 def test_a_broken_step_condition_is_a_rule_error_with_its_line(tmp_path, step_when, message):
     text = TEAM_RULE.replace("[overhead_ratio > 2]", step_when)
@@ -78,6 +78,7 @@ def test_a_broken_step_condition_is_a_rule_error_with_its_line(tmp_path, step_wh
     assert message in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_another_facts_column_is_refused_in_the_rules_own_conditions(tmp_path):
     text = TEAM_RULE.replace("  - overhead_ratio > $max_ratio\n", "  - capture_health.kernel_count > 0\n")
     done = run_cli("rules", "check", "--rule-dir", str(_pack(tmp_path, text)))
@@ -85,6 +86,7 @@ def test_another_facts_column_is_refused_in_the_rules_own_conditions(tmp_path):
     assert "only a remediation step's `when` may do" in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_explain_shows_each_steps_condition():
     done = run_cli("rules", "explain", "pcie-bound")
     assert done.returncode == 0, done.stderr
@@ -140,6 +142,7 @@ def test_the_causes_own_finding_is_promoted_even_below_warning():
     assert found.primary == "unified-memory" and found.rule == "uvm-migration-storm"
 
 
+@pytest.mark.slow
 def test_an_unknown_idle_cause_is_a_rule_error(tmp_path):
     text = TEAM_RULE.replace("when:\n", "idle_cause: hosts\nwhen:\n", 1)
     done = run_cli("rules", "check", "--rule-dir", str(_pack(tmp_path, text)))

@@ -14,7 +14,7 @@ from nsys_diagnose.fixtures import _kernels as K
 from nsys_diagnose.fixtures import generator as gen
 from nsys_diagnose.fixtures._export import ERA_2024, H100_SXM, Proc
 
-from conftest import analysis
+from conftest import analysis, slow_but
 
 # copyKind and memory-kind codes (CUPTI CUpti_ActivityMemcpyKind / CUpti_ActivityMemoryKind)
 HTOD, DTOH, HTOA, DTOD, HTOH, PTOP, UVM_HTOD = 1, 2, 3, 8, 9, 10, 11
@@ -153,7 +153,7 @@ def _large_pinned_copies(hidden: bool):
     return build
 
 
-@pytest.mark.parametrize("hidden", [True, False], ids=["hidden-under-kernels", "after-the-kernels"])
+@pytest.mark.parametrize("hidden", slow_but([True, False], True), ids=["hidden-under-kernels", "after-the-kernels"])
 def test_pinned_async_copies_hidden_under_kernels_are_not_pcie_bound(tmp_path, hidden):
     facts, report = analysis(_export(tmp_path / "side_stream.sqlite", _large_pinned_copies(hidden)))
     (row,) = facts.rows("transfer_overview")

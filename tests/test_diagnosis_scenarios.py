@@ -6,7 +6,7 @@ import pytest
 
 from nsys_diagnose.fixtures.generator import SCENARIOS
 
-from conftest import scenario_analysis
+from conftest import scenario_analysis, slow_but
 
 
 @pytest.fixture(scope="module")
@@ -14,13 +14,14 @@ def report_of():
     return lambda name: scenario_analysis(name)[1]
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("name", slow_but(sorted(SCENARIOS), "eager_decode", "prefill_decode_nvtx",
+                                           "memory_bound_metrics"))
 def test_verdict_names_the_known_primary_bottleneck(report_of, name):
     report = report_of(name)
     assert report.verdict.primary == SCENARIOS[name].expected_primary, report.verdict.headline
 
 
-@pytest.mark.parametrize("name", ["healthy_prefill", "graph_decode_node"])
+@pytest.mark.parametrize("name", slow_but(["healthy_prefill", "graph_decode_node"], "graph_decode_node"))
 def test_healthy_profiles_produce_no_warning(report_of, name):
     report = report_of(name)
     assert [f.rule for f in report.findings if f.severity != "info"] == []
@@ -35,6 +36,7 @@ def test_cuda_graphs_in_node_mode_cut_the_overhead_ratio(report_of):
     assert report_of("graph_decode_node").facts["cuda_graphs"][0]["graph_kernel_share"] == 1.0
 
 
+@pytest.mark.slow
 def test_graph_mode_capture_is_not_called_idle(report_of):
     report = report_of("graph_decode_graph")
     assert report.metrics["gpu_utilization"] > 0.8  # graph replays count as kernel time
@@ -45,6 +47,7 @@ def test_graph_mode_capture_is_not_called_idle(report_of):
     assert "CUDA-graph replays" in report.verdict.headline and "--cuda-graph-trace=node" in report.verdict.headline
 
 
+@pytest.mark.slow
 def test_sync_storm_gaps_are_api_latency_not_launch_overhead(report_of):
     report = report_of("sync_storm")
     assert not [f for f in report.findings if f.rule == "launch-bound"]

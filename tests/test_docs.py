@@ -15,6 +15,10 @@ from conftest import REPO, scenario_analysis
 
 DOCS = REPO / "docs"
 
+# Building the pages runs every rule's first firing test case on its generated scenario, about half of them:
+# too slow for the fast tier. `make docs-check` checks the committed pages on its own.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def pages() -> dict[str, str]:

@@ -11,7 +11,7 @@ import pytest
 from nsys_diagnose.facts import FactError, check_rows, load_facts, parse_fact
 from nsys_diagnose.fixtures.generator import SCENARIOS
 
-from conftest import REAL_EXPORTS, analysis, requires_real, scenario_analysis
+from conftest import REAL_EXPORTS, analysis, requires_real, scenario_analysis, slow_but
 
 FACTS = load_facts()
 RATIO = re.compile(r"(^|_)(fraction|ratio|share|utilization|imbalance)(_|$)")
@@ -22,7 +22,7 @@ def _failures(fact_set, where: str) -> list[str]:
             for failure in check_rows(result.fact, result.rows)]
 
 
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("scenario", slow_but(sorted(SCENARIOS), "prefill_decode_nvtx"))
 def test_column_checks_hold_on_every_scenario(scenario):
     facts, _ = scenario_analysis(scenario)
     failures = _failures(facts, f"scenario {scenario}")

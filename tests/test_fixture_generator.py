@@ -23,7 +23,7 @@ from nsys_diagnose.fixtures import runs
 from nsys_diagnose.fixtures.runs import RUN_SCENARIOS, RunScenario
 from nsys_diagnose.fixtures.generator import SCENARIOS, Scenario, generate, generate_large, main
 
-from conftest import scenario_path
+from conftest import scenario_path, slow_but
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -1119,7 +1119,7 @@ GAP_CAUSE_CHECKS = {"graph_host_gaps": check_graph_host_gaps, "healthy_graph_dec
                     "hidden_copies": check_hidden_copies, "small_grid_decode": check_small_grid_decode}
 
 
-@pytest.mark.parametrize("name", list(GAP_CAUSE_CHECKS))
+@pytest.mark.parametrize("name", slow_but(GAP_CAUSE_CHECKS, "hidden_copies"))
 def test_gap_cause_truth_other_seed_and_scale(tmp_path: Path, name: str) -> None:
     path = tmp_path / f"{name}.sqlite"
     sc = generate(name, path, seed=11, scale=2)
@@ -1409,8 +1409,8 @@ def test_phase_truth(files: dict[str, Path], name: str) -> None:
     PHASE_CHECKS[name](files[name], dict(SCENARIOS[name].truth))
 
 
-@pytest.mark.parametrize("name", list(PHASE_CHECKS))
-@pytest.mark.parametrize("seed", [1, 5, 11])
+@pytest.mark.parametrize("name", slow_but(PHASE_CHECKS, "short_decode_after_prefills"))
+@pytest.mark.parametrize("seed", slow_but([1, 5, 11], 5))
 def test_phase_truth_other_seeds(tmp_path: Path, name: str, seed: int) -> None:
     path = tmp_path / f"{name}.sqlite"
     sc = generate(name, path, seed=seed)
@@ -1418,7 +1418,7 @@ def test_phase_truth_other_seeds(tmp_path: Path, name: str, seed: int) -> None:
     assert path.stat().st_size < 3_000_000
 
 
-@pytest.mark.parametrize("name", list(PHASE_CHECKS))
+@pytest.mark.parametrize("name", slow_but(PHASE_CHECKS, "short_decode_after_prefills"))
 def test_phase_truth_scale(tmp_path: Path, name: str) -> None:
     path = tmp_path / f"{name}.sqlite"
     sc = generate(name, path, seed=3, scale=2)

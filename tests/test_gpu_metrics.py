@@ -11,7 +11,7 @@ from nsys_diagnose.facts.compute import metric_names
 from nsys_diagnose.fixtures._nsys_schema import DOCUMENTED_DDL
 from nsys_diagnose.fixtures.generator import generate
 
-from conftest import analysis, scenario_analysis
+from conftest import analysis, scenario_analysis, slow_but
 
 JUDGED = {"sm_active", "sm_issue", "tensor_active", "dram_read", "dram_write", "dram_total", "pcie_rx", "pcie_tx",
           "nvlink_rx", "nvlink_tx", "gr_active", "warps_in_flight", "unallocated_warps"}
@@ -39,8 +39,8 @@ def _summary(name: str) -> list[dict]:
     return scenario_analysis(name)[0].rows("gpu_metrics_summary")
 
 
-@pytest.mark.parametrize("name, chip", [("metrics_2022_tu10x", "TU102"), ("metrics_2022_ga100", "GA100"),
-                                        ("metrics_2022_gh100", "GH100")])
+@pytest.mark.parametrize("name, chip", slow_but([("metrics_2022_tu10x", "TU102"), ("metrics_2022_ga100", "GA100"),
+                                                  ("metrics_2022_gh100", "GH100")], "metrics_2022_ga100"))
 def test_2022_exports_keep_their_metrics_in_generic_events_and_are_read(name: str, chip: str) -> None:
     facts, report = scenario_analysis(name)
     [row] = facts.rows("gpu_metrics_summary")
@@ -119,6 +119,7 @@ def _with_metrics(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_metrics_are_reported_per_phase(tmp_path: Path) -> None:
     facts, report = analysis(_with_metrics(tmp_path))
     prefill = facts.phases["prefill"].first("gpu_metrics_summary")

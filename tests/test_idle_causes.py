@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import scenario_analysis
+from conftest import scenario_analysis, slow_but
 from nsys_diagnose.reports.render import render
 from nsys_diagnose.vocabulary import IDLE_CAUSES, WINDOW_PARTS
 
@@ -18,19 +18,20 @@ def _idle(name: str) -> dict[str, float]:
     return {c.key: gpu[c.column] / total for c in IDLE_CAUSES}
 
 
-@pytest.mark.parametrize("scenario, cause, share", [
+@pytest.mark.parametrize("scenario, cause, share", slow_but([
     ("eager_decode", "launch", 0.95),        # the host is inside or between launch calls, a few µs each
     ("sync_storm", "sync", 0.9),             # a device sync after every kernel, next launch right after it
     ("alloc_churn", "allocation", 0.9),      # cudaMalloc / cudaFree in every iteration
     ("graph_host_gaps", "host", 0.95),       # milliseconds of scheduling between CUDA-graph steps
     ("tiny_kernels_queued", "gpu-side", 0.9),  # the host is ahead; 2 µs gaps between 3 µs kernels
     ("uvm_migration_storm", "uvm", 0.5),
-])
+], "eager_decode"))
 def test_each_scenario_idles_for_the_reason_it_was_built_for(scenario, cause, share):
     idle = _idle(scenario)
     assert idle[cause] >= share, idle
 
 
+@pytest.mark.slow
 def test_the_window_parts_add_up_to_the_window():
     for name in ("eager_decode", "pageable_copies", "graph_host_gaps", "hidden_copies"):
         facts, report = scenario_analysis(name)

@@ -262,6 +262,7 @@ def test_the_limits_of_a_range_and_a_declared_unbounded_ratio_are_accepted(profi
     assert rules["frequent-synchronization"].spec.params["min_calls_per_kernel"].range_text == "at least 0"
 
 
+@pytest.mark.slow
 def test_a_rule_file_whose_default_is_outside_its_range_is_a_rule_error(capsys, tmp_path, profile):
     pack = shutil.copytree(TEAM_RULES, tmp_path / "pack")
     rule = pack / "communication-budget.yaml"

@@ -75,6 +75,7 @@ def test_small_grids_rule_fires_only_on_the_small_grid_scenario() -> None:
         assert not [f for f in report.findings if f.rule == "small-grids"], name
 
 
+@pytest.mark.slow
 def test_unknown_sm_count_skips_small_grids_with_the_reason(tmp_path: Path) -> None:
     path = tmp_path / "no_sm.sqlite"
     generate("small_grid_decode", path)

@@ -14,7 +14,7 @@ from nsys_diagnose.fixtures.generator import SCENARIOS
 from nsys_diagnose.reports.charts import CLASS_COLOURS
 
 from cli_in_process import run_cli
-from conftest import analysis, real, scenario_analysis
+from conftest import analysis, real, scenario_analysis, slow_but
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "fixtures" / "examples"
@@ -136,13 +136,13 @@ def _classified(rows: list[dict]) -> float:
     return 1 - other / kernel_ns
 
 
-@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.sqlite")))
+@pytest.mark.parametrize("example", slow_but(sorted(p.name for p in EXAMPLES.glob("*.sqlite")), "eager_decode.sqlite"))
 def test_bundled_examples_are_at_least_90_percent_classified(example):
     facts, _ = analysis(EXAMPLES / example)
     assert _classified(facts.rows("operation_classes")) >= 0.9
 
 
-@pytest.mark.parametrize("name", LLM_SCENARIOS)
+@pytest.mark.parametrize("name", slow_but(LLM_SCENARIOS, "prefill_decode_nvtx"))
 def test_llm_scenarios_are_at_least_90_percent_classified(name):
     facts, _ = scenario_analysis(name)
     rows = facts.rows("operation_classes")
@@ -236,6 +236,7 @@ def test_memory_bound_says_which_classes_ran_during_the_dram_bound_samples():
     assert "by operation class" in finding.message
 
 
+@pytest.mark.slow
 def test_per_phase_breakdown_gives_one_terminal_line_per_phase(tmp_path):
     _, report = scenario_analysis("prefill_heavy_eager_decode")
     assert [b.phase for b in report.operations] == ["prefill", "decode"]
@@ -247,6 +248,7 @@ def test_per_phase_breakdown_gives_one_terminal_line_per_phase(tmp_path):
     assert "BY OPERATION" in text and "\n  prefill: gemm " in text and "\n  decode: gemm " in text
 
 
+@pytest.mark.slow
 def test_reports_show_the_breakdown_in_every_format(tmp_path):
     from nsys_diagnose.fixtures.generator import generate
     path = tmp_path / "lcd.sqlite"

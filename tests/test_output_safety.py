@@ -83,7 +83,7 @@ def _alias(export: Path, how: str) -> tuple[Path, Path]:
 
 
 @pytest.mark.parametrize("how", slow_but(["same path", "relative path", "symlink", "symlink chain", "hard link"],
-                                           "symlink chain", "hard link"))
+                                           "symlink chain"))
 def test_output_onto_the_input_profile_is_refused(export, how):
     before = digest(export)
     cwd, output = _alias(export, how)
@@ -405,7 +405,8 @@ def _with_stdout_closed(*args: str | Path, cwd: Path | None = None) -> subproces
                           stderr=subprocess.PIPE, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("words", [[], ["rules", "list"], ["--help"]], ids=["report", "rules list", "help"])
+@pytest.mark.parametrize("words", slow_but([[], ["rules", "list"], ["--help"]], []),
+                         ids=["report", "rules list", "help"])
 def test_a_closed_standard_output_is_one_sentence_and_exit_2(export, words):
     """Nowhere to write the output: said in one sentence, exit 2 (as for any place an output cannot go), before
     any diagnosis work, never an internal error or a traceback."""
@@ -415,6 +416,7 @@ def test_a_closed_standard_output_is_one_sentence_and_exit_2(export, words):
     assert "-o FILE" in done.stderr and "Traceback" not in done.stderr and "internal error" not in done.stderr
 
 
+@pytest.mark.slow
 def test_with_standard_output_closed_a_report_given_o_is_written_and_nothing_else(export, tmp_path):
     """A closed standard output is no reason to fail a run whose report goes to -o; and the descriptor the caller
     closed is never given to a file the run opens, where output meant for standard output would land."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conftest import rounded
+from conftest import rounded, slow_but
 from nsys_diagnose.facts import Fact, FactError, load_facts
 from nsys_diagnose.facts import parallel
 from nsys_diagnose.facts.compute import compute_facts
@@ -37,7 +37,8 @@ def _all_rows(facts) -> dict:
     return rounded(rows, 12)
 
 
-@pytest.mark.parametrize("scenario", ["eager_decode", "prefill_heavy_eager_decode", "multi_gpu_straggler"])
+@pytest.mark.parametrize("scenario", slow_but(["eager_decode", "prefill_heavy_eager_decode", "multi_gpu_straggler"],
+                                               "eager_decode"))
 def test_facts_side_by_side_are_the_facts_one_at_a_time(scenario: str, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / f"{scenario}.sqlite"

@@ -119,6 +119,7 @@ def test_a_short_launch_bound_decode_after_long_prefills_is_the_headline() -> No
     assert prefill.line.endswith("; 3 steps, 96 % of the run, too few steps to judge alone.")
 
 
+@pytest.mark.slow
 def test_a_phase_with_fewer_steps_than_phase_min_steps_keeps_its_run_share(tmp_path) -> None:
     from nsys_diagnose.api import diagnose
     from nsys_diagnose.diagnosis.config import Config, apply_set
@@ -149,6 +150,7 @@ def test_prefill_heavy_eager_decode_names_decode_and_both_goals() -> None:
     assert lines["prefill"].line.endswith("; 6 steps, 81 % of the run.")
 
 
+@pytest.mark.slow
 def test_a_range_nested_in_a_range_of_its_phase_is_one_step(tmp_path) -> None:
     """An inner 'decode_step' range inside each 'decode' range on the same thread: still 40 decode steps."""
     import sqlite3
@@ -187,6 +189,7 @@ def test_every_format_lists_the_phase_lines() -> None:
     assert terminal.index("· decode (bounds TPOT") < terminal.index("FINDINGS")
 
 
+@pytest.mark.slow
 def test_configured_phases_named_context_and_generation_bound_ttft_and_tpot(tmp_path) -> None:
     """TensorRT-LLM's names for the phases: configured as phase names they take prefill's and decode's goals."""
     from nsys_diagnose.api import diagnose

@@ -77,6 +77,7 @@ HOSTILE_STEPS = ["decode <script>alert(1)</script>", "decode|pipe`tick`[l](http:
                  "decode \x1b[31mred\x1b[0m\x9b31m", "decode\nsecond line\r\n|x"]
 
 
+@pytest.mark.slow
 def test_hostile_phase_texts_stay_inert_in_every_format(tmp_path) -> None:
     path = tmp_path / "hostile.sqlite"
     generate("prefill_decode_nvtx", path)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import scenario_analysis
+from conftest import scenario_analysis, slow_but
 from nsys_diagnose.diagnosis import templating
 from nsys_diagnose.diagnosis.evaluate import _compared_units, evaluate
 from nsys_diagnose.multirank import run_verdict
@@ -256,7 +256,7 @@ def _check_evidence(findings: list[Finding]) -> int:
     return rows
 
 
-@pytest.mark.parametrize("scenario", EVIDENCE_SCENARIOS)
+@pytest.mark.parametrize("scenario", slow_but(EVIDENCE_SCENARIOS, "eager_decode", "multi_gpu_straggler"))
 def test_evidence_rows_are_in_words_with_value_and_threshold_in_one_unit(scenario):
     _, report = scenario_analysis(scenario)
     assert _check_evidence(report.findings) > 0

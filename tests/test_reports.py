@@ -251,8 +251,7 @@ def test_report_schema_describes_every_fact_column_from_its_header():
     assert set(schema["$defs"]["summary_metrics"]["properties"]) == set(facts["summary"].column_names)
 
 
-@pytest.mark.parametrize("name", slow_but(NAMES, "eager_decode", "multi_gpu_straggler", "memory_bound_metrics",
-                                           "empty_capture"))
+@pytest.mark.parametrize("name", slow_but(NAMES, "eager_decode", "memory_bound_metrics"))
 def test_json_report_validates_against_the_schema(name):
     data = json.loads(render(scenario_analysis(name)[1], "json"))
     errors = [f"{list(e.absolute_path)}: {e.message[:200]}" for e in _validator().iter_errors(data)]
@@ -297,7 +296,7 @@ def _fits_one_screen(text: str) -> None:
     assert max(len(ANSI.sub("", line)) for line in lines) <= TERMINAL_WIDTH
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", slow_but(NAMES, "eager_decode", "multi_gpu_straggler"))
 def test_terminal_summary_fits_one_screen(name):
     _fits_one_screen(render(scenario_analysis(name)[1], "terminal", colour=True))
 
@@ -409,7 +408,7 @@ def check_markdown(md: str) -> str:
     return rendered
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", slow_but(NAMES, "eager_decode", "multi_gpu_straggler"))
 def test_markdown_renders_as_a_github_comment(name):
     report = scenario_analysis(name)[1]
     md = render(report, "md")
@@ -481,7 +480,7 @@ def check_html(doc: str) -> _Tags:
     return parser
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", slow_but(NAMES, "prefill_decode_nvtx"))
 def test_html_is_self_contained_and_draws_its_charts(name):
     report = scenario_analysis(name)[1]
     parser = check_html(render(report, "html"))

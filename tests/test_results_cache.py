@@ -67,6 +67,7 @@ def test_a_second_run_reuses_the_facts_and_reports_the_same(profile, tmp_path):
     assert first["verdict"]["primary"] == "launch-bound"
 
 
+@pytest.mark.slow
 def test_rule_settings_reuse_the_facts_and_are_judged_afresh(profile, tmp_path):
     cache = _cache_dir(tmp_path)
     plain, _ = _run(profile, cache)
@@ -76,6 +77,7 @@ def test_rule_settings_reuse_the_facts_and_are_judged_afresh(profile, tmp_path):
     assert "launch-bound" in fired(plain) and "launch-bound" not in fired(stricter)
 
 
+@pytest.mark.slow
 def test_a_fact_parameter_or_phase_pattern_computes_the_facts_again(profile, tmp_path):
     cache = _cache_dir(tmp_path)
     _run(profile, cache)
@@ -90,6 +92,7 @@ def test_a_fact_parameter_or_phase_pattern_computes_the_facts_again(profile, tmp
         assert any(s.startswith("computing fact") for s in said), change
 
 
+@pytest.mark.slow
 def test_an_edited_facts_file_is_ignored_and_rewritten(profile, tmp_path):
     cache = _cache_dir(tmp_path)
     truth, _ = _run(profile, cache)
@@ -105,6 +108,7 @@ def test_an_edited_facts_file_is_ignored_and_rewritten(profile, tmp_path):
     assert json.loads(json.loads(path.read_text())["payload"]) != payload  # the forgery is gone
 
 
+@pytest.mark.slow
 def test_a_facts_file_others_may_write_a_link_or_a_fifo_is_not_believed(profile, tmp_path):
     cache = _cache_dir(tmp_path)
     _run(profile, cache)
@@ -124,6 +128,7 @@ def test_a_facts_file_others_may_write_a_link_or_a_fifo_is_not_believed(profile,
     assert not any(REUSED in s for s in said)
 
 
+@pytest.mark.slow
 def test_the_facts_file_is_as_private_as_the_profile(profile, tmp_path):
     cache = _cache_dir(tmp_path)
     os.chmod(profile, 0o600)
@@ -131,6 +136,7 @@ def test_the_facts_file_is_as_private_as_the_profile(profile, tmp_path):
     assert _facts_file(cache).stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.slow
 def test_without_a_cache_no_facts_are_kept(profile, tmp_path):
     said: list[str] = []
     diagnose(profile, Config(), progress=said.append, cache=False)
@@ -138,6 +144,7 @@ def test_without_a_cache_no_facts_are_kept(profile, tmp_path):
     assert [p for p in profile.parent.iterdir()] == [profile]
 
 
+@pytest.mark.slow
 def test_a_run_killed_while_keeping_the_facts_leaves_only_what_the_next_run_sweeps(profile, tmp_path):
     """SIGKILL (or the OOM killer) while the facts are being kept: the unpublished file is inside a build
     directory of the dead process, which the next run's sweep removes; no stray file is left in the cache

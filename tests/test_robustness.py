@@ -464,6 +464,7 @@ def test_a_wal_mode_export_gets_no_side_files(tmp_path, capsys, writer, cache):
     assert not list(caches.glob("*.duckdb"))  # an export SQLite may still be writing is never cached
 
 
+@pytest.mark.slow
 def test_wal_mode_ranks_of_a_run_get_no_side_files(tmp_path, capsys):
     """The ranks of a multi-rank run are checked to be one run (nsys version, session start) before they are read:
     that check, too, leaves nothing beside WAL-mode exports."""
@@ -480,6 +481,7 @@ def test_wal_mode_ranks_of_a_run_get_no_side_files(tmp_path, capsys):
     assert _snapshot(run_dir) == before and len(before) == 4
 
 
+@pytest.mark.slow
 def test_a_wal_mode_export_on_a_file_system_the_kernel_cannot_copy_from_is_read_the_same(tmp_path, capsys,
                                                                                        monkeypatch):
     """The private copy of a WAL-mode export falls back to reading and writing where the kernel refuses to copy

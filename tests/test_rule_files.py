@@ -4,6 +4,7 @@ cross-rank rules (`scope: run`) are tested on generated multi-rank runs."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from nsys_diagnose.facts import load_facts
 from nsys_diagnose.diagnosis.rules import bundled_rules_dir, load_rules, rule_files
@@ -31,12 +32,40 @@ def results():
     return run_rule_tests(TEST_FILES, RULES, FACTS, scenario_facts=lambda name: scenario_analysis(name)[0])
 
 
+# Most cases run on generated scenarios, and diagnosing all of them is most of the slow tier's set-up. The fast
+# tier runs every inline-rows case and the cases on the few scenarios it diagnoses anyway; test_rule_cases, in
+# the slow tier, runs every case.
+FAST_TIER_SCENARIOS = {"eager_decode", "prefill_decode_nvtx", "memory_bound_metrics", "multi_gpu_straggler"}
+
+
+def _fast_case(case: dict) -> bool:
+    return "rows" in case or (case.get("scenario") in FAST_TIER_SCENARIOS and not case.get("facts"))
+
+
+def test_rule_cases_with_rows_and_on_the_fast_tiers_scenarios(tmp_path):
+    copies = []
+    for path in TEST_FILES:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if RULES[data["rule"]].spec.scope != "run" and (cases := [c for c in data["cases"] if _fast_case(c)]):
+            copy = tmp_path / path.parent.name / path.name
+            copy.parent.mkdir(exist_ok=True)
+            copy.write_text(yaml.safe_dump({"rule": data["rule"], "cases": cases}, sort_keys=False), encoding="utf-8")
+            copies.append(copy)
+    results = run_rule_tests(copies, RULES, FACTS, scenario_facts=lambda name: scenario_analysis(name)[0])
+    failures = [f"{r.rule} / {r.name}: expected {r.expected}, got {r.got}" for r in results if not r.passed]
+    assert not failures, "\n".join(failures)
+    assert sum("rows" in c for f in TEST_FILES for c in yaml.safe_load(f.read_text())["cases"]) >= 10
+    assert len(results) >= 40
+
+
+@pytest.mark.slow
 def test_rule_cases(results):
     failures = [f"{r.rule} / {r.name}: expected {r.expected}, got {r.got}" for r in results if not r.passed]
     assert not failures, "\n".join(failures)
     assert len(results) >= 2 * len(RULES)
 
 
+@pytest.mark.slow
 def test_every_rule_has_a_firing_and_a_quiet_case(results):
     for rule_id in RULES:
         mine = [r for r in results if r.rule == rule_id]

@@ -25,7 +25,7 @@ import yaml
 
 from nsys_diagnose.fixtures.generator import SCENARIOS
 
-from conftest import scenario_analysis
+from conftest import scenario_analysis, slow_but
 
 EXPECTED = Path(__file__).parent / "expected" / "scenarios.yaml"
 UPDATE = os.environ.get("UPDATE_EXPECTED") == "1"
@@ -156,7 +156,7 @@ def expected() -> dict[str, dict[str, Any]]:
     return yaml.safe_load(EXPECTED.read_text(encoding="utf-8")) or {}
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("name", slow_but(sorted(SCENARIOS), "eager_decode", "memory_bound_metrics"))
 def test_scenario_diagnosis_is_as_recorded(expected, name):
     got = summarise(scenario_analysis(name)[1])
     if name not in expected:

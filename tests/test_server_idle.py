@@ -64,6 +64,7 @@ def _with_calls(tmp_path: Path, name: str, every_ns: int) -> dict:
     return analysis(path)[0].first("server_idle")
 
 
+@pytest.mark.slow
 def test_polling_does_not_end_a_wait_but_cuda_work_does(tmp_path: Path) -> None:
     untouched = scenario_analysis("idle_server_bursts")[0].first("server_idle")
     polled = _with_calls(tmp_path, "cudaEventQuery_v3020", every_ns=10_000_000)
@@ -88,6 +89,7 @@ def _server_idle(path: Path, **params: float) -> dict:
         return compute_facts(export, facts=needed, params=params).first("server_idle")
 
 
+@pytest.mark.slow
 def test_bursts_between_short_quiet_stretches_get_the_verdict_of_the_bursts() -> None:
     facts, report = scenario_analysis("server_bursts_short_waits")
     truth = SCENARIOS["server_bursts_short_waits"].truth
@@ -108,6 +110,7 @@ def test_bursts_between_short_quiet_stretches_get_the_verdict_of_the_bursts() ->
     assert not any(f.rule == "host-bound" for f in report.findings)
 
 
+@pytest.mark.slow
 def test_bursts_between_stretches_spent_in_epoll_wait_get_the_verdict_of_the_bursts() -> None:
     facts, report = scenario_analysis("server_bursts_epoll")
     truth = SCENARIOS["server_bursts_epoll"].truth
@@ -147,6 +150,7 @@ def _without_osrt(tmp_path: Path, samples_every_ns: int | None = None, only_in_s
     return path
 
 
+@pytest.mark.slow
 def test_a_short_stretch_needs_evidence_of_waiting(tmp_path: Path) -> None:
     # without the OS-runtime trace nothing says the thread waited: 20-70 ms stay in the judged window
     blind = _server_idle(_without_osrt(tmp_path))
@@ -159,6 +163,7 @@ def test_a_short_stretch_needs_evidence_of_waiting(tmp_path: Path) -> None:
     assert on_cpu["stretch_count"] == 0
 
 
+@pytest.mark.slow
 def test_a_long_stretch_with_the_thread_running_is_host_work(tmp_path: Path) -> None:
     # 0.1-0.3 s is 20-70 typical steps: a wait by length, and CPU samples only in the steps agree
     idle = _server_idle(_without_osrt(tmp_path, 1_000_000, scenario="server_bursts_short_waits"))

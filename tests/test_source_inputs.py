@@ -130,6 +130,7 @@ def test_a_timestamp_near_2_63_is_one_sentence_naming_the_table(tmp_path, capsys
     assert sorted(p.name for p in tmp_path.iterdir()) == ["overflow.sqlite"]  # nothing written beside it
 
 
+@pytest.mark.slow
 def test_times_within_the_limit_are_read_and_an_overflow_in_a_fact_is_still_one_sentence(tmp_path, capsys):
     """2**52 ns (52 days) is under the reader's limit, but 10,000 timeline bins times that overflow INT64 in
     utilization_timeline: the input sentence, not DuckDB's error under the fact's file name."""

@@ -79,6 +79,7 @@ def _decode_beside_an_idle_detokenizer(path: Path, launcher: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_an_idle_sglang_process_beside_a_pytorch_script_leaves_it_pytorch(tmp_path):
     """On a shared host an SGLang detokenizer that did no CUDA work is context: the stack is read from the
     process that launched the kernels, and its launch- and host-bound advice carries no SGLang flag."""
@@ -139,6 +140,7 @@ def test_every_format_names_the_stack():
     assert json.loads(render(report, "json"))["profile"]["stack"]["name"] == "openacc"
 
 
+@pytest.mark.slow
 def test_a_team_rule_adds_steps_for_one_stack_and_an_unknown_stack_is_named(tmp_path):
     rule = """\
 id: acme/launches

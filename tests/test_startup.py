@@ -66,6 +66,7 @@ def test_start_up_found_from_shape_without_nvtx() -> None:
     assert "host-to-device copies before the first kernel" in report.verdict.headline
 
 
+@pytest.mark.slow
 def test_copies_inside_the_loop_stay_pcie_bound() -> None:
     facts, report = scenario_analysis("model_load_pcie_loop")
     row = facts.first("startup")
@@ -116,6 +117,7 @@ def test_start_up_patterns_are_word_bounded(text: str, kind: str | None) -> None
         assert con.execute("SELECT startup_of(?)", [text]).fetchone()[0] == kind
 
 
+@pytest.mark.slow
 def test_start_up_patterns_are_configurable(tmp_path: Path) -> None:
     config_file = tmp_path / "diagnose.yaml"
     config_file.write_text('startup: {load: "(?i)^weights_in$"}\n')
@@ -149,6 +151,7 @@ def test_a_fact_shown_alone_covers_the_window_diagnose_judges() -> None:
     assert "startup" in needed(load_facts(), "transfer_overview")
 
 
+@pytest.mark.slow
 def test_each_phase_is_judged_inside_the_steady_window(tmp_path: Path) -> None:
     """The per-phase facts come from the steady window too: the warm-up's eager steps, in no phase range, never
     join the loop's own unlabelled step in the phase 'other'."""

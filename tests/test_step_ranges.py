@@ -102,6 +102,7 @@ def test_tensorrt_llm_step_text_carries_the_batch_composition(tmp_path: Path) ->
     assert [r["label_phase"] for r in rows] == ["prefill" if i % 5 == 0 else "decode" for i in range(25)]
 
 
+@pytest.mark.slow
 def test_configured_step_patterns_replace_the_defaults(exports: Path) -> None:
     assert _steps(exports / "eager_decode.sqlite", {"mine": "^no such range$"})[0]["source"] == "sync"
     rows = _steps(exports / "eager_decode.sqlite", {"mine": "(?i)^execute_model$"})
@@ -149,6 +150,7 @@ def test_step_patterns_are_read_from_diagnose_yaml(tmp_path: Path, exports: Path
             load_config_file(config_file)
 
 
+@pytest.mark.slow
 def test_overlapping_ranges_are_steps_each_and_empty_ranges_none(tmp_path: Path) -> None:
     path = tmp_path / "overlap.sqlite"
     generate("eager_decode", path)

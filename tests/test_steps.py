@@ -57,6 +57,7 @@ def _by_phase(facts) -> dict[str, dict]:
     return {r["phase"]: r for r in facts.rows("steps")}
 
 
+@pytest.mark.slow
 def test_tensorrt_llm_steps_carry_their_batch_and_their_period(exports: Path) -> None:
     truth = SCENARIOS[TRT].truth
     path = exports / f"{TRT}.sqlite"
@@ -112,6 +113,7 @@ def test_tensorrt_llm_labels_judge_decode_on_its_own() -> None:
     assert "cuda_graph" in launch[0].remediation[0] and not any("vLLM" in step for step in launch[0].remediation)
 
 
+@pytest.mark.slow
 def test_vllm_v1_steps_without_phase_words_get_inferred_phases(exports: Path) -> None:
     truth = SCENARIOS[V1].truth
     path = exports / f"{V1}.sqlite"
@@ -150,6 +152,7 @@ def test_vllm_v1_steps_without_phase_words_get_inferred_phases(exports: Path) ->
     assert report.throughput.inferred is True
 
 
+@pytest.mark.slow
 def test_steps_that_are_all_alike_infer_nothing(exports: Path) -> None:
     rows = _steps(exports / "eager_decode.sqlite")  # 25 alike execute_model steps
     assert len(rows) == 25 and {(r["phase"], r["phase_source"]) for r in rows} == {(None, None)}
@@ -160,6 +163,7 @@ def test_steps_that_are_all_alike_infer_nothing(exports: Path) -> None:
     assert report.verdict.primary == "launch-bound" and report.verdict.phase is None
 
 
+@pytest.mark.slow
 def test_too_few_steps_infer_nothing(exports: Path) -> None:
     rows = _steps(exports / f"{V1}.sqlite", step_infer_min_steps=100)
     assert {r["phase"] for r in rows} == {None}
@@ -177,6 +181,7 @@ def test_a_quiet_stretch_is_no_part_of_the_step_before_it(exports: Path) -> None
     assert max(r["period_ns"] for r in rows) < 10_000_000
 
 
+@pytest.mark.slow
 def test_steps_appear_in_every_format() -> None:
     _, report = scenario_analysis(V1)
     text = render(report, "terminal")

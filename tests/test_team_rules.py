@@ -284,6 +284,7 @@ def test_rules_check_of_the_bundled_rules_and_facts_passes():
     assert check.stdout.splitlines()[-1].endswith(": 0 errors")
 
 
+@pytest.mark.slow
 def test_a_bundled_fact_with_a_typo_would_be_caught(tmp_path):
     """check_facts compiles bundled facts too; one is copied with a typo under another name."""
     from nsys_diagnose.facts import load_facts, parse_fact
@@ -299,6 +300,7 @@ def test_a_bundled_fact_with_a_typo_would_be_caught(tmp_path):
                                   f"Table with name kernel_gap does not exist! Did you mean \"kernel_gaps\"?"]
 
 
+@pytest.mark.slow
 def test_a_team_fact_requiring_an_unknown_column_is_one_sentence(tmp_path):
     sql = ("-- @fact team_fact\n-- @doc Needs a column.\n-- @requires devices.smcount\n-- @column device_id x\n"
            "SELECT device_id FROM devices\n")

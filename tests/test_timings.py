@@ -58,6 +58,7 @@ def test_timings_follow_the_report_and_leave_it_unchanged(phased: Path, tmp_path
     assert run.stderr.rstrip().splitlines()[-1].startswith("total")
 
 
+@pytest.mark.slow
 def test_a_cached_rerun_shows_the_reused_facts(phased: Path, tmp_path: Path) -> None:
     args = (phased, "-q", "--cache-dir", tmp_path, "-o", tmp_path / "r.json", "--timings")
     assert run_cli(*args).returncode == 0
@@ -74,6 +75,7 @@ def test_timings_apply_to_one_profile(phased: Path, tmp_path: Path) -> None:
     assert "--timings applies to one profile" in run.stderr and "Traceback" not in run.stderr
 
 
+@pytest.mark.slow
 def test_every_fact_has_a_spill_value_when_facts_run_side_by_side(tmp_path: Path) -> None:
     """A small export computes its facts on parallel cursors that are closed after each batch of facts: the spill
     of every fact, of the run and of each phase, is still read (0 B is a value; "-" would mean it was not)."""
@@ -86,6 +88,7 @@ def test_every_fact_has_a_spill_value_when_facts_run_side_by_side(tmp_path: Path
     assert [key for key, row in facts.items() if row["spill"] in (None, "-")] == []
 
 
+@pytest.mark.slow
 def test_spill_is_the_temporary_space_duckdb_used_while_the_fact_ran() -> None:
     spill_dir = tempfile.mkdtemp(prefix="nsys-diagnose-test-spill-")
     con = duckdb.connect(config={"memory_limit": "48MB", "temp_directory": spill_dir, "threads": 1})

@@ -87,6 +87,7 @@ def test_reference_launch_gaps_projection_matches_hand_arithmetic():
     assert w.line.startswith("without launch gaps: step 1.") and "steps/s" in w.line
 
 
+@pytest.mark.slow
 def test_reference_batch8_range():
     facts, report = scenario_analysis("reference_batch1_decode")
     b = report.batch_what_if
@@ -221,6 +222,7 @@ def test_fusion_projection_matches_hand_arithmetic():
     assert any("1/k of the run's time" in a for a in w.assumptions)
 
 
+@pytest.mark.slow
 def test_fusion_projection_changes_nothing_without_fusion_candidates():
     """A run with no repeated run of glue kernels replays to its measured steps: the transform only moves what it
     fuses."""
@@ -298,6 +300,7 @@ def test_what_if_batch_refuses_bad_values(value, says, tmp_path):
     assert "Traceback" not in run.stderr and says in run.stderr
 
 
+@pytest.mark.slow
 def test_what_if_batch_on_the_command_line(tmp_path):
     from nsys_diagnose.api import diagnose
     from conftest import _SCENARIO_DIR
@@ -366,6 +369,7 @@ def test_rule_what_if_key_is_validated(tmp_path):
     assert "launch-twice.yaml:16:1" in run.stdout + run.stderr and "'launch-gaps'" in run.stdout + run.stderr
 
 
+@pytest.mark.slow
 def test_a_run_that_serves_no_llm_gets_no_batch_projection_unless_asked(tmp_path):
     # An OpenACC stencil loop whose primary (small-kernels) a larger batch would amortise: "tokens/s" and "TPOT"
     # mean nothing there, so no projection by default, and an explicit one speaks of work and step time.
