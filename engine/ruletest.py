@@ -40,11 +40,12 @@ from typing import Any, Callable
 import yaml
 
 from .errors import DiagnoseError
-from .diagnosis.evaluate import Evaluation, evaluate
+from .diagnosis.evaluate import ConditionError, Evaluation, evaluate
 from .facts.compute import FactResult, FactSet, compute_facts
 from .facts.cross_rank import load_run_facts
 from .facts.opclasses import OperationClasses
 from .facts import Fact, fact_param_range
+from .facts.types import column_types, fitted
 from .text import did_you_mean
 from .units import describe_range
 from .diagnosis.rules import Rule, RuleError
@@ -168,7 +169,7 @@ def load_test_file(path: Path, rules: dict[str, Rule],
             if "facts" in case:
                 raise RuleTestError(f"{where('facts')}: 'facts' sets how facts are computed from a profile; a "
                                     f"case with 'rows' gives the fact rows themselves")
-            _check_rows(case["rows"], readable, where)
+            _check_rows(case["rows"], rule, readable, where)
         _check_expect(case["expect"], readable[rule.spec.fact].column_names, where)
     return rule_id, cases
 
@@ -178,19 +179,34 @@ def rule_facts(rule: Rule, facts: dict[str, Fact]) -> dict[str, Fact]:
     return load_run_facts() if rule.spec.scope == "run" else facts
 
 
-def _check_rows(rows: Any, facts: dict[str, Fact], where: Callable[..., str]) -> None:
-    """`rows:`: fact name -> list of mappings of that fact's columns."""
+def read_facts(rule: Rule) -> list[str]:
+    """The facts a rule reads: its own, then those its remediation steps' FACT.COLUMN conditions name."""
+    named = [side.value[0] for conditions in rule.step_conditions.values() for c in conditions
+             for side in (c.left, c.right) if side.kind == "fact"]
+    return list(dict.fromkeys([rule.spec.fact, *named]))
+
+
+def _check_rows(rows: Any, rule: Rule, facts: dict[str, Fact], where: Callable[..., str]) -> None:
+    """`rows:`: fact name -> list of mappings of that fact's columns, for the facts the rule reads. Each value is
+    made the type its column has (4e7, which YAML reads as text, becomes a number), in place, or is an error: a
+    text where a number belongs would make every comparison fail and the rule never fire."""
     if not isinstance(rows, dict) or not rows:
         raise RuleTestError(f"{where('rows')}: 'rows' maps fact names to lists of rows, e.g. "
                             f"{{launch_overhead: [{{device_id: 0, overhead_ratio: 0.4}}]}}")
+    reads = read_facts(rule)
     for name, fact_rows in rows.items():
         if name not in facts or facts[name].is_helper:
             known = [n for n, f in facts.items() if not f.is_helper]
             raise RuleTestError(f"{where('rows', name)}: no fact {name!r}"
                                 f"{did_you_mean(str(name), known) or '; `diagnose facts list` shows them all'}")
+        if name not in reads:
+            raise RuleTestError(f"{where('rows', name)}: rule {rule.id!r} does not read fact {name!r}, so its rows "
+                                f"change nothing; it reads {', '.join(map(repr, reads))}")
         if not isinstance(fact_rows, list) or not all(isinstance(r, dict) for r in fact_rows):
             raise RuleTestError(f"{where('rows', name)}: rows.{name} must be a list of rows, each a mapping of "
                                 f"column names to values, e.g. [{{{facts[name].column_names[0]}: 0}}]")
+    types = column_types(facts, list(rows), cross_rank=rule.spec.scope == "run")
+    for name, fact_rows in rows.items():
         columns = facts[name].column_names
         for j, row in enumerate(fact_rows):
             for column, value in row.items():
@@ -200,6 +216,10 @@ def _check_rows(rows: Any, facts: dict[str, Fact], where: Callable[..., str]) ->
                 if isinstance(value, dict):
                     raise RuleTestError(f"{where('rows', name, j, column)}: rows.{name}.{column} must be a value "
                                         f"(number, text, true/false or null), not a mapping")
+                row[column], wanted = fitted(types.get(name, {}).get(column, ""), value)
+                if wanted:
+                    raise RuleTestError(f"{where('rows', name, j, column)}: rows.{name}.{column} is {wanted}, not "
+                                        f"{value!r}")
 
 
 def _check_expect(expect: list[Any], columns: list[str], where: Callable[..., str]) -> None:
@@ -354,7 +374,7 @@ def run_rule_tests(files: list[Path], rules: dict[str, Rule], facts: dict[str, F
                 try:
                     evaluation = evaluate(RuleSet.resolve({rule_id: rules[rule_id]}, {rule_id: params}), fact_set)
                 except RuleError as exc:
-                    if "rows" not in case:
+                    if "rows" not in case or isinstance(exc, ConditionError):
                         raise
                     at = Positions(path.read_text(encoding="utf-8")).of("cases", i)
                     raise RuleTestError(f"{path}:{at}: case {i + 1}: {exc}; give the rows every column the rule's "

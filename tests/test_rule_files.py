@@ -158,3 +158,90 @@ def test_a_mistake_in_an_inline_rows_case_is_one_sentence_with_its_place(tmp_pat
     with pytest.raises(RuleTestError) as err:
         load_test_file(path, RULES, FACTS)
     assert str(err.value) == f"{path}:{message}"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("overhead_ratio: 0.31", "overhead_ratio: 3.1e-1"),  # YAML 1.1 reads this as text
+    ("kernel_count: 500", 'kernel_count: "500"'),
+])
+def test_an_inline_number_written_as_text_is_read_as_the_column_s_number(tmp_path, old, new):
+    """Compared as text, the threshold check would fail and the case expecting a finding would see none."""
+    path = tmp_path / "launch-bound.test.yaml"
+    path.write_text(INLINE.replace(old, new))
+    [case] = run_rule_tests([path], RULES, FACTS)
+    assert case.passed, case.got
+    assert case.got[0]["evidence"]["overhead_ratio"]["value"] == pytest.approx(0.31)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("kernel_count: 500", "kernel_count: zero",
+     "6:26: case 1: rows.launch_overhead.kernel_count is a whole number, not 'zero'"),
+    ("kernel_count: 500", "kernel_count: 500.5",
+     "6:26: case 1: rows.launch_overhead.kernel_count is a whole number, not 500.5"),
+    ("overhead_ratio: 0.31", "overhead_ratio: high",
+     "6:88: case 1: rows.launch_overhead.overhead_ratio is a number, not 'high'"),
+    ("overhead_ratio: 0.31", "overhead_ratio: true",
+     "6:88: case 1: rows.launch_overhead.overhead_ratio is a number, not True"),
+    ("    expect:", "      small_kernels: [{device_id: 0}]\n    expect:",
+     "8:7: case 1: rule 'launch-bound' does not read fact 'small_kernels', so its rows change nothing; it reads "
+     "'launch_overhead'"),
+])
+def test_an_inline_value_that_does_not_fit_its_column_is_an_input_error(tmp_path, old, new, message):
+    from nsys_diagnose.ruletest import RuleTestError, load_test_file
+
+    assert old in INLINE
+    path = tmp_path / "launch-bound.test.yaml"
+    path.write_text(INLINE.replace(old, new))
+    with pytest.raises(RuleTestError) as err:
+        load_test_file(path, RULES, FACTS)
+    assert str(err.value) == f"{path}:{message}"
+
+
+def test_a_rows_case_may_give_the_facts_a_remediation_step_reads(tmp_path):
+    """host-bound's steps read capture_traces.COLUMN: rows of that fact are input, not a mistake."""
+    rule = RULES["host-bound"]
+    assert "capture_traces" in {s.value[0] for cs in rule.step_conditions.values() for c in cs
+                                for s in (c.left, c.right) if s.kind == "fact"}
+    path = tmp_path / "host-bound.test.yaml"
+    path.write_text(f"rule: host-bound\ncases:\n  - rows:\n      {rule.spec.fact}: []\n"
+                    f"      capture_traces: [{{cpu_sample_count: 4e3, osrt_call_count: 0}}]\n    expect: []\n")
+    from nsys_diagnose.ruletest import load_test_file
+
+    _, [case] = load_test_file(path, RULES, FACTS)
+    assert case["rows"]["capture_traces"] == [{"cpu_sample_count": 4000, "osrt_call_count": 0}]
+
+
+TEXT_AGAINST_NUMBER = """\
+id: acme/busy-sync
+title: Busy sync
+category: api-latency
+severity: warning
+fact: sync_overview
+when:
+  - sync_calls > 0
+  - most_frequent_api > 5
+message: "{{ row.sync_calls }} syncs"
+why: Because.
+remediation: [Sync less.]
+"""
+
+
+def test_a_condition_that_cannot_compare_its_values_is_a_rule_error_and_null_does_not_hold(tmp_path):
+    """Text ordered against a number would silently never fire; NULL (not measured) just does not hold."""
+    from nsys_diagnose.diagnosis.evaluate import ConditionError, evaluate
+    from nsys_diagnose.diagnosis.rules import load_rule_file
+    from nsys_diagnose.diagnosis.ruleset import RuleSet
+    from nsys_diagnose.ruletest import inline_facts
+
+    path = tmp_path / "busy-sync.yaml"
+    path.write_text(TEXT_AGAINST_NUMBER)
+    rule = load_rule_file(path, FACTS, str(tmp_path))
+    rules = RuleSet.resolve({rule.id: rule})
+    quiet = evaluate(rules, inline_facts({"sync_overview": [{"sync_calls": 10, "most_frequent_api": None}]}, FACTS))
+    assert quiet.findings == [] and [o.rule for o in quiet.passed] == [rule.id]
+    with pytest.raises(ConditionError) as err:
+        evaluate(rules, inline_facts({"sync_overview": [{"sync_calls": 10,
+                                                         "most_frequent_api": "cudaDeviceSynchronize"}]}, FACTS))
+    assert str(err.value) == (f'{path}:8:5: rule "acme/busy-sync": condition `most_frequent_api > 5` cannot compare '
+                              f"'cudaDeviceSynchronize' (text) with 5.0 (a number); compare a column with a value of "
+                              f"its own type")
