@@ -245,3 +245,69 @@ def test_a_condition_that_cannot_compare_its_values_is_a_rule_error_and_null_doe
     assert str(err.value) == (f'{path}:8:5: rule "acme/busy-sync": condition `most_frequent_api > 5` cannot compare '
                               f"'cudaDeviceSynchronize' (text) with 5.0 (a number); compare a column with a value of "
                               f"its own type")
+
+
+INLINE_ROWS = INLINE[INLINE.index("    rows:"):INLINE.index("    expect:")]
+INLINE_EXPECT = INLINE[INLINE.index("    expect:"):]
+
+
+@pytest.mark.parametrize("old, new, message", [
+    (INLINE_ROWS, "    scenario: eager_decod\n",
+     "4:5: case 1: unknown scenario 'eager_decod'; did you mean 'eager_decode'?"),
+    (INLINE_ROWS, "    scenario: multi_rank_straggler\n",
+     "4:5: case 1: scenario 'multi_rank_straggler' is a multi-rank run, but rule 'launch-bound' judges one profile; "
+     "cross-rank rules carry `scope: run`"),
+    (INLINE_ROWS, "    profile: missing.sqlite\n",
+     "4:5: case 1: profile 'missing.sqlite' does not exist (relative to the test file)"),
+    ("{subject: GPU 0, severity: warning,", "{subject: GPU 0, severity: warnin,",
+     "9:26: case 1: unknown severity 'warnin'; did you mean 'warning'?"),
+    ("{subject: GPU 0, severity: warning,", "{subject: GPU 0, severty: warning,",
+     "9:26: case 1: each expected finding may name evidence, message, severity, subject; did you mean 'severity'?"),
+    ("rule: launch-bound\n", "rule: launch-bound\nrules: []\n",
+     "2:1: unknown key 'rules'; did you mean 'rule'?"),
+    ("rule: launch-bound\n", "rule: launch-bound\nname: x\n",
+     "2:1: unknown key 'name'; a rule test file has the keys 'rule' and 'cases'"),
+])
+def test_a_test_input_that_cannot_run_is_refused_when_the_file_loads(tmp_path, old, new, message):
+    """`rules check` finds these (it loads the file), not only `rules test` at the case, without a place."""
+    from nsys_diagnose.ruletest import RuleTestError, load_test_file
+
+    assert old in INLINE
+    path = tmp_path / "launch-bound.test.yaml"
+    path.write_text(INLINE.replace(old, new))
+    with pytest.raises(RuleTestError) as err:
+        load_test_file(path, RULES, FACTS)
+    assert str(err.value) == f"{path}:{message}"
+
+
+def test_a_failed_case_prints_only_what_it_expects(tmp_path, capsys):
+    from nsys_diagnose.cli.main import main
+
+    path = tmp_path / "launch-bound.test.yaml"
+    path.write_text(INLINE.replace(INLINE_EXPECT, "    expect: [{subject: GPU 1}]\n"))
+    assert main(["rules", "test", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "       exp: [{'subject': 'GPU 1'}]\n" in out and "got: [{'subject': 'GPU 0', 'severity': 'warning'}]" in out
+
+
+@pytest.mark.slow  # rules check compiles every fact first (seconds); the loader is checked in the fast tier above
+def test_rules_check_checks_test_files_even_when_a_rule_file_is_broken(tmp_path, capsys):
+    import shutil
+    from pathlib import Path
+
+    from nsys_diagnose.cli.main import main
+
+    pack = tmp_path / "pack"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "team-rules", pack)
+    rule = pack / "decode-step-budget.yaml"
+    rule.write_text(rule.read_text().replace("  - p90_step_ns > $max_p90_step", "  - p90_step > $max_p90_step"))
+    test = pack / "communication-budget.test.yaml"
+    test.write_text(test.read_text().replace("scenario: multi_gpu_straggler", "scenario: multi_gpu_stragler", 1))
+    assert main(["rules", "check", str(pack)]) == 2
+    out = capsys.readouterr().out.splitlines()
+    assert any(line.startswith(f"{rule}:") and "has no column 'p90_step'" in line for line in out), out
+    assert any(line.startswith(f"{test}:") and "unknown scenario 'multi_gpu_stragler'; did you mean "
+               "'multi_gpu_straggler'?" in line for line in out), out
+    assert f"note: {pack / 'decode-step-budget.test.yaml'}: not checked: its rule file decode-step-budget.yaml has " \
+           f"errors" in out
+    assert out[-1] == "checked 2 rule files: 2 errors"
