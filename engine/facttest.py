@@ -37,13 +37,12 @@ from .text import did_you_mean
 from .facts.compute import compute_facts
 from .facts.opclasses import OperationClasses
 from .facts.scopes import from_run
+from .facts.types import fitted
 from .reading.canonical import VIEWS
 from .reading.export import rows_export
-from .ruletest import REL_TOLERANCE, read_test_yaml, same_value
+from .ruletest import REL_TOLERANCE, check_file_keys, read_test_yaml, same_value
 
-_FILE_KEYS = {"fact", "cases"}
 _CASE_KEYS = {"name", "params", "tables", "expect", "ordered", "tolerance", "phase"}
-_INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT"}
 _SHOWN_ROWS = 20  # of a failing case's rows, in its report
 
 
@@ -84,6 +83,8 @@ def find_fact_tests(paths: list[Path]) -> list[Path]:
                                     f"({p.name.removesuffix('.test.yaml')}.sql); a rule test runs with "
                                     f"`diagnose rules test`")
             files.append(p)
+        elif not p.exists():
+            raise FactTestError(f"{p}: no such file or directory")
         else:
             raise FactTestError(f"{p}: not a directory or a *.test.yaml file")
     return files
@@ -96,8 +97,7 @@ def _beside_sql(path: Path) -> bool:
 def load_fact_test(path: Path, facts: dict[str, Fact]) -> tuple[str, list[dict[str, Any]]]:
     """The fact a test file tests and its cases, checked: every problem is one `FILE:LINE:COL:` sentence."""
     data, at = read_test_yaml(path, FactTestError)
-    if not isinstance(data, dict) or set(data) - _FILE_KEYS or not _FILE_KEYS <= set(data):
-        raise FactTestError(f"{path}:1:1: a fact test file has the keys 'fact' and 'cases'")
+    check_file_keys(path, data, at, ("fact", "cases"), FactTestError)
     name = data["fact"]
     if name not in facts:
         raise FactTestError(f"{path}:{at.of('fact')}: no fact {name!r}"
@@ -154,23 +154,10 @@ def _check_tables(tables: Any, where: Any) -> None:
                 if column not in types:
                     raise FactTestError(f"{where('tables', view, j, column)}: canonical table {view!r} has no "
                                         f"column {column!r}{did_you_mean(str(column), list(types))}")
-                wanted = _type_problem(types[column], value)
+                row[column], wanted = fitted(types[column], value)
                 if wanted:
                     raise FactTestError(f"{where('tables', view, j, column)}: {view}.{column} is {wanted}, not "
                                         f"{value!r}")
-
-
-def _type_problem(column_type: str, value: Any) -> str | None:
-    """What a canonical column of `column_type` holds, when `value` is not that; None when it fits."""
-    if value is None:
-        return None
-    if column_type in _INTEGER_TYPES:
-        return None if isinstance(value, int) and not isinstance(value, bool) else "a whole number"
-    if column_type == "DOUBLE":
-        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "a number"
-    if column_type == "BOOLEAN":
-        return None if isinstance(value, bool) else "true or false"
-    return None if isinstance(value, str) else "text (quote it)"
 
 
 def _check_params(values: Any, name: str, params: dict[str, tuple[float, float]], where: Any) -> None:

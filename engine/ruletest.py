@@ -40,14 +40,16 @@ from typing import Any, Callable
 import yaml
 
 from .errors import DiagnoseError
-from .diagnosis.evaluate import Evaluation, evaluate
+from .diagnosis.evaluate import ConditionError, Evaluation, evaluate
 from .facts.compute import FactResult, FactSet, compute_facts
 from .facts.cross_rank import load_run_facts
 from .facts.opclasses import OperationClasses
 from .facts import Fact, fact_param_range
+from .facts.types import column_types, fitted
 from .model import Finding
 from .text import did_you_mean
 from .units import describe_range
+from .vocabulary import Severity
 from .diagnosis.rules import Rule, RuleError
 from .diagnosis.ruleset import RuleSet
 from .diagnosis.yamlfile import SAFE_LOADER, Positions, error_position, error_problem
@@ -91,6 +93,8 @@ def find_test_files(paths: list[Path]) -> list[Path]:
                 raise RuleTestError(f"{p}: a fact test (it sits beside {p.name.removesuffix('.test.yaml')}.sql); "
                                     f"run it with `diagnose facts test {p}`")
             files.append(p)
+        elif not p.exists():
+            raise RuleTestError(f"{p}: no such file or directory")
         else:
             raise RuleTestError(f"{p}: not a directory or a *.test.yaml file")
     return files
@@ -113,11 +117,24 @@ def read_test_yaml(path: Path, error: type[DiagnoseError]) -> tuple[Any, Positio
     return data, Positions(text)
 
 
+def check_file_keys(path: Path, data: Any, at: Positions, keys: tuple[str, str], error: type[DiagnoseError]) -> None:
+    """A test file is a mapping of exactly `keys` (what is tested, its cases): an unknown key is named at its place,
+    with the key it may have meant."""
+    listed = f"a {keys[0]} test file has the keys {keys[0]!r} and {keys[1]!r}"
+    if not isinstance(data, dict):
+        raise error(f"{path}:1:1: {listed}")
+    for key in data:
+        if key not in keys:
+            raise error(f"{path}:{at.of(key)}: unknown key {key!r}{did_you_mean(str(key), keys) or '; ' + listed}")
+    missing = [k for k in keys if k not in data]
+    if missing:
+        raise error(f"{path}:1:1: no {missing[0]!r} key; {listed}")
+
+
 def load_test_file(path: Path, rules: dict[str, Rule],
                    facts: dict[str, Fact]) -> tuple[str, list[dict[str, Any]]]:
     data, at = read_test_yaml(path, RuleTestError)
-    if not isinstance(data, dict) or set(data) - {"rule", "cases"} or "rule" not in data:
-        raise RuleTestError(f"{path}:1:1: a rule test file has the keys 'rule' and 'cases'")
+    check_file_keys(path, data, at, ("rule", "cases"), RuleTestError)
     rule_id = data["rule"]
     if rule_id not in rules:
         raise RuleTestError(f"{path}:{at.of('rule')}: rule {rule_id!r} does not exist, so this test matches "
@@ -164,14 +181,45 @@ def load_test_file(path: Path, rules: dict[str, Rule],
             if not lo <= float(value) <= hi:
                 raise RuleTestError(f"{where('facts', name)}: facts.{name} must be {describe_range(lo, hi)}, not "
                                     f"{value!r}")
+        _check_input(case, rule, path, where)
         readable = rule_facts(rule, facts)
         if "rows" in case:
             if "facts" in case:
                 raise RuleTestError(f"{where('facts')}: 'facts' sets how facts are computed from a profile; a "
                                     f"case with 'rows' gives the fact rows themselves")
-            _check_rows(case["rows"], readable, where)
+            _check_rows(case["rows"], rule, readable, where)
         _check_expect(case["expect"], readable[rule.spec.fact].column_names, where)
     return rule_id, cases
+
+
+def _check_input(case: dict[str, Any], rule: Rule, path: Path, where: Callable[..., str]) -> None:
+    """A case's `scenario:` is a generated scenario of the kind the rule judges (one profile, or a multi-rank run
+    for `scope: run`); its `profile:` exists, relative to the test file."""
+    from .fixtures.generator import SCENARIOS  # fixtures ship inside the package
+    from .fixtures.runs import RUN_SCENARIOS
+
+    run = rule.spec.scope == "run"
+    if "scenario" in case:
+        name, known = case["scenario"], sorted(RUN_SCENARIOS if run else SCENARIOS)
+        if name in known:
+            return
+        if not run and name in RUN_SCENARIOS:
+            raise RuleTestError(f"{where('scenario')}: scenario {name!r} is a multi-rank run, but rule {rule.id!r} "
+                                f"judges one profile; cross-rank rules carry `scope: run`")
+        if run and name in SCENARIOS:
+            raise RuleTestError(f"{where('scenario')}: {name!r} is not a multi-rank run scenario; rule {rule.id!r} "
+                                f"(scope: run) is tested on one of {', '.join(known)}, or on a directory of rank "
+                                f"exports")
+        raise RuleTestError(f"{where('scenario')}: unknown scenario {name!r}"
+                            f"{did_you_mean(str(name), known, '; `nsys-diagnose-fixture --list` shows them all')}")
+    if "profile" in case:
+        target = path.parent / str(case["profile"])
+        if run and not target.is_dir():
+            raise RuleTestError(f"{where('profile')}: {case['profile']!r} is not a directory of rank exports "
+                                f"(relative to the test file)")
+        if not run and not target.is_file():
+            raise RuleTestError(f"{where('profile')}: profile {case['profile']!r} does not exist (relative to the "
+                                f"test file)")
 
 
 def rule_facts(rule: Rule, facts: dict[str, Fact]) -> dict[str, Fact]:
@@ -179,19 +227,34 @@ def rule_facts(rule: Rule, facts: dict[str, Fact]) -> dict[str, Fact]:
     return load_run_facts() if rule.spec.scope == "run" else facts
 
 
-def _check_rows(rows: Any, facts: dict[str, Fact], where: Callable[..., str]) -> None:
-    """`rows:`: fact name -> list of mappings of that fact's columns."""
+def read_facts(rule: Rule) -> list[str]:
+    """The facts a rule reads: its own, then those its remediation steps' FACT.COLUMN conditions name."""
+    named = [side.value[0] for conditions in rule.step_conditions.values() for c in conditions
+             for side in (c.left, c.right) if side.kind == "fact"]
+    return list(dict.fromkeys([rule.spec.fact, *named]))
+
+
+def _check_rows(rows: Any, rule: Rule, facts: dict[str, Fact], where: Callable[..., str]) -> None:
+    """`rows:`: fact name -> list of mappings of that fact's columns, for the facts the rule reads. Each value is
+    made the type its column has (4e7, which YAML reads as text, becomes a number), in place, or is an error: a
+    text where a number belongs would make every comparison fail and the rule never fire."""
     if not isinstance(rows, dict) or not rows:
         raise RuleTestError(f"{where('rows')}: 'rows' maps fact names to lists of rows, e.g. "
                             f"{{launch_overhead: [{{device_id: 0, overhead_ratio: 0.4}}]}}")
+    reads = read_facts(rule)
     for name, fact_rows in rows.items():
         if name not in facts or facts[name].is_helper:
             known = [n for n, f in facts.items() if not f.is_helper]
             raise RuleTestError(f"{where('rows', name)}: no fact {name!r}"
                                 f"{did_you_mean(str(name), known) or '; `diagnose facts list` shows them all'}")
+        if name not in reads:
+            raise RuleTestError(f"{where('rows', name)}: rule {rule.id!r} does not read fact {name!r}, so its rows "
+                                f"change nothing; it reads {', '.join(map(repr, reads))}")
         if not isinstance(fact_rows, list) or not all(isinstance(r, dict) for r in fact_rows):
             raise RuleTestError(f"{where('rows', name)}: rows.{name} must be a list of rows, each a mapping of "
                                 f"column names to values, e.g. [{{{facts[name].column_names[0]}: 0}}]")
+    types = column_types(facts, list(rows), cross_rank=rule.spec.scope == "run")
+    for name, fact_rows in rows.items():
         columns = facts[name].column_names
         for j, row in enumerate(fact_rows):
             for column, value in row.items():
@@ -201,13 +264,27 @@ def _check_rows(rows: Any, facts: dict[str, Fact], where: Callable[..., str]) ->
                 if isinstance(value, dict):
                     raise RuleTestError(f"{where('rows', name, j, column)}: rows.{name}.{column} must be a value "
                                         f"(number, text, true/false or null), not a mapping")
+                row[column], wanted = fitted(types.get(name, {}).get(column, ""), value)
+                if wanted:
+                    raise RuleTestError(f"{where('rows', name, j, column)}: rows.{name}.{column} is {wanted}, not "
+                                        f"{value!r}")
 
 
 def _check_expect(expect: list[Any], columns: list[str], where: Callable[..., str]) -> None:
     for j, item in enumerate(expect):
         if not isinstance(item, dict) or set(item) - _EXPECT_KEYS:
-            raise RuleTestError(f"{where('expect', j)}: each expected finding may name "
-                                f"{', '.join(sorted(_EXPECT_KEYS))}")
+            bad = next((k for k in item if k not in _EXPECT_KEYS), None) if isinstance(item, dict) else None
+            raise RuleTestError(f"{where('expect', j, *([bad] if bad is not None else []))}: each expected finding "
+                                f"may name {', '.join(sorted(_EXPECT_KEYS))}"
+                                f"{did_you_mean(str(bad), sorted(_EXPECT_KEYS)) if bad is not None else ''}")
+        severity = item.get("severity")
+        if "severity" in item and severity not in Severity.names():
+            listed = f"; a severity is {Severity.described()}"
+            raise RuleTestError(f"{where('expect', j, 'severity')}: unknown severity {severity!r}"
+                                f"{did_you_mean(str(severity), Severity.names(), listed)}")
+        if item.get("subject") is not None and not isinstance(item["subject"], str):
+            raise RuleTestError(f"{where('expect', j, 'subject')}: 'subject' is the finding's subject as text, "
+                                f"e.g. 'GPU 0', not {item['subject']!r}")
         if "message" in item and not isinstance(item["message"], str):
             raise RuleTestError(f"{where('expect', j, 'message')}: 'message' is a part of the finding's message, "
                                 f"as text")
@@ -355,13 +432,12 @@ def run_rule_tests(files: list[Path], rules: dict[str, Rule], facts: dict[str, F
                 try:
                     evaluation = evaluate(RuleSet.resolve({rule_id: rules[rule_id]}, {rule_id: params}), fact_set)
                 except RuleError as exc:
-                    if "rows" not in case:
+                    if "rows" not in case or isinstance(exc, ConditionError):
                         raise
                     at = Positions(path.read_text(encoding="utf-8")).of("cases", i)
                     raise RuleTestError(f"{path}:{at}: case {i + 1}: {exc}; give the rows every column the rule's "
                                         f"templates read") from None
-                expected = [{"subject": e.get("subject"), "severity": e.get("severity"),
-                             **{k: e[k] for k in ("message", "evidence") if k in e}} for e in case["expect"]]
+                expected = [dict(e) for e in case["expect"]]  # as the case states them: `exp:` prints no more
                 got = observed(evaluation, expected)
                 results.append(CaseResult(str(path), rule_id, case.get("name", f"case {i + 1}"),
                                           _matches(expected, got), expected, got))
@@ -420,9 +496,9 @@ def _matches(expected: list[dict[str, Any]], got: list[dict[str, Any]]) -> bool:
 
 
 def _finding_matches(want: dict[str, Any], got: dict[str, Any]) -> bool:
-    if want["subject"] is not None and want["subject"] != got["subject"]:
+    if want.get("subject") is not None and want["subject"] != got["subject"]:
         return False
-    if want["severity"] is not None and want["severity"] != got["severity"]:
+    if want.get("severity") is not None and want["severity"] != got["severity"]:
         return False
     if "message" in want and " ".join(want["message"].split()) not in got["message"]:
         return False

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nsys_diagnose.cli.main import main
-from nsys_diagnose.facttest import (FactTestError, bundled_fact_tests, load_fact_test, run_fact_tests,
+from nsys_diagnose.facttest import (FactTestError, bundled_fact_tests, find_fact_tests, load_fact_test, run_fact_tests,
                                               fact_test_file)
 from nsys_diagnose.facts import load_facts
 
@@ -95,6 +95,9 @@ def test_a_missing_row_is_a_count_mismatch(tmp_path):
      "'gap_threshold_ns'?"),
     ("    tables:", "    tabels:", "4:5: case 1: unknown key 'tabels'; did you mean 'tables'?"),
     ("fact: kernel_gaps", "fact: kernel_gap", "1:1: no fact 'kernel_gap'; did you mean 'kernel_gaps'?"),
+    ("fact: kernel_gaps\n", "fact: kernel_gaps\ncase: []\n", "2:1: unknown key 'case'; did you mean 'cases'?"),
+    ("fact: kernel_gaps\n", "fact: kernel_gaps\nrule: x\n",
+     "2:1: unknown key 'rule'; a fact test file has the keys 'fact' and 'cases'"),
 ])
 def test_a_mistake_in_a_case_is_one_sentence_with_its_place(tmp_path, old, new, message):
     assert old in GAPS
@@ -143,3 +146,16 @@ def test_rules_check_finds_the_mistakes_of_a_packs_fact_tests(tmp_path, capsys):
     assert main(["rules", "check", str(pack)]) == 2
     assert capsys.readouterr().out.splitlines()[0] == (f"{test}:6:7: case 1: no canonical table 'nvtx_range'; did "
                                                        f"you mean 'nvtx_ranges'?")
+
+
+def test_a_number_yaml_reads_as_text_fits_a_number_column(tmp_path):
+    """PyYAML reads 5e3 as text; the case means the number, as the reader would store it."""
+    assert "{start_ns: 5000," in GAPS
+    [result] = run_fact_tests([write(tmp_path, GAPS.replace("{start_ns: 5000,", "{start_ns: 5e3,"))], FACTS)
+    assert result.passed, result.got
+
+
+def test_a_missing_path_is_no_such_file(tmp_path):
+    with pytest.raises(FactTestError) as err:
+        find_fact_tests([tmp_path / "gone.test.yaml"])
+    assert str(err.value) == f"{tmp_path / 'gone.test.yaml'}: no such file or directory"

@@ -187,3 +187,156 @@ def test_a_mistake_in_an_inline_rows_case_is_one_sentence_with_its_place(tmp_pat
     with pytest.raises(RuleTestError) as err:
         load_test_file(path, RULES, FACTS)
     assert str(err.value) == f"{path}:{message}"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("overhead_ratio: 0.31", "overhead_ratio: 3.1e-1"),  # YAML 1.1 reads this as text
+    ("kernel_count: 500", 'kernel_count: "500"'),
+])
+def test_an_inline_number_written_as_text_is_read_as_the_column_s_number(tmp_path, old, new):
+    """Compared as text, the threshold check would fail and the case expecting a finding would see none."""
+    path = tmp_path / "launch-bound.test.yaml"
+    path.write_text(INLINE.replace(old, new))
+    [case] = run_rule_tests([path], RULES, FACTS)
+    assert case.passed, case.got
+    assert case.got[0]["evidence"]["overhead_ratio"]["value"] == pytest.approx(0.31)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("kernel_count: 500", "kernel_count: zero",
+     "6:26: case 1: rows.launch_overhead.kernel_count is a whole number, not 'zero'"),
+    ("kernel_count: 500", "kernel_count: 500.5",
+     "6:26: case 1: rows.launch_overhead.kernel_count is a whole number, not 500.5"),
+    ("overhead_ratio: 0.31", "overhead_ratio: high",
+     "6:88: case 1: rows.launch_overhead.overhead_ratio is a number, not 'high'"),
+    ("overhead_ratio: 0.31", "overhead_ratio: true",
+     "6:88: case 1: rows.launch_overhead.overhead_ratio is a number, not True"),
+    ("    expect:", "      small_kernels: [{device_id: 0}]\n    expect:",
+     "8:7: case 1: rule 'launch-bound' does not read fact 'small_kernels', so its rows change nothing; it reads "
+     "'launch_overhead'"),
+])
+def test_an_inline_value_that_does_not_fit_its_column_is_an_input_error(tmp_path, old, new, message):
+    from nsys_diagnose.ruletest import RuleTestError, load_test_file
+
+    assert old in INLINE
+    path = tmp_path / "launch-bound.test.yaml"
+    path.write_text(INLINE.replace(old, new))
+    with pytest.raises(RuleTestError) as err:
+        load_test_file(path, RULES, FACTS)
+    assert str(err.value) == f"{path}:{message}"
+
+
+def test_a_rows_case_may_give_the_facts_a_remediation_step_reads(tmp_path):
+    """host-bound's steps read capture_traces.COLUMN: rows of that fact are input, not a mistake."""
+    rule = RULES["host-bound"]
+    assert "capture_traces" in {s.value[0] for cs in rule.step_conditions.values() for c in cs
+                                for s in (c.left, c.right) if s.kind == "fact"}
+    path = tmp_path / "host-bound.test.yaml"
+    path.write_text(f"rule: host-bound\ncases:\n  - rows:\n      {rule.spec.fact}: []\n"
+                    f"      capture_traces: [{{cpu_sample_count: 4e3, osrt_call_count: 0}}]\n    expect: []\n")
+    from nsys_diagnose.ruletest import load_test_file
+
+    _, [case] = load_test_file(path, RULES, FACTS)
+    assert case["rows"]["capture_traces"] == [{"cpu_sample_count": 4000, "osrt_call_count": 0}]
+
+
+TEXT_AGAINST_NUMBER = """\
+id: acme/busy-sync
+title: Busy sync
+category: api-latency
+severity: warning
+fact: sync_overview
+when:
+  - sync_calls > 0
+  - most_frequent_api > 5
+message: "{{ row.sync_calls }} syncs"
+why: Because.
+remediation: [Sync less.]
+"""
+
+
+def test_a_condition_that_cannot_compare_its_values_is_a_rule_error_and_null_does_not_hold(tmp_path):
+    """Text ordered against a number would silently never fire; NULL (not measured) just does not hold."""
+    from nsys_diagnose.diagnosis.evaluate import ConditionError, evaluate
+    from nsys_diagnose.diagnosis.rules import load_rule_file
+    from nsys_diagnose.diagnosis.ruleset import RuleSet
+    from nsys_diagnose.ruletest import inline_facts
+
+    path = tmp_path / "busy-sync.yaml"
+    path.write_text(TEXT_AGAINST_NUMBER)
+    rule = load_rule_file(path, FACTS, str(tmp_path))
+    rules = RuleSet.resolve({rule.id: rule})
+    quiet = evaluate(rules, inline_facts({"sync_overview": [{"sync_calls": 10, "most_frequent_api": None}]}, FACTS))
+    assert quiet.findings == [] and [o.rule for o in quiet.passed] == [rule.id]
+    with pytest.raises(ConditionError) as err:
+        evaluate(rules, inline_facts({"sync_overview": [{"sync_calls": 10,
+                                                         "most_frequent_api": "cudaDeviceSynchronize"}]}, FACTS))
+    assert str(err.value) == (f'{path}:8:5: rule "acme/busy-sync": condition `most_frequent_api > 5` cannot compare '
+                              f"'cudaDeviceSynchronize' (text) with 5.0 (a number); compare a column with a value of "
+                              f"its own type")
+
+
+INLINE_ROWS = INLINE[INLINE.index("    rows:"):INLINE.index("    expect:")]
+INLINE_EXPECT = INLINE[INLINE.index("    expect:"):]
+
+
+@pytest.mark.parametrize("old, new, message", [
+    (INLINE_ROWS, "    scenario: eager_decod\n",
+     "4:5: case 1: unknown scenario 'eager_decod'; did you mean 'eager_decode'?"),
+    (INLINE_ROWS, "    scenario: multi_rank_straggler\n",
+     "4:5: case 1: scenario 'multi_rank_straggler' is a multi-rank run, but rule 'launch-bound' judges one profile; "
+     "cross-rank rules carry `scope: run`"),
+    (INLINE_ROWS, "    profile: missing.sqlite\n",
+     "4:5: case 1: profile 'missing.sqlite' does not exist (relative to the test file)"),
+    ("{subject: GPU 0, severity: warning,", "{subject: GPU 0, severity: warnin,",
+     "9:26: case 1: unknown severity 'warnin'; did you mean 'warning'?"),
+    ("{subject: GPU 0, severity: warning,", "{subject: GPU 0, severty: warning,",
+     "9:26: case 1: each expected finding may name evidence, message, severity, subject; did you mean 'severity'?"),
+    ("rule: launch-bound\n", "rule: launch-bound\nrules: []\n",
+     "2:1: unknown key 'rules'; did you mean 'rule'?"),
+    ("rule: launch-bound\n", "rule: launch-bound\nname: x\n",
+     "2:1: unknown key 'name'; a rule test file has the keys 'rule' and 'cases'"),
+])
+def test_a_test_input_that_cannot_run_is_refused_when_the_file_loads(tmp_path, old, new, message):
+    """`rules check` finds these (it loads the file), not only `rules test` at the case, without a place."""
+    from nsys_diagnose.ruletest import RuleTestError, load_test_file
+
+    assert old in INLINE
+    path = tmp_path / "launch-bound.test.yaml"
+    path.write_text(INLINE.replace(old, new))
+    with pytest.raises(RuleTestError) as err:
+        load_test_file(path, RULES, FACTS)
+    assert str(err.value) == f"{path}:{message}"
+
+
+def test_a_failed_case_prints_only_what_it_expects(tmp_path, capsys):
+    from nsys_diagnose.cli.main import main
+
+    path = tmp_path / "launch-bound.test.yaml"
+    path.write_text(INLINE.replace(INLINE_EXPECT, "    expect: [{subject: GPU 1}]\n"))
+    assert main(["rules", "test", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "       exp: [{'subject': 'GPU 1'}]\n" in out and "got: [{'subject': 'GPU 0', 'severity': 'warning'}]" in out
+
+
+@pytest.mark.slow  # rules check compiles every fact first (seconds); the loader is checked in the fast tier above
+def test_rules_check_checks_test_files_even_when_a_rule_file_is_broken(tmp_path, capsys):
+    import shutil
+    from pathlib import Path
+
+    from nsys_diagnose.cli.main import main
+
+    pack = tmp_path / "pack"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "team-rules", pack)
+    rule = pack / "decode-step-budget.yaml"
+    rule.write_text(rule.read_text().replace("  - p90_step_ns > $max_p90_step", "  - p90_step > $max_p90_step"))
+    test = pack / "communication-budget.test.yaml"
+    test.write_text(test.read_text().replace("scenario: multi_gpu_straggler", "scenario: multi_gpu_stragler", 1))
+    assert main(["rules", "check", str(pack)]) == 2
+    out = capsys.readouterr().out.splitlines()
+    assert any(line.startswith(f"{rule}:") and "has no column 'p90_step'" in line for line in out), out
+    assert any(line.startswith(f"{test}:") and "unknown scenario 'multi_gpu_stragler'; did you mean "
+               "'multi_gpu_straggler'?" in line for line in out), out
+    assert f"note: {pack / 'decode-step-budget.test.yaml'}: not checked: its rule file decode-step-budget.yaml has " \
+           f"errors" in out
+    assert out[-1] == "checked 2 rule files: 2 errors"

@@ -59,23 +59,31 @@ def check_rules(config: Config, paths: list[Path]) -> int:
             errors += check_rule_file(f, facts)
         errors += check_facts(facts)  # typos, stale @column lines, what the run's sandbox and bounds would refuse
         errors += _check_run_facts()
-    if facts is not None and not errors:  # namespacing, duplicate ids, and the test files against the whole set
+    notes: list[str] = []
+    if facts is not None:  # namespacing, duplicate ids, and the test files against the rules that load
+        broken: list[Path] = []
         try:
-            rules = load_rules(facts, team, scope=None)
+            rules = load_rules(facts, team, scope=None, broken=broken)
+        except RuleError as exc:
+            errors += [p for p in exc.problems if p not in errors]
+            rules = None
+        if rules is not None:
             for t in find_test_files([p for p in targets if p.is_dir() or p.name.endswith(".test.yaml")]):
+                rule_file = t.with_name(t.name.removesuffix(".test.yaml") + ".yaml")
+                if rule_file.resolve() in {b.resolve() for b in broken}:
+                    notes.append(f"note: {t}: not checked: its rule file {rule_file.name} has errors")
+                    continue
                 try:
                     load_test_file(t, rules, facts)
                 except RuleTestError as exc:
                     errors.append(str(exc))
-            for t in find_fact_tests([p for p in targets if p.is_dir()]):
-                try:
-                    load_fact_test(t, facts)
-                except FactTestError as exc:
-                    errors.append(str(exc))
-        except RuleError as exc:
-            errors += exc.problems
-    for e in errors:
-        print(e)
+        for t in find_fact_tests([p for p in targets if p.is_dir()]):
+            try:
+                load_fact_test(t, facts)
+            except FactTestError as exc:
+                errors.append(str(exc))
+    for line in errors + notes:
+        print(line)
     print(f"checked {len(files)} rule file{'s' if len(files) != 1 else ''}: "
           f"{len(errors)} error{'s' if len(errors) != 1 else ''}")
     return EXIT_ERROR if errors else EXIT_OK

@@ -34,6 +34,10 @@ INFO_BELOW_IMPACT = 0.05
 OVERHEAD_RATIO_NOTABLE = 0.3
 
 
+class ConditionError(RuleError):
+    """A condition that cannot be judged on a row's values (text ordered against a number): the rule is wrong."""
+
+
 def _render(rule: Rule, field_name: str, template: str, context: dict[str, Any], not_after: float) -> str:
     """A rule template rendered in the bounded sandbox of engine/templating; any failure is a RuleError."""
     try:
@@ -108,12 +112,31 @@ def _holds(cond: Condition, row: dict[str, Any], params: dict[str, float], rule:
            facts: FactSet | None = None) -> bool:
     left = _resolve(cond.left, row, params, rule, None, facts)
     right = _resolve(cond.right, row, params, rule, None, facts)
-    if left is None or right is None:
+    if left is None or right is None:  # NULL: not measured, so the condition does not hold
         return False
     try:
         return bool(_OPS[cond.op](left, right))
-    except TypeError:
-        return False
+    except TypeError:  # text ordered against a number: the rule compares the wrong column, it would never fire
+        raise ConditionError(f'{rule.path}:{_condition_position(rule, cond)}: rule "{rule.id}": condition '
+                        f'`{cond.source}` cannot compare {left!r} ({_type_word(left)}) with {right!r} '
+                        f'({_type_word(right)}); compare a column with a value of its own type') from None
+
+
+def _condition_position(rule: Rule, cond: Condition) -> str:
+    """'LINE:COL' of a condition in its rule file: an item of `when`, `when_any` or a remediation step's `when`."""
+    keys = [f"when.{i}" for i, c in enumerate(rule.conditions) if c is cond]
+    keys += [f"when_any.{i}" for i, c in enumerate(rule.any_conditions) if c is cond]
+    keys += [key for key, conditions in rule.step_conditions.items() if any(c is cond for c in conditions)]
+    line, col = key_position(rule.path, keys[0] if keys else "when")
+    return f"{line}:{col}"
+
+
+def _type_word(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "text" if isinstance(value, str) else type(value).__name__
 
 
 def _display_unit(column: str) -> str:

@@ -573,8 +573,11 @@ def rule_categories(extra_dirs: list[Path] | None = None) -> dict[str, Category]
 
 
 def load_rules(facts: dict[str, Fact], extra_dirs: list[Path] | None = None,
-               include_bundled: bool = True, scope: Literal["profile", "run"] | None = "profile") -> dict[str, Rule]:
-    """Every rule file is loaded and checked; the result holds the rules of `scope` (None: all of them)."""
+               include_bundled: bool = True, scope: Literal["profile", "run"] | None = "profile",
+               broken: list[Path] | None = None) -> dict[str, Rule]:
+    """Every rule file is loaded and checked; the result holds the rules of `scope` (None: all of them). `broken`:
+    a rule file with errors is added to it and left out instead of raising (`rules check` then checks the other
+    rules' tests)."""
     rules: dict[str, Rule] = {}
     categories = rule_categories([d for d in extra_dirs or [] if Path(d).is_dir()])
     sources: list[tuple[Path, str]] = []
@@ -586,7 +589,13 @@ def load_rules(facts: dict[str, Fact], extra_dirs: list[Path] | None = None,
         if not directory.is_dir():
             raise RuleError(f"{directory}:1:1: rule directory does not exist")
         for path in rule_files(directory):
-            rule = load_rule_file(path, facts, source, categories)
+            try:
+                rule = load_rule_file(path, facts, source, categories)
+            except RuleError:
+                if broken is None:
+                    raise
+                broken.append(path)
+                continue
             namespaced = "/" in rule.id
             if source != "bundled" and not namespaced:
                 line = _key_lines(path.read_text(encoding="utf-8")).get("id", (1, 1))[0]

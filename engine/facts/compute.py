@@ -13,6 +13,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+import duckdb
+
 from ..duck import insert_rows, scalar, sql_literal
 from ..facts import (Fact, FactError, check_documented_columns, check_rows, load_facts, materialize,
                      run_order, table_columns, with_needs)
@@ -418,6 +420,22 @@ def check_facts(facts: dict[str, Fact], limits: TeamLimits | None = None) -> lis
         _define_phases(export.con, None)
         _define_metric_names(export.con)
         return compile_facts(export.con, _in_run_order(facts), limits)
+
+
+def fact_column_types(facts: dict[str, Fact], names: Collection[str]) -> dict[str, list[tuple[str, str]]]:
+    """(column, DuckDB type) of each column of the facts `names`, compiled with the facts they need over an export
+    whose canonical tables are empty, as check_facts() compiles them; a fact that does not compile is left out."""
+    with empty_export() as export:
+        _define_phases(export.con, None)
+        _define_metric_names(export.con)
+        compile_facts(export.con, _in_run_order({n: facts[n] for n in with_needs(facts, names)}))
+        out = {}
+        for name in names:
+            try:
+                out[name] = table_columns(export.con, name)
+            except duckdb.Error:
+                pass
+        return out
 
 
 def compile_facts(con: Any, ordered: list[Fact], limits: TeamLimits = TEAM_LIMITS) -> list[str]:
