@@ -351,7 +351,8 @@ def test_a_bad_shard_is_one_sentence_and_exit_2(shard, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name, text, said", [
-    ("headlines.yaml", 'primary: "{title}: {msg}"\n', "headlines.yaml: primary uses {msg}, which it cannot fill in"),
+    ("headlines.yaml", 'primary: "{title}: {msg}"\n',
+     "headlines.yaml:1:1: primary uses {msg}, which it cannot fill in"),
     ("operation_classes.yaml", 'classes:\n  - {name: acme, patterns: ["x"], colour: red}\n', "unknown key 'colour'"),
 ])
 def test_a_broken_team_pack_is_refused_once_before_any_worker_starts(name, text, said, tmp_path, monkeypatch,
