@@ -40,7 +40,7 @@ from .facts.scopes import from_run
 from .facts.types import fitted
 from .reading.canonical import VIEWS
 from .reading.export import rows_export
-from .ruletest import REL_TOLERANCE, check_file_keys, read_test_yaml, same_value
+from .ruletest import REL_TOLERANCE, check_file_keys, is_fact_test, read_test_yaml, same_value
 
 _CASE_KEYS = {"name", "params", "tables", "expect", "ordered", "tolerance", "phase"}
 _SHOWN_ROWS = 20  # of a failing case's rows, in its report
@@ -76,9 +76,9 @@ def find_fact_tests(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files += [f for f in sorted(p.rglob("*.test.yaml")) if _beside_sql(f)]
+            files += [f for f in sorted(p.rglob("*.test.yaml")) if is_fact_test(f)]
         elif p.name.endswith(".test.yaml") and p.is_file():
-            if not _beside_sql(p):
+            if not is_fact_test(p):
                 raise FactTestError(f"{p}: not a fact test: a fact test sits beside its fact's SQL "
                                     f"({p.name.removesuffix('.test.yaml')}.sql); a rule test runs with "
                                     f"`diagnose rules test`")
@@ -88,10 +88,6 @@ def find_fact_tests(paths: list[Path]) -> list[Path]:
         else:
             raise FactTestError(f"{p}: not a directory or a *.test.yaml file")
     return files
-
-
-def _beside_sql(path: Path) -> bool:
-    return path.with_name(path.name.removesuffix(".test.yaml") + ".sql").is_file()
 
 
 def load_fact_test(path: Path, facts: dict[str, Fact]) -> tuple[str, list[dict[str, Any]]]:

@@ -165,6 +165,18 @@ def test_an_inline_rows_case_checks_message_and_evidence(tmp_path):
     assert not wrong.passed and "the overhead ratio is 0.31, and 80.0 %" in wrong.got[0]["message"]
 
 
+def _refused_as(tmp_path, old, new, message):
+    """INLINE with `old` replaced by `new` fails to load with exactly `message` after its path."""
+    from nsys_diagnose.ruletest import RuleTestError, load_test_file
+
+    assert old in INLINE
+    path = tmp_path / "launch-bound.test.yaml"
+    path.write_text(INLINE.replace(old, new))
+    with pytest.raises(RuleTestError) as err:
+        load_test_file(path, RULES, FACTS)
+    assert str(err.value) == f"{path}:{message}"
+
+
 @pytest.mark.parametrize("old, new, message", [
     ("      launch_overhead:", "      launch_overheads:",
      "5:7: case 1: no fact 'launch_overheads'; did you mean 'launch_overhead'?"),
@@ -179,14 +191,7 @@ def test_an_inline_rows_case_checks_message_and_evidence(tmp_path):
      "9:93: case 1: the rule's fact has no column 'overhead'; did you mean 'overhead_ratio'?"),
 ])
 def test_a_mistake_in_an_inline_rows_case_is_one_sentence_with_its_place(tmp_path, old, new, message):
-    from nsys_diagnose.ruletest import RuleTestError, load_test_file
-
-    assert old in INLINE
-    path = tmp_path / "launch-bound.test.yaml"
-    path.write_text(INLINE.replace(old, new))
-    with pytest.raises(RuleTestError) as err:
-        load_test_file(path, RULES, FACTS)
-    assert str(err.value) == f"{path}:{message}"
+    _refused_as(tmp_path, old, new, message)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -216,14 +221,7 @@ def test_an_inline_number_written_as_text_is_read_as_the_column_s_number(tmp_pat
      "'launch_overhead'"),
 ])
 def test_an_inline_value_that_does_not_fit_its_column_is_an_input_error(tmp_path, old, new, message):
-    from nsys_diagnose.ruletest import RuleTestError, load_test_file
-
-    assert old in INLINE
-    path = tmp_path / "launch-bound.test.yaml"
-    path.write_text(INLINE.replace(old, new))
-    with pytest.raises(RuleTestError) as err:
-        load_test_file(path, RULES, FACTS)
-    assert str(err.value) == f"{path}:{message}"
+    _refused_as(tmp_path, old, new, message)
 
 
 def test_a_rows_case_may_give_the_facts_a_remediation_step_reads(tmp_path):
@@ -299,14 +297,7 @@ INLINE_EXPECT = INLINE[INLINE.index("    expect:"):]
 ])
 def test_a_test_input_that_cannot_run_is_refused_when_the_file_loads(tmp_path, old, new, message):
     """`rules check` finds these (it loads the file), not only `rules test` at the case, without a place."""
-    from nsys_diagnose.ruletest import RuleTestError, load_test_file
-
-    assert old in INLINE
-    path = tmp_path / "launch-bound.test.yaml"
-    path.write_text(INLINE.replace(old, new))
-    with pytest.raises(RuleTestError) as err:
-        load_test_file(path, RULES, FACTS)
-    assert str(err.value) == f"{path}:{message}"
+    _refused_as(tmp_path, old, new, message)
 
 
 def test_a_failed_case_prints_only_what_it_expects(tmp_path, capsys):
