@@ -38,7 +38,7 @@ import duckdb
 
 from .api import Pack, diagnose, load_pack
 from .diagnosis.config import Config
-from .duck import offline_connection, reraise_interrupt, sql_literal
+from .duck import offline_connection, reraise_interrupt, sql_literal, usable_cpus
 from .errors import INTERNAL, InputError, OutputError, error_sentence
 from .reading.cache import cache_secret, usable_cache_dir
 from .reading.ranks import directory_entries, exports_among
@@ -316,13 +316,6 @@ def diagnose_row(path: str, settings: WorkerSettings,
 # ------------------------------------------------------------------------------------------------------------
 # The pool
 # ------------------------------------------------------------------------------------------------------------
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def worker_count(profiles: int, jobs: int | None = None) -> int:
     """Worker processes for `profiles` profiles: `jobs` when given, else one per usable CPU; never more than the
     profiles."""

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .batch import (Done, WorkerSettings, diagnose_row, error_row, stop_signals_held,
-                    usable_cpus, worker_count)
+from .batch import Done, WorkerSettings, diagnose_row, error_row, stop_signals_held, worker_count
 from .diagnosis.config import Config
+from .duck import usable_cpus
 from .errors import INTERNAL, InputError, SetupError, error_sentence
 from .reading.cache import SCRATCH_PREFIX, cache_secret, usable_cache_dir
 from .version import tool_version

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.resources
+import os
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +45,25 @@ def scanner_extension_path() -> Path:
     return path
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity mask (taskset, a cpuset, a Slurm allocation), else every CPU."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def offline_connection(database: str = ":memory:", *, threads: int | None = None,
                        _unverified_extensions: bool = False) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with extension auto-install/auto-load disabled."""
+    """A DuckDB connection with extension auto-install/auto-load disabled, running `threads` threads (None: one per
+    usable CPU; DuckDB's own default counts every CPU of the machine, even those the process may not run on)."""
     config: dict[str, str | bool | int | float | list[str]] = {
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
     }
     if _unverified_extensions:
         config["allow_unsigned_extensions"] = True
-    if threads:
-        config["threads"] = threads
+    config["threads"] = threads or usable_cpus()
     return duckdb.connect(database, config=config)
 
 
