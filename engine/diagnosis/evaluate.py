@@ -5,6 +5,7 @@ from __future__ import annotations
 import operator
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -46,7 +47,7 @@ def _render(rule: Rule, field_name: str, template: str, context: dict[str, Any],
         raise template_error(rule, field_name, exc) from None
 
 
-def template_error(rule: Rule, field_name: str, failure: templating.TemplateFailure, where: str | None = None,
+def template_error(rule: Rule, field_name: str, failure: templating.TemplateFailure, where: object | None = None,
                    sample: str = "") -> RuleError:
     """`FILE: rule "ID": its message template divides by zero; guard the division ...`"""
     return RuleError(f'{where or rule.path}: rule "{rule.id}": its {field_name} template {failure.reason}{sample}; '
@@ -66,6 +67,19 @@ _SAMPLE_ROWS: tuple[tuple[str, Any], ...] = (("every column 0", 0), ("every colu
                                              ("every column empty (None)", None))
 
 
+@dataclass(frozen=True)
+class _Position:
+    """FILE:LINE:COL of a rule file's key, looked up only when an error is written: finding it parses the file's
+    YAML nodes again, and most templates have no error."""
+
+    path: str | Path
+    key: str
+
+    def __str__(self) -> str:
+        line, col = key_position(self.path, self.key)
+        return f"{self.path}:{line}:{col}"
+
+
 def check_templates(rule: Rule, columns: list[str]) -> list[RuleError]:
     """Template errors found before any profile is diagnosed, one per field, as FILE:LINE:COL errors: attributes
     the sandbox refuses, and failures rendering the sample rows with the params' defaults (division by zero,
@@ -75,8 +89,7 @@ def check_templates(rule: Rule, columns: list[str]) -> list[RuleError]:
     for key, name, source in template_fields(rule.spec):
         if templating.compile_problem(source) is not None:  # reported when the rule was loaded
             continue
-        line, col = key_position(rule.path, key)
-        where = f"{rule.path}:{line}:{col}"
+        where = _Position(rule.path, key)
         forbidden = templating.forbidden_attributes(source, [*columns, *params])
         if forbidden:
             errors.append(template_error(rule, name, templating.forbidden_failure(forbidden[0]), where))

@@ -59,17 +59,18 @@ def column_types(facts: dict[str, Fact], names: Collection[str], *, cross_rank: 
     """Fact name -> column -> DuckDB type of the facts `names`, compiled over empty input tables as `rules check`
     compiles them (`cross_rank`: the facts of engine/facts/cross_rank, over an empty `ranks` table). A fact that
     does not compile is left out: `rules check` reports it."""
-    needed = with_needs(facts, names)
-    key = (cross_rank, tuple(sorted(names)), tuple(sorted((n, facts[n].path, facts[n].sql) for n in needed)))
+    # The types of every fact are found in one compilation and kept: most of its cost is compiling the helpers
+    # every fact needs, and `rules check` asks again for each rule-test file.
+    key = (cross_rank, tuple(sorted((n, str(f.path), f.sql) for n, f in facts.items())))
     if key not in _CACHE:
         if cross_rank:
-            found = _run_fact_types(facts, names)
+            found = _run_fact_types(facts, list(facts))
         else:
             from .compute import fact_column_types  # compute imports this package's modules
 
-            found = fact_column_types(facts, names)
+            found = fact_column_types(facts, list(facts))
         _CACHE[key] = {n: dict(columns) for n, columns in found.items()}
-    return _CACHE[key]
+    return {n: columns for n, columns in _CACHE[key].items() if n in names}
 
 
 def _run_fact_types(facts: dict[str, Fact], names: Collection[str]) -> dict[str, list[tuple[str, str]]]:
