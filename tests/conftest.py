@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import subprocess
@@ -46,7 +47,9 @@ CORPUS_ABSENT = (f"the real-export corpus {os.path.relpath(REAL_DIR, REPO)} is a
 # robustness edge cases. CI runs both tiers. Diagnosing a scenario costs about a second of CPU: a fast test
 # reads the scenarios the others already diagnose (eager_decode, prefill_decode_nvtx, memory_bound_metrics,
 # multi_gpu_straggler) where it can.
-# Shared work is done once per session (per xdist worker): scenario_path and scenario_analysis.
+# Shared work is done once per run, whichever xdist worker needs it first: scenario_path and scenario_analysis (a
+# directory the controller hands to every worker, each file made under a lock), and the user cache directory. Each
+# worker runs on its own CPU (its affinity), so its DuckDB runs one thread per CPU it has, not per CPU of the machine.
 # ------------------------------------------------------------------------------------------------------------
 
 
@@ -74,6 +77,13 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    if _is_xdist_worker(config):
+        _share_the_cpus(config.workerinput)
+        _SCENARIO_DIR[:] = [Path(config.workerinput[_SHARED_KEY])]
+        # One cache for the whole run, as one user's: a profile one worker diagnosed is reused by the other (the
+        # cache is made for runs side by side: engine/reading/cache.py). The controller removes it at the end.
+        os.rmdir(_OWN_CACHE_DIR)
+        os.environ["XDG_CACHE_HOME"] = config.workerinput[_CACHE_KEY]
     if config.getoption("run_all", False):
         if config.option.markexpr not in ("", "not slow"):
             raise pytest.UsageError("--all runs every test; use -m alone to choose by mark")
@@ -116,6 +126,20 @@ def _is_xdist_worker(config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def _share_the_cpus(workerinput) -> None:
+    """Give each xdist worker its own share of the CPUs (its affinity mask), so that its DuckDB runs as many threads
+    as it has CPUs (engine/duck.py usable_cpus): N workers each running one thread per CPU of the machine would
+    oversubscribe the cores and spend the difference switching between threads. Subprocesses inherit the mask."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return
+    index = int(str(workerinput.get("workerid", "gw0")).removeprefix("gw") or 0)
+    count = int(workerinput.get("workercount", 1))
+    if count > 1 and len(cpus) > 1:
+        os.sched_setaffinity(0, set(cpus[index % len(cpus)::count]) or {cpus[index % len(cpus)]})
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     deselected = getattr(node, "workeroutput", {}).get("slow_deselected", 0)
@@ -150,7 +174,9 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     import shutil
 
-    for d in [_OWN_CACHE_DIR, *_SCENARIO_DIR, *_CLEANUP]:
+    # The scenario directory is the controller's to remove: the other workers may still read it.
+    shared = [] if _is_xdist_worker(session.config) else [_OWN_CACHE_DIR, *_SCENARIO_DIR]
+    for d in [*shared, *_CLEANUP]:
         if d:
             shutil.rmtree(d, ignore_errors=True)
     import subprocess
@@ -202,40 +228,92 @@ _ANALYSES: dict = {}
 
 _SCENARIO_DIR: list[Path] = []
 _CLEANUP: list[Path] = []
+# The directory of generated scenarios and their analyses, one per run: under pytest-xdist the controller makes it
+# and hands it to every worker (pytest_configure_node), so a scenario is generated and diagnosed once per run, not
+# once per worker; each is made under a lock by the first worker that needs it and read by the others.
+_SHARED_KEY = "nsys_diagnose_scenario_dir"
+
+
+_CACHE_KEY = "nsys_diagnose_cache_dir"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput[_SHARED_KEY] = str(_scenario_dir())
+    node.workerinput[_CACHE_KEY] = _OWN_CACHE_DIR
+
+
+def _scenario_dir() -> Path:
+    if not _SCENARIO_DIR:
+        _SCENARIO_DIR.append(Path(tempfile.mkdtemp(prefix="nsys-diagnose-scenarios-")))
+    return _SCENARIO_DIR[0]
+
+
+@contextlib.contextmanager
+def _made_once(path: Path):
+    """Hold the lock of `path` (shared by the xdist workers) while the caller makes it, unless it exists."""
+    import fcntl
+
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def scenario_path(name: str) -> Path:
-    """The export of a generated fixture scenario (seed 0, scale 1), written once per test session (per xdist
-    worker) and shared by every test that reads it; a test that changes an export copies it first."""
+    """The export of a generated fixture scenario (seed 0, scale 1), written once per run and shared by every test
+    (and xdist worker) that reads it; a test that changes an export copies it first."""
     from nsys_diagnose.fixtures.generator import generate
 
-    if not _SCENARIO_DIR:
-        _SCENARIO_DIR.append(Path(tempfile.mkdtemp(prefix="nsys-diagnose-scenarios-")))
-    path = _SCENARIO_DIR[0] / f"{name}.sqlite"
+    path = _scenario_dir() / f"{name}.sqlite"
     if not path.exists():
-        generate(name, path)
+        with _made_once(path):
+            if not path.exists():
+                # made under its own name (the export records it), then moved in whole
+                scratch = Path(tempfile.mkdtemp(dir=path.parent)) / path.name
+                generate(name, scratch)
+                os.replace(scratch, path)
+                scratch.parent.rmdir()
     return path
 
 
 def scenario_analysis(name: str):
-    """(facts, report) of a generated fixture scenario, computed once per test session."""
+    """(facts, report) of a generated fixture scenario, computed once per run."""
     return analysis(scenario_path(name))
 
 
 def analysis(path: Path):
-    """(facts, report) of an export, computed once per test session: several test modules read them."""
+    """(facts, report) of an export, computed once per test session: several test modules read them. Those of the
+    generated scenarios are computed once per run and read by every xdist worker."""
     key = str(path)
     if key not in _ANALYSES:
-        from nsys_diagnose.api import build_report, load_pack
-        from nsys_diagnose.facts.compute import compute_facts
-        from nsys_diagnose.reading.export import open_export
-
-        pack = load_pack()
-        with open_export(path) as export:
-            facts = compute_facts(export, facts=pack.facts)
-            report = build_report(export, facts, pack)
-        _ANALYSES[key] = (facts, report)
+        if path.parent == _scenario_dir():
+            _ANALYSES[key] = _shared_analysis(path)
+        else:
+            _ANALYSES[key] = _analyse(path)
     return _ANALYSES[key]
+
+
+def _shared_analysis(path: Path):
+    import pickle
+
+    stored = path.with_name(path.name + ".analysis.pickle")
+    with _made_once(stored):
+        if stored.exists():
+            return pickle.loads(stored.read_bytes())
+        result = _analyse(path)
+        stored.write_bytes(pickle.dumps(result))
+        return result
+
+
+def _analyse(path: Path):
+    from nsys_diagnose.api import build_report, load_pack
+    from nsys_diagnose.facts.compute import compute_facts
+    from nsys_diagnose.reading.export import open_export
+
+    pack = load_pack()
+    with open_export(path) as export:
+        facts = compute_facts(export, facts=pack.facts)
+        return facts, build_report(export, facts, pack)
 
 
 @pytest.fixture
