@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conftest import rounded, slow_but
+from conftest import rounded
 from nsys_diagnose.facts import Fact, FactError, load_facts
 from nsys_diagnose.facts import parallel
 from nsys_diagnose.facts.compute import compute_facts
@@ -37,8 +37,8 @@ def _all_rows(facts) -> dict:
     return rounded(rows, 12)
 
 
-@pytest.mark.parametrize("scenario", slow_but(["eager_decode", "prefill_heavy_eager_decode", "multi_gpu_straggler"],
-                                               "eager_decode"))
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", ["eager_decode", "prefill_heavy_eager_decode", "multi_gpu_straggler"])
 def test_facts_side_by_side_are_the_facts_one_at_a_time(scenario: str, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / f"{scenario}.sqlite"
@@ -132,3 +132,19 @@ def test_big_exports_and_single_threads_run_one_fact_at_a_time() -> None:
     assert side_by_side(8, 1_000) == 2
     assert side_by_side(1, 1_000) == 1
     assert side_by_side(2, SIDE_BY_SIDE_MAX_OPERATIONS) == 1
+
+
+def test_duckdb_runs_one_thread_per_cpu_the_process_may_use() -> None:
+    """A run pinned to fewer CPUs (taskset, a cpuset, a Slurm allocation) gets that many DuckDB threads: DuckDB's
+    own default counts every CPU of the machine and would oversubscribe the ones the run has."""
+    import os
+    import subprocess
+    import sys
+
+    cpu = min(os.sched_getaffinity(0))
+    code = ("import os; from nsys_diagnose.duck import offline_connection as c; "
+            f"os.sched_setaffinity(0, {{{cpu}}}); "
+            "print(c().execute(\"SELECT current_setting('threads')\").fetchone()[0], "
+            "c(threads=3).execute(\"SELECT current_setting('threads')\").fetchone()[0])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["1", "3"]  # an explicit count still wins
