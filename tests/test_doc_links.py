@@ -3,6 +3,7 @@ by relative paths; a moved section or a renamed page must not leave a link that 
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -38,6 +39,11 @@ def github_anchors(text: str) -> set[str]:
     return anchors
 
 
+@functools.cache
+def _anchors_of(page: Path) -> set[str]:
+    return github_anchors(page.read_text(encoding="utf-8"))  # a page links to its own sections hundreds of times
+
+
 def test_the_anchor_of_a_heading_is_githubs():
     text = "# Team rules: start your own pack in five minutes\n## `diagnose profile`\n## Notes\n## Notes\n" \
            "```\n# not a heading\n```\n"
@@ -65,7 +71,7 @@ def test_every_relative_link_leads_to_a_file_and_its_anchor(page: Path):
         assert resolved.exists(), f"{where}, which does not exist"
         assert REPO in resolved.parents or resolved == REPO, f"{where}, outside the repository"
         if anchor and resolved.suffix == ".md":
-            assert anchor in github_anchors(resolved.read_text(encoding="utf-8")), f"{where}: no such anchor"
+            assert anchor in _anchors_of(resolved), f"{where}: no such anchor"
 
 
 # A docstring, fact @doc, rule comment or template that sends the reader to a section names it as

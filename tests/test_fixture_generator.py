@@ -144,9 +144,19 @@ def meta(path: Path, table: str) -> dict[str, str]:
     return dict(rows(path, f"SELECT name, value FROM {table}"))
 
 
+class _Scenarios(dict):
+    """Scenario name -> its export (seed 0, shared with the other modules), generated when a test first reads it."""
+
+    def __missing__(self, name: str) -> Path:
+        if name not in NAMES:
+            raise KeyError(name)
+        self[name] = scenario_path(name)
+        return self[name]
+
+
 @pytest.fixture(scope="module")
 def files() -> dict[str, Path]:
-    return {name: scenario_path(name) for name in NAMES}  # seed 0, shared with the other modules
+    return _Scenarios()
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import ast
 import base64
 import difflib
 import html.parser
+import functools
 import io
 import json
 import os
@@ -220,6 +221,7 @@ def test_set_moves_the_threshold_every_renderer_shows():
 # ------------------------------------------------------------------------------------------------------------
 # JSON and its Schemas
 # ------------------------------------------------------------------------------------------------------------
+@functools.cache
 def _validator(kind: str = "report"):
     import jsonschema
 
@@ -499,6 +501,7 @@ def test_html_is_self_contained_and_draws_its_charts(name):
         assert len(cards) == len({r.group or r.key for r in report.key_metrics})
 
 
+@pytest.mark.slow
 def test_gap_histogram_is_numbers_and_the_page_names_the_buckets():
     facts = load_facts()
     assert "label" not in facts["gap_histogram"].column_names
@@ -548,7 +551,8 @@ def _gaps_between_kernels(path: Path) -> dict[int, list[tuple[int, int]]]:
     return out
 
 
-@pytest.mark.parametrize("name", ["pageable_copies", "eager_decode", "hidden_copies", "multi_gpu_straggler"])
+@pytest.mark.parametrize("name", slow_but(["pageable_copies", "eager_decode", "hidden_copies", "multi_gpu_straggler"],
+                                           "eager_decode", "multi_gpu_straggler"))
 def test_the_gap_histogram_splits_the_time_between_kernels_into_idle_and_copies(name):
     """The idle time of each bucket is the part of its gaps between kernels that no copy or memset covers,
     computed here from the export's own rows; the rest of the gap is copy time, never idle."""

@@ -35,6 +35,7 @@ def phased(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_timings_follow_the_report_and_leave_it_unchanged(phased: Path, tmp_path: Path) -> None:
     plain, timed = tmp_path / "plain.json", tmp_path / "timed.json"
     assert run_cli(phased, "-q", "--no-cache", "-o", plain).returncode == 0
@@ -67,6 +68,20 @@ def test_a_cached_rerun_shows_the_reused_facts(phased: Path, tmp_path: Path) -> 
     table = _table(again.stderr)
     assert ("stage", "reuse the cached facts") in table
     assert not any(scope == "run" for scope, _ in table)  # no fact was computed again
+
+
+def test_timings_list_each_stage_and_fact_after_the_report_on_standard_error(tmp_path: Path) -> None:
+    """The happy path on a small export without phases; the phased case above also compares the report."""
+    example = Path(__file__).resolve().parents[1] / "fixtures" / "examples" / "eager_decode.sqlite"
+    run = run_cli(example, "-q", "--no-cache", "-o", tmp_path / "r.json", "--timings")
+    assert run.returncode == 0 and run.stdout == "" and (tmp_path / "r.json").is_file()
+    table = _table(run.stderr)
+    assert {("stage", "read the export"), ("stage", "compute the facts"), ("stage", "render")} <= set(table)
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert table[("run", "kernel_gaps")]["rows"] == f"{len(report['facts']['kernel_gaps']):,}"
+    assert ("run", "_idle_gaps") in table
+    assert not any(scope not in ("stage", "run") for scope, _ in table)  # no phases to judge
+    assert run.stderr.rstrip().splitlines()[-1].startswith("total")
 
 
 def test_timings_apply_to_one_profile(phased: Path, tmp_path: Path) -> None:
