@@ -31,6 +31,10 @@ except ImportError:  # CI installs the dask extra (.ci/run); elsewhere these tes
     pytest.skip("Dask distributed is not installed: pip install -e '.[test,dask]' to run these tests",
                 allow_module_level=True)
 
+# Slow tier: the optional executor starts a cluster of worker processes, each diagnosing profiles; the fast tier
+# keeps local batches (tests/test_batch.py), which share the row building these tests compare against.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "fixtures" / "examples"
 
@@ -154,7 +158,6 @@ def _killer(path: str, settings: batch.WorkerSettings, check) -> dict:
     return batch.error_row(path, "diagnosed")
 
 
-@pytest.mark.slow
 def test_a_worker_killed_mid_task_is_retried_then_an_internal_error_row(scheduler, tmp_path):
     from nsys_diagnose.batch_dask import diagnose_batch_dask
 
@@ -176,7 +179,6 @@ def _slow(path: str, settings: batch.WorkerSettings, check) -> dict:
     return batch.error_row(path, "diagnosed")
 
 
-@pytest.mark.slow
 def test_a_scheduler_that_goes_away_leaves_a_row_for_every_profile(tmp_path):
     """The cluster's scheduler stops once the first row is back: the profiles it had not finished are rows that
     say so (not "internal error:": the cluster's trouble, not a bug), and the batch returns."""
@@ -260,7 +262,6 @@ def test_the_real_exports_give_the_rows_of_local_mode_on_a_dask_cluster(schedule
     assert sorted(expected) == sorted(exports) and _rows(on_dask) == expected
 
 
-@pytest.mark.slow
 def test_ctrl_c_stops_the_local_cluster_and_leaves_nothing(tmp_path):
     """Ctrl-C reaches the whole process group, the local Dask cluster's workers too: each stops its diagnosis at
     the next stage and removes its temporary files, then the cluster is shut down; no results file is written."""

@@ -15,7 +15,7 @@ from nsys_diagnose.fixtures.generator import SCENARIOS
 from nsys_diagnose.reading.export import open_export
 
 from nsys_diagnose.facts.window import steady_start
-from conftest import REAL_EXPORTS, analysis, scenario_analysis, slow_but
+from conftest import REAL_EXPORTS, analysis, scenario_analysis
 
 COMM = ("nccl", "allreduce", "all_reduce", "allgather", "all_gather", "reducescatter", "reduce_scatter",
         "cross_device_reduce", "alltoall")
@@ -132,7 +132,8 @@ def _check(path: Path) -> None:
         assert stalls.get(device, 0) == want["stall_ns"], device
 
 
-@pytest.mark.parametrize("name", slow_but(sorted(SCENARIOS), "prefill_decode_nvtx"))
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_single_sort_facts_match_interval_merging_on_scenarios(name):
     _check(Path(scenario_analysis(name)[1].profile.path))
 

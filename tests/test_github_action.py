@@ -182,6 +182,7 @@ def marker_of(body: str) -> str:
 
 # -------------------------------------------------------------------------------------------------- report step
 
+@pytest.mark.slow
 def test_report_writes_every_format_under_runner_temp_and_sets_the_outputs(diagnosed: Diagnosed):
     assert diagnosed.done.returncode == 0, diagnosed.done.stdout + diagnosed.done.stderr
     out = diagnosed.outputs

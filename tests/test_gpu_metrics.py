@@ -11,7 +11,7 @@ from nsys_diagnose.facts.compute import metric_names
 from nsys_diagnose.fixtures._nsys_schema import DOCUMENTED_DDL
 from nsys_diagnose.fixtures.generator import generate
 
-from conftest import analysis, scenario_analysis, slow_but
+from conftest import analysis, scenario_analysis
 
 JUDGED = {"sm_active", "sm_issue", "tensor_active", "dram_read", "dram_write", "dram_total", "pcie_rx", "pcie_tx",
           "nvlink_rx", "nvlink_tx", "gr_active", "warps_in_flight", "unallocated_warps"}
@@ -39,8 +39,9 @@ def _summary(name: str) -> list[dict]:
     return scenario_analysis(name)[0].rows("gpu_metrics_summary")
 
 
-@pytest.mark.parametrize("name, chip", slow_but([("metrics_2022_tu10x", "TU102"), ("metrics_2022_ga100", "GA100"),
-                                                  ("metrics_2022_gh100", "GH100")], "metrics_2022_ga100"))
+@pytest.mark.slow
+@pytest.mark.parametrize("name, chip", [("metrics_2022_tu10x", "TU102"), ("metrics_2022_ga100", "GA100"),
+                                        ("metrics_2022_gh100", "GH100")])
 def test_2022_exports_keep_their_metrics_in_generic_events_and_are_read(name: str, chip: str) -> None:
     facts, report = scenario_analysis(name)
     [row] = facts.rows("gpu_metrics_summary")
@@ -68,6 +69,7 @@ def test_a_gemm_heavy_fp32_prefill_with_idle_tensor_cores_gets_that_as_its_prima
     assert "TF32" in " ".join(finding.remediation) and "bf16" in " ".join(finding.remediation)
 
 
+@pytest.mark.slow
 def test_sparse_samples_tell_the_frequency_to_use() -> None:
     [row] = _summary("metrics_coarse_decode")
     assert row["sample_period_ns"] == pytest.approx(1_000_000, rel=0.01)

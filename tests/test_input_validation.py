@@ -301,6 +301,7 @@ def test_a_fact_file_whose_param_default_is_outside_its_range_is_refused(capsys,
     assert line.startswith(f"diagnose: error: {fact}{message}")
 
 
+@pytest.mark.slow
 def test_rules_explain_and_facts_list_show_each_params_range(capsys):
     assert main(["rules", "explain", "launch-bound"]) == 0
     out = capsys.readouterr().out

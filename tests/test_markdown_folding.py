@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import scenario_analysis
 from nsys_diagnose.reports.render import render
 
@@ -16,6 +18,7 @@ def test_the_primary_finding_is_open_and_the_others_are_folded():
     assert primary < folded < findings.index("GPU mostly idle") < findings.index("</details>")
 
 
+@pytest.mark.slow
 def test_without_a_primary_finding_nothing_is_folded():
     _, report = scenario_analysis("healthy_graph_decode")
     assert report.verdict.rule is None and report.findings

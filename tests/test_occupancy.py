@@ -65,6 +65,7 @@ def test_large_grids_are_not_small() -> None:
         assert r["small_grid_sm_share"] is None and r["small_grid_kernels"] == []
 
 
+@pytest.mark.slow
 def test_small_grids_rule_fires_only_on_the_small_grid_scenario() -> None:
     _, report = scenario_analysis("small_grid_decode")
     assert report.verdict.primary == "occupancy"

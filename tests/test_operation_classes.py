@@ -177,8 +177,8 @@ def test_eager_glue_run_makes_unfused_elementwise_primary_with_the_right_share()
     assert any("torch.compile" in step for step in finding.remediation)
 
 
-@pytest.mark.parametrize("name", ["graph_decode_node", "healthy_graph_decode", "long_context_decode",
-                                  "healthy_prefill"])
+@pytest.mark.parametrize("name", slow_but(["graph_decode_node", "healthy_graph_decode", "long_context_decode",
+                                           "healthy_prefill"], "graph_decode_node", "healthy_graph_decode"))
 def test_healthy_runs_keep_unfused_elementwise_quiet(name):
     _, report = scenario_analysis(name)
     assert "unfused-elementwise" not in {f.rule for f in report.findings}
@@ -205,6 +205,7 @@ def test_fp32_sgemm_run_on_an_a100_gets_fp32_gemms_with_tf32_and_bf16_advice():
     assert "TF32" in advice and "bf16" in advice
 
 
+@pytest.mark.slow
 def test_bf16_xmma_run_gets_no_fp32_gemms():
     facts, report = scenario_analysis("bf16_xmma_a100")
     assert "fp32-gemms" not in {f.rule for f in report.findings}

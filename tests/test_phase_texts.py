@@ -33,6 +33,7 @@ def relabelled(tmp_path_factory) -> tuple:
     return analysis(path)
 
 
+@pytest.mark.slow
 def test_the_phases_fact_lists_the_texts_each_phase_matched(relabelled) -> None:
     facts, _ = relabelled
     by_phase = {r["phase"]: r for r in facts.rows("phases")}
@@ -45,6 +46,7 @@ def test_the_phases_fact_lists_the_texts_each_phase_matched(relabelled) -> None:
     assert by_phase["prefill"]["matched_texts"] == [{"text": "prefill", "range_count": 1}]
 
 
+@pytest.mark.slow
 def test_every_format_says_what_each_phase_matched(relabelled) -> None:
     _, report = relabelled
     terminal = render(report, "terminal")

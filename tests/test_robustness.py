@@ -426,7 +426,7 @@ def test_interrupted_write_keeps_the_old_report(tmp_path, capsys, monkeypatch, w
 
 @pytest.mark.parametrize("cache, writer", slow_but(
     [(c, w) for c in ("cache", "no-cache") for w in ("no writer", "writer with committed rows in the WAL")],
-    ("cache", "no writer"), ("no-cache", "writer with committed rows in the WAL")))
+    ("cache", "no writer")))
 def test_a_wal_mode_export_gets_no_side_files(tmp_path, capsys, writer, cache):
     """A WAL-mode export (someone ran `PRAGMA journal_mode=wal` on it): SQLite, even read-only, creates -shm and
     -wal beside such a file. The directory holds the same files with the same bytes after the diagnosis, and rows

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REAL_DIR, analysis, requires_real, scenario_analysis
+from conftest import REAL_DIR, analysis, requires_real, scenario_analysis, slow_but
 from nsys_diagnose.diagnosis.stacks import detect_stack
 from nsys_diagnose.facts.compute import FactResult, FactSet
 from nsys_diagnose.facts import Fact
@@ -124,8 +124,9 @@ def test_a_vllm_decode_gets_vllm_steps_first_then_the_generic_ones():
     assert launch.remediation[2].startswith("Capture the repeated sequence of kernels in a CUDA graph")
 
 
-@pytest.mark.parametrize("scenario, stack", [("alloc_churn", "cuda"), ("graph_host_gaps", "cuda"),
-                                             ("uvm_migration_storm", "cuda"), ("tiny_kernels_queued", "openacc")])
+@pytest.mark.parametrize("scenario, stack", slow_but(
+    [("alloc_churn", "cuda"), ("graph_host_gaps", "cuda"), ("uvm_migration_storm", "cuda"),
+     ("tiny_kernels_queued", "openacc")], "graph_host_gaps", "tiny_kernels_queued"))
 def test_profiles_of_other_stacks_never_get_serving_advice(scenario, stack):
     _, report = scenario_analysis(scenario)
     assert report.profile.stack.name == stack

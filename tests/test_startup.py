@@ -44,6 +44,7 @@ def test_model_load_is_reported_apart_and_the_loop_gets_the_verdict() -> None:
     assert f"warm-up: {3 * PER_STEP_32} kernels, 2 CUDA-graph captures" in report.startup.line
 
 
+@pytest.mark.slow
 def test_without_start_up_detection_the_same_capture_reads_pcie_bound(tmp_path: Path) -> None:
     """What the start-up detection changes: with it off (a start-up must take more than the whole capture), the
     model load is judged as the workload."""
@@ -56,6 +57,7 @@ def test_without_start_up_detection_the_same_capture_reads_pcie_bound(tmp_path: 
     assert report.verdict.primary == "pcie-bound"
 
 
+@pytest.mark.slow
 def test_start_up_found_from_shape_without_nvtx() -> None:
     facts, report = scenario_analysis("model_load_no_nvtx")
     row = facts.first("startup")
@@ -84,6 +86,7 @@ def test_copies_from_the_first_moment_are_no_start_up() -> None:
     assert "start-up" not in report.verdict.headline
 
 
+@pytest.mark.slow
 def test_a_capture_of_the_start_up_alone_is_judged_as_it_is() -> None:
     facts, report = scenario_analysis("model_load_only")
     row = facts.first("startup")

@@ -99,6 +99,7 @@ def test_tensorrt_llm_steps_carry_their_batch_and_their_period(exports: Path) ->
     assert report.throughput.steps_per_s == pytest.approx(1e9 / decode["median_step_ns"])
 
 
+@pytest.mark.slow
 def test_tensorrt_llm_labels_judge_decode_on_its_own() -> None:
     facts, report = scenario_analysis(TRT)
     assert set(facts.phases) == {"prefill", "decode"}

@@ -234,6 +234,7 @@ def test_fusion_projection_changes_nothing_without_fusion_candidates():
                 assert row["fused_step_ns"] == row["measured_step_ns"], (name, row)
 
 
+@pytest.mark.slow
 def test_no_what_if_on_info_or_symptom_findings():
     for name in ("reference_batch1_decode", "sync_storm", "healthy_graph_decode"):
         _, report = scenario_analysis(name)
@@ -320,6 +321,7 @@ def test_what_if_batch_on_the_command_line(tmp_path):
     assert w.projected_steps_per_s == pytest.approx(1e9 / w.projected_step_ns)
 
 
+@pytest.mark.slow
 def test_batch_fit_where_steps_carry_their_batch(tmp_path):
     """TensorRT-LLM labels each step with its batch composition: with 1-4 generation requests per step, the batch
     projection fits step time against batch size by least squares instead of the kernel model."""
