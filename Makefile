@@ -25,8 +25,11 @@ dev: $(PY)
 	$(PY) -m pip install -e '.[test,dask,dev]'
 
 # The fast tier on one pytest-xdist worker per core; `$(PYTEST) tests/test_steps.py` runs one file in-process.
+# Bytecode is written even where the environment turns it off (PYTHONDONTWRITEBYTECODE, set in many containers):
+# without it every worker compiles the package and rewrites every test module's asserts again, run after run.
+# worksteal: an idle worker takes tests queued for the other, so neither waits at the end on a long test.
 test:
-	$(PYTEST) -n auto
+	PYTHONDONTWRITEBYTECODE= $(PYTEST) -n auto --dist worksteal
 
 # The same command as the last line of .ci/run and the README (tests/test_project.py keeps those two equal);
 # CI installs the package as a wheel in a fresh .venv first, so a wheel install is what it tests.
