@@ -23,6 +23,7 @@ from . import api
 from .diagnosis.config import Config
 from .errors import DiagnoseError
 from .diagnosis.evaluate import evaluate
+from .diagnosis.headlines import Headlines, load_headlines
 from .facts.compute import FactSet
 from .facts import Fact
 from .model import Finding, ParamOverride, Report, Verdict
@@ -155,36 +156,36 @@ def _ranks_text(ranks: Sequence[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
-def run_verdict(findings: Sequence[Finding], ranks: Sequence[RankRow], balance: RunBalance) -> Verdict:
+def run_verdict(findings: Sequence[Finding], ranks: Sequence[RankRow], balance: RunBalance,
+                headlines: Headlines | None = None) -> Verdict:
     """The strongest cross-rank finding (warning or worse); else the most common rank verdict, with the
-    cross-rank balance in words."""
+    cross-rank balance in words. `headlines`: the wording (rules/headlines.yaml, or a team pack's)."""
+    say = (headlines or load_headlines()).say
     strong = [f for f in findings if f.severity.at_least(Severity.WARNING)]
     top = max(strong, key=lambda f: (f.impact or 0.0, f.severity.rank), default=None)
     if top is not None:
-        cost = f" (costs ≈{fmt_ratio(top.impact, 0)} of a rank's GPU time)" if top.impact is not None else ""
+        cost = say("run_cost", impact=fmt_ratio(top.impact, 0)) if top.impact is not None else ""
         return Verdict(primary=top.category, rule=top.rule, subject=top.subject, impact=top.impact,
-                       headline=f"{top.title}{cost}: {top.message}")
+                       headline=say("run_finding", title=top.title, cost=cost, message=top.message))
     if not ranks:
-        return Verdict(primary=None, headline="The run has no ranks to judge.")
+        return Verdict(primary=None, headline=say("run_no_ranks"))
     counts = Counter(r.verdict.primary for r in ranks)
     order = {r.verdict.primary: i for i, r in reversed(list(enumerate(ranks)))}  # first rank with each verdict
     primary = max(counts, key=lambda p: (counts[p], p is not None, -order[p]))
     agreeing = [r for r in ranks if r.verdict.primary == primary]
     first = agreeing[0]
-    who = f"all {len(ranks)} ranks" if len(agreeing) == len(ranks) else \
-        f"{len(agreeing)} of {len(ranks)} ranks ({_ranks_text([r.rank for r in agreeing])})"
-    spread = (f"compute time differs by {fmt_ratio(balance.imbalance)} across the "
-              f"{plural(balance.rank_count, 'rank')} with kernels"
-              if balance.imbalance is not None and balance.rank_count else "no rank ran kernels")
+    who = say("run_all_ranks", count=str(len(ranks))) if len(agreeing) == len(ranks) else \
+        say("run_some_ranks", count=str(len(agreeing)), total=str(len(ranks)),
+            ranks=_ranks_text([r.rank for r in agreeing]))
+    spread = (say("run_spread", imbalance=fmt_ratio(balance.imbalance), ranks=plural(balance.rank_count, "rank"))
+              if balance.imbalance is not None and balance.rank_count else say("run_no_kernels"))
     if balance.rank_count and balance.comm_rank_count < balance.rank_count:
-        spread += (f"; {balance.rank_count - balance.comm_rank_count} of them ran no NCCL kernel, so no rank waits "
-                   f"for another in collectives")
-    if primary is None:
-        lead = f"No cross-rank finding and no bottleneck on {who} ({spread})."
-    else:
-        lead = f"No cross-rank finding ({spread}); the most common rank verdict is {primary}, on {who}."
+        spread += say("run_no_nccl", count=str(balance.rank_count - balance.comm_rank_count))
+    rank = {"rank": str(first.rank), "rank_headline": first.verdict.headline}
+    headline = say("run_healthy", who=who, spread=spread, **rank) if primary is None else \
+        say("run_common", spread=spread, primary=primary, who=who, **rank)
     return Verdict(primary=primary, rule=first.verdict.rule, subject=_ranks_text([r.rank for r in agreeing]),
-                   impact=first.verdict.impact, headline=f"{lead} Rank {first.rank}: {first.verdict.headline}")
+                   impact=first.verdict.impact, headline=headline)
 
 
 def _common_lineage(reports: Sequence[Report]) -> list[str]:
@@ -195,7 +196,7 @@ def _common_lineage(reports: Sequence[Report]) -> list[str]:
 
 def build_run_report(inputs: Sequence[RankInput], numbering: Numbering, reports: Sequence[Report],
                      run_rules: RuleSet, run_fact_defs: dict[str, Fact], source: str, workers: int,
-                     overrides: list[ParamOverride]) -> RunReport:
+                     overrides: list[ParamOverride], headlines: Headlines | None = None) -> RunReport:
     facts = run_facts_of(inputs, reports, run_fact_defs)
     evaluation = evaluate(run_rules, facts, stack=_common_lineage(reports))
     rows = {row["rank"]: row for row in facts.rows("rank_balance")}
@@ -206,7 +207,7 @@ def build_run_report(inputs: Sequence[RankInput], numbering: Numbering, reports:
                              findings=report.findings))
     balance = RunBalance(**split_balance_row(next(iter(rows.values())))[1]) if rows else RunBalance()
     return RunReport(tool_version=api.tool_version(), source=source, rank_numbering=numbering, workers=workers,
-                     verdict=run_verdict(evaluation.findings, ranks, balance), balance=balance, ranks=ranks,
+                     verdict=run_verdict(evaluation.findings, ranks, balance, headlines), balance=balance, ranks=ranks,
                      findings=evaluation.findings, passed=evaluation.passed, skipped=evaluation.skipped,
                      overrides=overrides)
 
@@ -231,4 +232,4 @@ def diagnose_inputs(inputs: Sequence[RankInput], numbering: Numbering, source: s
                              cache_dir=cache_dir, pack=pack)
     overrides = list(pack.ruleset.overrides + pack.run_ruleset.overrides)
     return build_run_report(inputs, numbering, reports, pack.run_ruleset, load_run_facts(), source,
-                            worker_count(len(inputs), workers), overrides)
+                            worker_count(len(inputs), workers), overrides, pack.headlines)

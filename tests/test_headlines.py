@@ -75,3 +75,23 @@ def test_every_mistake_of_a_wording_file_is_listed_with_its_line(tmp_path):
         load_headlines([tmp_path])
     assert [p.split(": ", 1)[0].rsplit("/", 1)[-1] for p in caught.value.problems] == [
         "headlines.yaml:2:1", "headlines.yaml:3:1"]
+
+
+def test_a_team_pack_rewords_the_multi_rank_headline(tmp_path):
+    from nsys_diagnose.model import Verdict
+    from nsys_diagnose.model.runmodel import RankRow, RunBalance
+    from nsys_diagnose.multirank import run_verdict
+
+    ranks = [RankRow(rank=i, path=f"r{i}.sqlite", file=f"r{i}.sqlite",
+                     verdict=Verdict(primary="launch-bound", rule="launch-bound", headline=f"rank {i} is launch-bound"),
+                     findings=[])
+             for i in range(3)]
+    balance = RunBalance(rank_count=3, comm_rank_count=3, imbalance=0.02)
+    bundled = run_verdict([], ranks, balance).headline
+    assert bundled == ("No cross-rank finding (compute time differs by 2.0 % across the 3 ranks with kernels); the "
+                       "most common rank verdict is launch-bound, on all 3 ranks. Rank 0: rank 0 is launch-bound")
+    (tmp_path / "headlines.yaml").write_text('run_common: "{primary} on {who} ({spread}); see rank {rank}."\n'
+                                             'run_all_ranks: "every rank"\n', encoding="utf-8")
+    reworded = run_verdict([], ranks, balance, load_headlines([tmp_path])).headline
+    assert reworded == "launch-bound on every rank (compute time differs by 2.0 % across the 3 ranks with kernels); " \
+                       "see rank 0."

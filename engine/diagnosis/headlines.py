@@ -31,6 +31,16 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {key: frozenset(names.split()) for key
     "healthy_graphs": "",
     "healthy_kernels": "kernel share",
     "no_gpu_work": "notes",
+    "run_finding": "title cost message",
+    "run_cost": "impact",
+    "run_no_ranks": "",
+    "run_healthy": "who spread rank rank_headline",
+    "run_common": "spread primary who rank rank_headline",
+    "run_all_ranks": "count",
+    "run_some_ranks": "count total ranks",
+    "run_spread": "imbalance ranks",
+    "run_no_kernels": "",
+    "run_no_nccl": "count",
 }.items()}
 
 
