@@ -80,11 +80,16 @@ def _run_fact_types(facts: dict[str, Fact], names: Collection[str]) -> dict[str,
     try:
         con.execute(ranks_table_ddl())
         out = {}
+        failed: set[str] = set()
         for fact in run_order({n: facts[n] for n in with_needs(facts, names)}):
+            if failed & set(fact.needs):
+                failed.add(fact.name)
+                continue
             try:
                 materialize(con, fact, check_columns=False)
-            except FactError:
-                break
+            except FactError:  # left out, with the facts that need it; the others are still typed
+                failed.add(fact.name)
+                continue
             if fact.name in names:
                 out[fact.name] = table_columns(con, fact.name)
         return out
