@@ -232,9 +232,7 @@ _CLEANUP: list[Path] = []
 # and hands it to every worker (pytest_configure_node), so a scenario is generated and diagnosed once per run, not
 # once per worker; each is made under a lock by the first worker that needs it and read by the others.
 _SHARED_KEY = "nsys_diagnose_scenario_dir"
-
-
-_CACHE_KEY = "nsys_diagnose_cache_dir"
+_CACHE_KEY = "nsys_diagnose_cache_dir"  # the user cache directory, shared the same way
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -251,7 +249,8 @@ def _scenario_dir() -> Path:
 
 @contextlib.contextmanager
 def _made_once(path: Path):
-    """Hold the lock of `path` (shared by the xdist workers) while the caller makes it, unless it exists."""
+    """Hold `path`'s lock (a file beside it, shared by the xdist workers) while the caller checks whether `path`
+    exists and makes it if not."""
     import fcntl
 
     with open(path.with_name(path.name + ".lock"), "w") as lock:
@@ -286,7 +285,7 @@ def analysis(path: Path):
     generated scenarios are computed once per run and read by every xdist worker."""
     key = str(path)
     if key not in _ANALYSES:
-        if path.parent == _scenario_dir():
+        if Path(path).parent == _scenario_dir():
             _ANALYSES[key] = _shared_analysis(path)
         else:
             _ANALYSES[key] = _analyse(path)
