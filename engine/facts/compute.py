@@ -428,14 +428,20 @@ def fact_column_types(facts: dict[str, Fact], names: Collection[str]) -> dict[st
     with empty_export() as export:
         _define_phases(export.con, None)
         _define_metric_names(export.con)
-        compile_facts(export.con, _in_run_order({n: facts[n] for n in with_needs(facts, names)}))
-        out = {}
-        for name in names:
-            try:
-                out[name] = table_columns(export.con, name)
-            except duckdb.Error:
-                pass
-        return out
+        return compiled_columns(export.con, facts, names)
+
+
+def compiled_columns(con: Any, facts: dict[str, Fact], names: Collection[str]) -> dict[str, list[tuple[str, str]]]:
+    """Compile the facts `names` with the facts they need on `con`, which holds the (empty) tables they read, and
+    return (column, DuckDB type) of each that compiled; one that does not, and those that need it, are left out."""
+    compile_facts(con, _in_run_order({n: facts[n] for n in with_needs(facts, names)}))
+    out = {}
+    for name in names:
+        try:
+            out[name] = table_columns(con, name)
+        except duckdb.Error:
+            pass
+    return out
 
 
 def compile_facts(con: Any, ordered: list[Fact], limits: TeamLimits = TEAM_LIMITS) -> list[str]:

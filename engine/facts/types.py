@@ -9,7 +9,7 @@ from collections.abc import Collection
 from typing import Any
 
 from ..duck import offline_connection
-from . import Fact, FactError, materialize, run_order, table_columns, with_needs
+from . import Fact
 
 _INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
                   "UBIGINT", "UHUGEINT"}
@@ -76,22 +76,11 @@ def column_types(facts: dict[str, Fact], names: Collection[str], *, cross_rank: 
 def _run_fact_types(facts: dict[str, Fact], names: Collection[str]) -> dict[str, list[tuple[str, str]]]:
     from .cross_rank import ranks_table_ddl
 
+    from .compute import compiled_columns  # compute imports this package's modules
+
     con = offline_connection(threads=1)
     try:
         con.execute(ranks_table_ddl())
-        out = {}
-        failed: set[str] = set()
-        for fact in run_order({n: facts[n] for n in with_needs(facts, names)}):
-            if failed & set(fact.needs):
-                failed.add(fact.name)
-                continue
-            try:
-                materialize(con, fact, check_columns=False)
-            except FactError:  # left out, with the facts that need it; the others are still typed
-                failed.add(fact.name)
-                continue
-            if fact.name in names:
-                out[fact.name] = table_columns(con, fact.name)
-        return out
+        return compiled_columns(con, facts, names)
     finally:
         con.close()
