@@ -40,7 +40,7 @@ from .facts.scopes import from_run
 from .facts.types import fitted
 from .reading.canonical import VIEWS
 from .reading.export import rows_export
-from .ruletest import REL_TOLERANCE, check_file_keys, is_fact_test, read_test_yaml, same_value
+from .ruletest import REL_TOLERANCE, check_file_keys, find_tests_of_kind, read_test_yaml, same_value
 
 _CASE_KEYS = {"name", "params", "tables", "expect", "ordered", "tolerance", "phase"}
 _SHOWN_ROWS = 20  # of a failing case's rows, in its report
@@ -73,21 +73,9 @@ def bundled_fact_tests() -> list[Path]:
 
 def find_fact_tests(paths: list[Path]) -> list[Path]:
     """The fact test files of `paths`: directories are searched for NAME.test.yaml files beside a NAME.sql."""
-    files: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            files += [f for f in sorted(p.rglob("*.test.yaml")) if is_fact_test(f)]
-        elif p.name.endswith(".test.yaml") and p.is_file():
-            if not is_fact_test(p):
-                raise FactTestError(f"{p}: not a fact test: a fact test sits beside its fact's SQL "
-                                    f"({p.name.removesuffix('.test.yaml')}.sql); a rule test runs with "
-                                    f"`diagnose rules test`")
-            files.append(p)
-        elif not p.exists():
-            raise FactTestError(f"{p}: no such file or directory")
-        else:
-            raise FactTestError(f"{p}: not a directory or a *.test.yaml file")
-    return files
+    return find_tests_of_kind(paths, fact_tests=True, error=FactTestError, wrong_kind=lambda p: (
+        f"{p}: not a fact test: a fact test sits beside its fact's SQL ({p.name.removesuffix('.test.yaml')}.sql); "
+        f"a rule test runs with `diagnose rules test`"))
 
 
 def load_fact_test(path: Path, facts: dict[str, Fact]) -> tuple[str, list[dict[str, Any]]]:

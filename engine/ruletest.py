@@ -84,19 +84,27 @@ def is_fact_test(path: Path) -> bool:
 
 def find_test_files(paths: list[Path]) -> list[Path]:
     """The rule test files of `paths` (directories are searched; fact tests in them are left out)."""
+    return find_tests_of_kind(paths, fact_tests=False, error=RuleTestError, wrong_kind=lambda p: (
+        f"{p}: a fact test (it sits beside {p.name.removesuffix('.test.yaml')}.sql); run it with "
+        f"`diagnose facts test {p}`"))
+
+
+def find_tests_of_kind(paths: list[Path], *, fact_tests: bool, error: type[DiagnoseError],
+                     wrong_kind: Callable[[Path], str]) -> list[Path]:
+    """The fact tests (`fact_tests`) or the rule tests of `paths`: directories are searched for *.test.yaml files
+    of that kind; a named file of the other kind is `error`(wrong_kind(file)), and so is a path that is neither."""
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files += [f for f in sorted(p.rglob("*.test.yaml")) if not is_fact_test(f)]
-        elif p.name.endswith(".test.yaml"):
-            if is_fact_test(p):
-                raise RuleTestError(f"{p}: a fact test (it sits beside {p.name.removesuffix('.test.yaml')}.sql); "
-                                    f"run it with `diagnose facts test {p}`")
+            files += [f for f in sorted(p.rglob("*.test.yaml")) if is_fact_test(f) == fact_tests]
+        elif p.name.endswith(".test.yaml") and p.is_file():
+            if is_fact_test(p) != fact_tests:
+                raise error(wrong_kind(p))
             files.append(p)
         elif not p.exists():
-            raise RuleTestError(f"{p}: no such file or directory")
+            raise error(f"{p}: no such file or directory")
         else:
-            raise RuleTestError(f"{p}: not a directory or a *.test.yaml file")
+            raise error(f"{p}: not a directory or a *.test.yaml file")
     return files
 
 
