@@ -61,7 +61,6 @@ ordered AS (
     SELECT device_id, start_ns, end_ns, is_compute, is_graph, is_memset, is_sync, is_idle, pid, correlation_id,
            stream_id, is_uvm, is_comm,
            max(end_ns) OVER w AS prev_end_ns,
-           max(end_ns) FILTER (WHERE is_compute OR is_idle) OVER w AS prev_compute_end_ns,
            max(end_ns) FILTER (WHERE is_comm OR is_idle) OVER w AS prev_comm_end_ns,
            max(end_ns) FILTER (WHERE (is_compute AND NOT is_comm) OR is_idle) OVER w AS prev_noncomm_end_ns,
            max(start_ns) FILTER (WHERE is_sync) OVER w AS last_sync_end_ns
@@ -71,7 +70,10 @@ ordered AS (
                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 )
 SELECT o.device_id, o.start_ns, o.end_ns, o.is_compute, o.is_graph, o.is_memset, o.is_uvm, o.is_comm, o.pid,
-       o.correlation_id, o.stream_id, o.prev_end_ns, o.prev_compute_end_ns, o.prev_comm_end_ns,
+       o.correlation_id, o.stream_id, o.prev_end_ns,
+       -- communication kernels are compute, so the compute before an operation is the communication and the other
+       -- compute before it: one running maximum fewer over the sort (greatest() skips a NULL)
+       greatest(o.prev_comm_end_ns, o.prev_noncomm_end_ns) AS prev_compute_end_ns, o.prev_comm_end_ns,
        o.prev_noncomm_end_ns,
        coalesce(o.last_sync_end_ns >= o.prev_end_ns AND o.prev_end_ns - r.start_ns >= ${sync_min_wait_ns}, false)
            AS follows_sync,
