@@ -14,7 +14,7 @@ from nsys_diagnose.fixtures.generator import SCENARIOS
 from nsys_diagnose.reports.charts import CLASS_COLOURS
 
 from cli_in_process import run_cli
-from conftest import analysis, real, scenario_analysis, slow_but
+from conftest import analysis, real, scenario_analysis, scenario_path, slow_but
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "fixtures" / "examples"
@@ -281,6 +281,25 @@ def test_a_team_pack_adds_and_overrides_classes(tmp_path):
     names = [c.name for c in load_operation_classes([pack]).classes]
     assert names[0] == "acme-fused-mlp" and names.index("gemm") == [c.name for c in
                                                                      load_operation_classes().classes].index("gemm") + 1
+
+
+def test_a_team_class_reaches_the_run_and_every_phase(tmp_path):
+    """Each kernel name is classified once per run (_kernel_classes) and every phase reads that classification: a
+    team's class that claims every kernel takes all kernel time, in the run and in prefill and decode alike."""
+    from nsys_diagnose.facts.compute import compute_facts
+    from nsys_diagnose.reading.export import open_export
+
+    pack = _pack(tmp_path, 'classes:\n  - {name: acme-everything, patterns: ["."]}\n')
+    with open_export(scenario_path("prefill_decode_nvtx"), cache_dir=tmp_path / "cache") as export:
+        facts = compute_facts(export, op_classes=load_operation_classes([pack]), helpers=["_kernel_classes"])
+        names = export.con.execute("SELECT count(DISTINCT name_id) FROM kernels").fetchone()[0]
+    assert len(facts.rows("_kernel_classes")) == names
+    assert {r["op_class"] for r in facts.rows("_kernel_classes")} == {"acme-everything"}
+    assert sorted(facts.phases) == ["decode", "prefill"]
+    for scope in [facts, *facts.phases.values()]:
+        kernel_rows = [r for r in scope.rows("operation_classes") if r["share_of_kernel_time"] is not None]
+        assert [r["op_class"] for r in kernel_rows] == ["acme-everything"]
+        assert kernel_rows[0]["share_of_kernel_time"] == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("text, message", [

@@ -7,6 +7,7 @@
 -- @doc fusion_candidates (which runs to show, what fusing saves) and by the what-if replay (_whatif_steps), so
 -- @doc both count the same runs.
 -- @requires kernels
+-- @needs _kernel_classes
 -- @param min_sequence_repeats 2 range 1 inf
 -- @column device_id CUDA device index.
 -- @column stream_id CUDA stream.
@@ -26,9 +27,7 @@
 -- sum(h * (rn - first rn)) = sum(h * rn) - first rn * sum(h), h a hash of the name id. No ordered aggregate runs
 -- over the millions of kernels.
 WITH glue AS (
-    SELECT n.name_id FROM (SELECT name_id, any_value(name) AS name FROM kernels GROUP BY name_id) n
-    JOIN _op_classes c ON c.op_class = op_class_of(n.name)
-    WHERE c.is_glue
+    SELECT n.name_id FROM _kernel_classes n JOIN _op_classes c ON c.op_class = n.op_class WHERE c.is_glue
 ),
 runs AS (
     SELECT k.device_id, k.stream_id, k.pid, k.correlation_id, k.start_ns, k.dur_ns, k.name_id,

@@ -12,7 +12,7 @@
 -- @doc kernels finish, and the step's later ranges (sampling) wait for them.
 -- @doc A step's kernels (and CUDA-graph replays) are those launched from its thread while it was open, matched to
 -- @doc their launching call on process and correlation id (_issuing_calls).
--- @needs _step_ranges _nvtx_phases _issuing_calls _server_idle
+-- @needs _step_ranges _nvtx_phases _issuing_calls _server_idle _kernel_classes
 -- @param step_infer_min_steps 8 range 3 inf
 -- @param prefill_min_ratio 2 range 1 inf
 -- @param prefill_min_heavy_share 0.5 range 0 1
@@ -35,12 +35,8 @@
 -- @column busy_share kernel_ns / period_ns, at most 1: how busy the GPU kept per step.
 -- @column ctx_reqs Context (prefill) requests in the step (TensorRT-LLM step text), else NULL.
 -- @column gen_reqs Generation (decode) requests in the step (TensorRT-LLM step text), else NULL.
--- GEMM and attention kernels: their operation classes (op_class_of(), rules/operation_classes.yaml). Each
--- distinct name is classified once, as in _gpu_ops.
-WITH heavy_names AS (
-    SELECT name_id FROM (SELECT name_id, any_value(name) AS name FROM kernels GROUP BY name_id)
-    WHERE op_class_of(name) IN ('gemm', 'attention')
-),
+-- GEMM and attention kernels: their operation classes (_kernel_classes, rules/operation_classes.yaml).
+WITH heavy_names AS (SELECT name_id FROM _kernel_classes WHERE op_class IN ('gemm', 'attention')),
 step_threads AS (SELECT DISTINCT global_tid FROM _step_ranges),
 ops AS (
     SELECT pid, correlation_id, end_ns - start_ns AS dur_ns,

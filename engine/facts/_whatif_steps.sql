@@ -12,7 +12,7 @@
 -- @doc (_steps: from its start to
 -- @doc the end of its iteration, span_end_ns) holds its issuing call on the same thread, and its gap with it; without any step on a
 -- @doc device, all of its operations form one step (step_id -1 - device_id) spanning the judged window.
--- @needs _timeline _idle_gaps _sync_calls _steps _glue_runs
+-- @needs _timeline _idle_gaps _sync_calls _steps _glue_runs _kernel_classes
 -- @param whatif_node_gap_ns 1000 range 0 1000000
 -- @param whatif_pinned_gbps 25 range 0.1 10000
 -- @param whatif_pinned_gbps_low 12 range 0.1 10000
@@ -69,12 +69,10 @@ pinned AS (
            sum(dur_ns) > 0 AS pinned_measured
     FROM host_device WHERE pinned AND bytes >= 1048576
 ),
--- Attention kernels: the class attention of op_class_of() (rules/operation_classes.yaml); each distinct name is
--- classified once.
+-- Attention kernels: the class attention (_kernel_classes, rules/operation_classes.yaml).
 attention AS (
     SELECT k.pid, k.correlation_id, k.start_ns, k.device_id FROM kernels k
-    WHERE k.name_id IN (SELECT name_id FROM (SELECT name_id, any_value(name) AS name FROM kernels GROUP BY name_id)
-                        WHERE op_class_of(name) = 'attention')
+    WHERE k.name_id IN (SELECT name_id FROM _kernel_classes WHERE op_class = 'attention')
 ),
 -- The steps as the STEPS block counts them (_steps): a step holds the work its thread issued from its start to
 -- where its iteration of the loop ends (span_end_ns: the next step's start, or the start of a quiet stretch).
@@ -84,7 +82,9 @@ steps AS (
                AS batch
     FROM _steps
 ),
-ops AS (
+-- MATERIALIZED (ops, placed): each is read more than once, and DuckDB would otherwise repeat the as-of join and
+-- the four joins for each reader.
+ops AS MATERIALIZED (
     SELECT t.device_id, t.start_ns, t.end_ns, t.is_compute, t.is_graph, t.phase, t.global_tid, t.pid, t.correlation_id,
            greatest(t.end_ns - greatest(t.start_ns, coalesce(t.prev_end_ns, t.start_ns)), 0) AS busy_ns,
            greatest(t.start_ns - coalesce(t.prev_end_ns, t.start_ns), 0) AS gap_ns,
@@ -92,7 +92,7 @@ ops AS (
     FROM _timeline t ASOF LEFT JOIN steps s ON s.global_tid = t.global_tid AND t.api_start_ns >= s.start_ns
 ),
 devices AS (SELECT device_id, bool_or(step_id IS NOT NULL) AS has_steps FROM ops GROUP BY device_id),
-placed AS (
+placed AS MATERIALIZED (
     SELECT o.*, CASE WHEN d.has_steps THEN o.step_id ELSE -1 - o.device_id END AS step_key,
            g.cause, a.pid IS NOT NULL AS is_attention, c.bytes AS pageable_bytes, c.dur_ns AS copy_dur_ns,
            gr.run_kernels AS glue_run_kernels, gr.is_first AS glue_run_first

@@ -10,7 +10,7 @@
 -- @doc (1 - 1/k) of the run's time. Kernels outside repeated runs are not counted as saved. Computed per phase too.
 -- @report
 -- @per-phase
--- @needs gpu_utilization _glue_runs
+-- @needs gpu_utilization _glue_runs _kernel_classes
 -- @requires kernels
 -- @param top_glue_kernels 3 range 1 inf
 -- @param top_sequences 3 range 1 inf
@@ -39,9 +39,10 @@ WITH names AS (
            coalesce(list_last(regexp_extract_all(n.name,
                         '([A-Za-z0-9_]+(Functor[A-Za-z0-9_]*|_kernel_cuda|_kernel_impl|Ops))[<(,> ]', 1)),
                     n.short_name, n.name) AS label
-    FROM (SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name,
-                 op_class_of(any_value(name)) AS op_class
-          FROM kernels GROUP BY name_id) n
+    FROM (SELECT k.name_id, k.name, k.short_name, kc.op_class
+          FROM (SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name FROM kernels
+                GROUP BY name_id) k
+          JOIN _kernel_classes kc USING (name_id)) n
     JOIN _op_classes c ON c.op_class = n.op_class
 ),
 k AS (

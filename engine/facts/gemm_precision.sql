@@ -6,7 +6,7 @@
 -- @doc later). Computed per phase too.
 -- @report
 -- @per-phase
--- @needs gpu_utilization
+-- @needs gpu_utilization _kernel_classes
 -- @requires kernels
 -- @param top_precision_kernels 3 range 1 inf
 -- @column device_id CUDA device index.
@@ -35,7 +35,7 @@ names AS (
     SELECT name_id, name, gemm_precision_of(name) AS precision
     FROM (SELECT name_id, any_value(name) AS name FROM kernels WHERE name_id IN (SELECT name_id FROM per_name)
           GROUP BY name_id)
-    WHERE op_class_of(name) = 'gemm'
+    WHERE name_id IN (SELECT name_id FROM _kernel_classes WHERE op_class = 'gemm')
 ),
 device_ns AS (SELECT device_id, sum(ns) AS kernel_ns FROM per_name GROUP BY device_id),
 gemms AS (

@@ -7,7 +7,7 @@
 -- @doc collective (communication kernel) or a copy ran: what moves data over the links. Computed per phase too:
 -- @doc then the samples are those taken while the phase's work ran.
 -- @report per-phase
--- @needs _timeline gpu_utilization
+-- @needs _timeline gpu_utilization _kernel_classes
 -- @per-phase
 -- @requires gpu_metrics
 -- @param link_saturated_pct 70
@@ -143,10 +143,11 @@ kernel_times AS (
 -- GEMM time by operation class (rules/operation_classes.yaml: GEMMs and convolutions run as GEMMs), less the
 -- GEMVs, which are memory-bound and gain nothing from tensor cores.
 by_name AS (
-    SELECT device_id, name_id, dur_ns, name, op_class_of(name) = 'gemm' AND NOT regexp_matches(name, '(?i)gemv')
-               AS is_gemm
+    SELECT k.device_id, k.name_id, k.dur_ns, k.name,
+           coalesce(c.op_class, 'other') = 'gemm' AND NOT regexp_matches(k.name, '(?i)gemv') AS is_gemm
     FROM (SELECT device_id, name_id, sum(dur_ns) AS dur_ns, any_value(name) AS name FROM kernels
-          GROUP BY device_id, name_id)
+          GROUP BY device_id, name_id) k
+    LEFT JOIN _kernel_classes c ON c.name_id = k.name_id
 ),
 gemm AS (
     SELECT device_id, sum(dur_ns) FILTER (WHERE is_gemm)::DOUBLE / nullif(sum(dur_ns), 0) AS gemm_time_share,
@@ -170,7 +171,7 @@ sample_classes AS (
     FROM dram_samples s
     ASOF LEFT JOIN (SELECT device_id, start_ns, end_ns, name_id FROM kernels) k
          ON k.device_id = s.device_id AND k.start_ns <= s.ts_ns
-    LEFT JOIN (SELECT DISTINCT name_id, op_class_of(name) AS op_class FROM by_name) n
+    LEFT JOIN _kernel_classes n
          ON n.name_id = k.name_id AND k.end_ns >= s.ts_ns
     GROUP BY s.device_id, coalesce(n.op_class, 'other')
 ),

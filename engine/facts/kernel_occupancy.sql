@@ -9,7 +9,7 @@
 -- @doc and warp limits that the canonical views do not carry. Kernels without a grid size, and GPUs whose SM
 -- @doc count the export does not give, have no rows.
 -- @per-phase
--- @needs gpu_utilization
+-- @needs gpu_utilization _kernel_classes
 -- @requires kernels devices.sm_count kernels.grid_size
 -- @param top_kernels 20 range 1 inf
 -- @param top_small_grid_kernels 3 range 1 inf
@@ -61,7 +61,7 @@ launch AS (
 -- Grouped on the integer name id, the text is looked at once per name.
 names AS (
     SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name,
-           coalesce(op_class_of(any_value(name)) = 'communication', false) AS is_communication
+           name_id IN (SELECT name_id FROM _kernel_classes WHERE op_class = 'communication') AS is_communication
     FROM kernels WHERE name_id IN (SELECT DISTINCT name_id FROM launch) GROUP BY name_id
 ),
 device_time AS (

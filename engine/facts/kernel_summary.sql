@@ -3,6 +3,7 @@
 -- @doc `nsys stats --report cuda_gpu_kern_sum` summed per name.
 -- @report rows=50
 -- @requires kernels
+-- @needs _kernel_classes
 -- @column name Demangled kernel name.
 -- @column short_name Base name.
 -- @column count Executions.
@@ -39,8 +40,10 @@ WITH grouped AS (
     FROM kernels GROUP BY GROUPING SETS ((name_id), (name_id, grid_size, block_size))
 ),
 per_name AS (
-    SELECT name_id, name, short_name, count, total_ns, mean_ns, p50_ns, min_ns, max_ns, op_class_of(name) AS op_class
-    FROM grouped WHERE by_name
+    SELECT g.name_id, g.name, g.short_name, g.count, g.total_ns, g.mean_ns, g.p50_ns, g.min_ns, g.max_ns,
+           coalesce(c.op_class, 'other') AS op_class  -- 'other' for kernels without a name (name_id NULL)
+    FROM grouped g LEFT JOIN _kernel_classes c ON c.name_id = g.name_id
+    WHERE g.by_name
 ),
 configs AS (
     SELECT name_id, count(*) AS config_count,

@@ -10,6 +10,7 @@
 -- @report per-phase
 -- @per-phase
 -- @requires kernels|memcpys|memsets
+-- @needs _kernel_classes
 -- @param top_class_kernels 3 range 1 inf
 -- @column device_id CUDA device index.
 -- @column op_class Operation class.
@@ -32,9 +33,10 @@ WITH per_name AS (
     GROUP BY device_id, name_id
 ),
 names AS (
-    SELECT name_id, name, op_class_of(name) AS op_class
+    SELECT n.name_id, n.name, c.op_class
     FROM (SELECT name_id, any_value(name) AS name FROM kernels WHERE name_id IN (SELECT name_id FROM per_name)
-          GROUP BY name_id)
+          GROUP BY name_id) n
+    JOIN _kernel_classes c USING (name_id)
 ),
 named AS (
     SELECT p.device_id, n.op_class, n.name, sum(p.n) AS n, sum(p.ns) AS ns

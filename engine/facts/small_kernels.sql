@@ -4,7 +4,7 @@
 -- @doc µs), the fixed per-kernel cost on the GPU side that short kernels cannot amortise, and the most frequent
 -- @doc short kernels.
 -- @per-phase
--- @needs _idle_gaps gpu_utilization launch_overhead
+-- @needs _idle_gaps gpu_utilization launch_overhead _kernel_classes
 -- @requires kernels
 -- @param short_kernel_ns 10000
 -- @param top_kernels 3 range 1 inf
@@ -43,8 +43,10 @@ per_id AS (
     SELECT device_id, name_id, count(*) AS n, sum(dur_ns) AS ns
     FROM kernels WHERE dur_ns < ${short_kernel_ns} GROUP BY device_id, name_id
 ),
-names AS (SELECT name_id, any_value(coalesce(short_name, name)) AS name, op_class_of(any_value(name)) AS op_class
-          FROM kernels WHERE name_id IN (SELECT name_id FROM per_id) GROUP BY name_id),
+names AS (SELECT n.name_id, n.name, c.op_class
+          FROM (SELECT name_id, any_value(coalesce(short_name, name)) AS name FROM kernels
+                WHERE name_id IN (SELECT name_id FROM per_id) GROUP BY name_id) n
+          JOIN _kernel_classes c USING (name_id)),
 short_classes AS (
     SELECT device_id, list({'op_class': op_class, 'calls': n, 'share': n / total} ORDER BY n DESC, op_class)
                AS short_kernel_classes
