@@ -137,6 +137,10 @@ def _open(p: Path, threads: int | None, say: Progress, directory: Path | None, s
     try:
         with ProfileFile.open(p) as profile:
             final = _cache_file(p, profile, directory, say)
+            if final is not None:
+                # The cache key needs the content's hash: it runs on another core while the cache is attached
+                # (a cache hit) or the export is read (a miss).
+                profile.start_hashing()
             if final is not None and final.exists():
                 reused = _reuse(workspace, final, profile)
                 if reused is not None:
