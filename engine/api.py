@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from .diagnosis.config import Config, ConfigError, split_config
 from .duck import reraise_interrupt
@@ -27,7 +27,8 @@ from .reports.operations import operation_breakdown
 from .reports.metrics import key_metric_rows, rule_thresholds
 from .diagnosis.rules import Rule, load_rules
 from .diagnosis.ruleset import RuleSet
-from .reading.export import Export, open_export
+from .reading.export import Export, open_export, prefetch_profile
+from .reading.profile_file import ProfileFile
 from .diagnosis.startup import startup_summary
 from .diagnosis.throughput import throughput
 from .diagnosis import whatif
@@ -166,15 +167,29 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
     `timings`: record where the time goes there (engine/timings.py): reading, each fact, judging.
     `pack`: the pack already loaded for `config` (load_pack), as a batch or a multi-rank run shares it."""
     stages = timings.stage if timings else lambda _: contextlib.nullcontext()
-    if pack is None:
-        with stages("load the rules and facts"):
-            pack = load_pack(config)  # a broken pack or setting stops the run before the export is read
+    with contextlib.ExitStack() as early:
+        # The cache key hashes the whole export: on another core while the rules load.
+        opened = prefetch_profile(path) if cache and pack is None else None
+        if opened is not None:
+            early.callback(opened.close)
+        if pack is None:
+            with stages("load the rules and facts"):
+                pack = load_pack(config)  # a broken pack or setting stops the run before the export is read
+        return _diagnose(path, pack, opened, stages, tokens=tokens, progress=progress, cache=cache,
+                         threads=threads, share=share, cache_dir=cache_dir, what_if_batch=what_if_batch,
+                         capture_preset=capture_preset, timings=timings)
+
+
+def _diagnose(path: str | Path, pack: Pack, opened: ProfileFile | None, stages: Callable[[str], Any], *,
+              tokens: int | None, progress: Callable[[str], None] | None, cache: bool, threads: int | None,
+              share: int, cache_dir: str | Path | None, what_if_batch: int | None, capture_preset: str | None,
+              timings: Timings | None) -> Report:
     config, fact_defs, rules = pack.config, pack.facts, pack.rules
     try:
         with contextlib.ExitStack() as scope:
             with stages("read the export"):
                 export = scope.enter_context(open_export(path, progress=progress, cache=cache, threads=threads,
-                                                         share=share, cache_dir=cache_dir))
+                                                         share=share, cache_dir=cache_dir, opened=opened))
             if timings:
                 scope.callback(timings.close)  # the spill sampler stops before the export's connection closes
             try:

@@ -61,6 +61,40 @@ def test_second_run_reuses_the_cache_and_gives_the_same_report(profile, user_cac
     assert stat.S_IMODE(user_cache.stat().st_mode) == 0o700
 
 
+def test_the_cache_key_hashed_while_the_rules_load_finds_the_cache(profile, user_cache):
+    """diagnose opens the profile and hashes it (the cache key) while the rules load: the hash it hands to
+    open_export keys the same cache as opening the profile there."""
+    from nsys_diagnose.reading.export import prefetch_profile
+
+    diagnose(profile)
+    opened = prefetch_profile(profile)
+    assert opened is not None
+    try:
+        with open_export(profile, cache=True, opened=opened) as export:
+            assert export.cache_hit and export.cache_file == _cache_of(profile)
+    finally:
+        opened.close()
+    with open_export(profile, cache=True) as export:
+        assert export.cache_hit
+
+
+def test_a_hash_nobody_will_read_stops_when_the_profile_is_closed(tmp_path):
+    """A run stopped before the cache is looked up (a broken rule pack) does not wait for the hash of a large
+    export to finish: closing the profile stops it."""
+    from nsys_diagnose.reading.export import prefetch_profile
+
+    big = tmp_path / "big.sqlite"
+    with open(big, "wb") as f:
+        f.truncate(4 << 30)  # sparse: 4 GiB of zeros take seconds to hash
+    opened = prefetch_profile(big)
+    assert opened is not None
+    opened.close()
+    assert opened._digest is None and opened.fd == -1
+    os.mkfifo(tmp_path / "fifo.sqlite")
+    assert prefetch_profile(tmp_path / "fifo.sqlite") is None  # never opened: open_export says what is wrong
+    assert prefetch_profile(tmp_path / "missing.sqlite") is None
+
+
 @pytest.mark.slow
 def test_changed_profile_rebuilds_the_cache(profile, user_cache, tmp_path):
     diagnose(profile)

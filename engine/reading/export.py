@@ -3,6 +3,7 @@ cache or read it into a new canonical database (loader.py, cache.py), and open t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -68,13 +69,15 @@ class Export:
 
 
 def open_export(path: str | os.PathLike, *, threads: int | None = None, progress: Progress | None = None,
-                cache: bool = False, share: int = 1, cache_dir: str | os.PathLike | None = None) -> Export:
+                cache: bool = False, share: int = 1, cache_dir: str | os.PathLike | None = None,
+                opened: ProfileFile | None = None) -> Export:
     """Open `path` read-only and expose the canonical views.
 
     With `cache`, the canonical tables are saved in the cache directory (the user's own, or `cache_dir`; see
     engine/reading/cache.py) and reused on the next run while the profile is unchanged; without it they are built in a
     scratch directory that is removed at close; a cache that does not fit on its disk is given up and the
-    export read without one. `share`: diagnoses running side by side, which split the memory limit. An
+    export read without one. `share`: diagnoses running side by side, which split the memory limit. `opened`:
+    the profile already opened by prefetch_profile() for this `path` (the caller closes it). An
     .nsys-rep is converted with `nsys export` (when nsys is on PATH) into the scratch directory. Every
     temporary file goes when the export is closed, on failure, on Ctrl-C and on SIGTERM/SIGHUP."""
     p = check_profile_path(path)
@@ -85,12 +88,28 @@ def open_export(path: str | os.PathLike, *, threads: int | None = None, progress
         say(f"{why_not}; reading the export without a cache")
     store.sweep_once(directory)
     try:
-        return _open(p, threads, say, directory, share)
+        return _open(p, threads, say, directory, share, opened)
     except DiskFullError:
         if directory is None:
             raise
         say("no space for the cache; reading the export without one")
-        return _open(p, threads, say, None, share)
+        return _open(p, threads, say, None, share, opened)
+
+
+def prefetch_profile(path: str | os.PathLike) -> ProfileFile | None:
+    """Open the profile and start hashing its content (the cache key) on another core, so that the hash is ready
+    by the time the rules are loaded and the cache is looked up; None when it is not a regular file that can be
+    opened, or SQLite may still be writing it (never cached): open_export then says what is wrong, in its order.
+    Give the result to open_export(opened=...) and close it afterwards."""
+    try:
+        if not Path(path).is_file():
+            return None  # a FIFO or device is never opened early
+        profile = ProfileFile.open(Path(path))
+    except (InputError, OSError):
+        return None
+    if not profile.live:
+        profile.start_hashing()
+    return profile
 
 
 def empty_export() -> Export:
@@ -131,11 +150,12 @@ def rows_export(tables: dict[str, list[dict[str, Any]]], name: str = "empty.sqli
         raise
 
 
-def _open(p: Path, threads: int | None, say: Progress, directory: Path | None, share: int) -> Export:
+def _open(p: Path, threads: int | None, say: Progress, directory: Path | None, share: int,
+          opened: ProfileFile | None = None) -> Export:
     workspace = Workspace.create(threads, share)
     build_dir: Path | None = None
     try:
-        with ProfileFile.open(p) as profile:
+        with contextlib.nullcontext(opened) if opened is not None else ProfileFile.open(p) as profile:
             final = _cache_file(p, profile, directory, say)
             if final is not None:
                 # The cache key needs the content's hash: it runs on another core while the cache is attached

@@ -47,6 +47,7 @@ class ProfileFile:
         self._digest: str | None = None
         self._hasher: threading.Thread | None = None
         self._hash_error: BaseException | None = None
+        self._stop_hashing = threading.Event()  # set by close(): a hash nobody will read stops early
 
     @classmethod
     def open(cls, path: Path) -> "ProfileFile":
@@ -113,6 +114,8 @@ class ProfileFile:
             digest = hashlib.sha256()
             offset = 0
             while chunk := os.pread(self.fd, _CHUNK, offset):
+                if self._stop_hashing.is_set():
+                    return
                 digest.update(chunk)
                 offset += len(chunk)
             self._digest = digest.hexdigest()
@@ -148,6 +151,7 @@ class ProfileFile:
 
     def close(self) -> None:
         if self._hasher is not None:
+            self._stop_hashing.set()
             self._hasher.join()
             self._hasher = None
         if self.fd >= 0:
