@@ -58,29 +58,60 @@ launch AS (
     FROM kernels k JOIN dev d USING (device_id)
     WHERE k.grid_size > 0
 ),
+-- A kernel repeats a few launch configurations millions of times: one row per configuration, with its launches,
+-- and the medians below read from these counts instead of sorting every launch.
+configs AS (
+    SELECT device_id, name_id, grid_size, block_size, registers_per_thread, any_value(sm_count) AS sm_count,
+           count(*) AS n, sum(dur_ns) AS ns, sum(dur_ns * sm_share) AS used_ns
+    FROM launch GROUP BY device_id, name_id, grid_size, block_size, registers_per_thread
+),
+-- The median of a column over launches, as quantile_disc(x, 0.5) takes it: the value at index (n - 1) // 2 of the
+-- n launches in order (NULLs left out), that is the least value whose running count of launches passes it.
+grid_counts AS (
+    SELECT device_id, name_id, grid_size AS v, sum(n) AS n FROM configs WHERE grid_size IS NOT NULL GROUP BY ALL
+),
+block_counts AS (
+    SELECT device_id, name_id, block_size AS v, sum(n) AS n FROM configs WHERE block_size IS NOT NULL GROUP BY ALL
+),
+register_counts AS (
+    SELECT device_id, name_id, registers_per_thread AS v, sum(n) AS n FROM configs
+    WHERE registers_per_thread IS NOT NULL GROUP BY ALL
+),
+medians AS (
+    SELECT device_id, name_id, which, min(v) AS median FROM (
+        SELECT *, sum(n) OVER (PARTITION BY which, device_id, name_id ORDER BY v ROWS UNBOUNDED PRECEDING) AS upto,
+               sum(n) OVER (PARTITION BY which, device_id, name_id) AS total
+        FROM (SELECT 'grid' AS which, * FROM grid_counts UNION ALL SELECT 'block', * FROM block_counts
+              UNION ALL SELECT 'registers', * FROM register_counts)
+    )
+    WHERE upto > (total - 1) // 2
+    GROUP BY device_id, name_id, which
+),
 -- Grouped on the integer name id, the text is looked at once per name.
 names AS (
     SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name,
            name_id IN (SELECT name_id FROM _kernel_classes WHERE op_class = 'communication') AS is_communication
-    FROM kernels WHERE name_id IN (SELECT DISTINCT name_id FROM launch) GROUP BY name_id
+    FROM kernels WHERE name_id IN (SELECT DISTINCT name_id FROM configs) GROUP BY name_id
 ),
 device_time AS (
     SELECT device_id, sum(dur_ns) AS device_kernel_ns, count(*) AS device_kernel_count
     FROM kernels GROUP BY device_id
 ),
+small_configs AS (
+    SELECT c.* FROM configs c JOIN names n USING (name_id) WHERE c.grid_size < c.sm_count AND NOT n.is_communication
+),
 small AS (
-    SELECT l.device_id, sum(l.dur_ns) AS small_ns, sum(l.dur_ns * l.sm_share) AS used_ns,
-           sum(l.dur_ns * (1 - l.sm_share)) AS unused_ns, count(DISTINCT l.name_id) AS kernel_n
-    FROM launch l JOIN names n USING (name_id)
-    WHERE l.grid_size < l.sm_count AND NOT n.is_communication
-    GROUP BY l.device_id
+    SELECT device_id, sum(ns) AS small_ns, sum(used_ns) AS used_ns, sum(ns) - sum(used_ns) AS unused_ns,
+           count(DISTINCT name_id) AS kernel_n
+    FROM small_configs GROUP BY device_id
 ),
 small_per_name AS (
-    SELECT l.device_id, l.name_id, count(*) AS n, sum(l.dur_ns) AS ns, quantile_disc(l.grid_size, 0.5) AS ctas,
-           sum(l.dur_ns * l.sm_share) / nullif(sum(l.dur_ns), 0) AS sm_share
-    FROM launch l JOIN names n USING (name_id)
-    WHERE l.grid_size < l.sm_count AND NOT n.is_communication
-    GROUP BY l.device_id, l.name_id
+    SELECT device_id, name_id, sum(n) AS n, sum(ns) AS ns, min(grid_size) FILTER (WHERE upto > (total - 1) // 2) AS ctas,
+           sum(used_ns) / nullif(sum(ns), 0) AS sm_share
+    FROM (SELECT *, sum(n) OVER (PARTITION BY device_id, name_id ORDER BY grid_size ROWS UNBOUNDED PRECEDING) AS upto,
+                 sum(n) OVER (PARTITION BY device_id, name_id) AS total
+          FROM small_configs)
+    GROUP BY device_id, name_id
 ),
 small_top AS (
     SELECT s.device_id,
@@ -93,11 +124,15 @@ small_top AS (
     GROUP BY s.device_id
 ),
 per_name AS (
-    SELECT device_id, name_id, any_value(sm_count) AS sm_count, count(*) AS launches, sum(dur_ns) AS total_ns,
-           quantile_disc(grid_size, 0.5) AS ctas_per_launch, quantile_disc(block_size, 0.5) AS threads_per_cta,
-           quantile_disc(registers_per_thread, 0.5) AS registers_per_thread,
-           row_number() OVER (PARTITION BY device_id ORDER BY sum(dur_ns) DESC, name_id) AS kernel_rank
-    FROM launch GROUP BY device_id, name_id
+    SELECT c.device_id, c.name_id, any_value(c.sm_count) AS sm_count, sum(c.n) AS launches, sum(c.ns) AS total_ns,
+           any_value(g.median) AS ctas_per_launch, any_value(b.median) AS threads_per_cta,
+           any_value(r.median) AS registers_per_thread,
+           row_number() OVER (PARTITION BY c.device_id ORDER BY sum(c.ns) DESC, c.name_id) AS kernel_rank
+    FROM configs c
+    LEFT JOIN medians g ON g.device_id = c.device_id AND g.name_id = c.name_id AND g.which = 'grid'
+    LEFT JOIN medians b ON b.device_id = c.device_id AND b.name_id = c.name_id AND b.which = 'block'
+    LEFT JOIN medians r ON r.device_id = c.device_id AND r.name_id = c.name_id AND r.which = 'registers'
+    GROUP BY c.device_id, c.name_id
 )
 SELECT p.device_id, p.sm_count, p.kernel_rank, n.name, n.short_name, p.launches, p.total_ns,
        least(p.total_ns / nullif(t.device_kernel_ns, 0), 1) AS kernel_time_share,
