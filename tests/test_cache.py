@@ -90,6 +90,15 @@ def test_a_hash_nobody_will_read_stops_when_the_profile_is_closed(tmp_path):
     assert opened is not None
     opened.close()
     assert opened._digest is None and opened.fd == -1
+    # a run that will key no cache stops the hash at once, and no cache can be keyed on a stopped hash
+    opened = prefetch_profile(big)
+    assert opened is not None
+    try:
+        opened.stop_hashing()
+        with pytest.raises(RuntimeError, match="hash was stopped"):
+            opened.fingerprint()
+    finally:
+        opened.close()
     os.mkfifo(tmp_path / "fifo.sqlite")
     assert prefetch_profile(tmp_path / "fifo.sqlite") is None  # never opened: open_export says what is wrong
     assert prefetch_profile(tmp_path / "missing.sqlite") is None

@@ -98,9 +98,9 @@ def open_export(path: str | os.PathLike, *, threads: int | None = None, progress
 
 def prefetch_profile(path: str | os.PathLike) -> ProfileFile | None:
     """Open the profile and start hashing its content (the cache key) on another core, so that the hash is ready
-    by the time the rules are loaded and the cache is looked up; None when it is not a regular file that can be
-    opened, or SQLite may still be writing it (never cached): open_export then says what is wrong, in its order.
-    Give the result to open_export(opened=...) and close it afterwards."""
+    by the time the rules are loaded and the cache is looked up (not for an export SQLite may still be writing,
+    which is never cached); None when it is not a regular file that can be opened: open_export then says what is
+    wrong, in its order. Give the result to open_export(opened=...) and close it afterwards."""
     try:
         if not Path(path).is_file():
             return None  # a FIFO or device is never opened early
@@ -161,6 +161,8 @@ def _open(p: Path, threads: int | None, say: Progress, directory: Path | None, s
                 # The cache key needs the content's hash: it runs on another core while the cache is attached
                 # (a cache hit) or the export is read (a miss).
                 profile.start_hashing()
+            else:
+                profile.stop_hashing()  # begun by prefetch_profile, but no cache will be keyed on it
             if final is not None and final.exists():
                 reused = _reuse(workspace, final, profile)
                 if reused is not None:

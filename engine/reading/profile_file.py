@@ -122,6 +122,11 @@ class ProfileFile:
         except BaseException as exc:  # handed to the thread that asks for the digest
             self._hash_error = exc
 
+    def stop_hashing(self) -> None:
+        """No cache will be keyed on this content: a hash under way stops at its next chunk. fingerprint() then
+        refuses."""
+        self._stop_hashing.set()
+
     def fingerprint(self) -> dict[str, int | str]:
         """What must be unchanged for a cache to be reused: the file (device, inode), its size, modification
         time and the SHA-256 of its whole content, all taken from the descriptor the scans read."""
@@ -132,6 +137,8 @@ class ProfileFile:
             self._hasher = None
         if self._hash_error is not None:
             raise InputError(f"{self.path}: cannot be read ({self._hash_error}).")
+        if self._digest is None:
+            raise RuntimeError("the profile's hash was stopped: no cache may be keyed on it")
         st = self.stat
         return {"device": st.st_dev, "inode": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
                 "sha256": self._digest or ""}
