@@ -34,16 +34,14 @@
 -- @check fusion_saving_fraction range 0 1
 -- Every kernel is handled by its integer name id; the labels join back only for the few names and runs shown.
 WITH names AS (
-    SELECT n.name_id, n.op_class, c.is_glue,
+    SELECT n.name_id, kc.op_class, c.is_glue,
            -- The last functor or op named inside an ATen kernel's template arguments says what it computes.
            coalesce(list_last(regexp_extract_all(n.name,
                         '([A-Za-z0-9_]+(Functor[A-Za-z0-9_]*|_kernel_cuda|_kernel_impl|Ops))[<(,> ]', 1)),
                     n.short_name, n.name) AS label
-    FROM (SELECT k.name_id, k.name, k.short_name, kc.op_class
-          FROM (SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name FROM kernels
-                GROUP BY name_id) k
-          JOIN _kernel_classes kc USING (name_id)) n
-    JOIN _op_classes c ON c.op_class = n.op_class
+    FROM (SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name FROM kernels GROUP BY name_id) n
+    JOIN _kernel_classes kc USING (name_id)
+    JOIN _op_classes c ON c.op_class = kc.op_class
 ),
 k AS (
     SELECT k.device_id, k.stream_id, k.start_ns, k.dur_ns, k.name_id, n.is_glue

@@ -65,28 +65,6 @@ configs AS (
            count(*) AS n, sum(dur_ns) AS ns, sum(dur_ns * sm_share) AS used_ns
     FROM launch GROUP BY device_id, name_id, grid_size, block_size, registers_per_thread
 ),
--- The median of a column over launches, as quantile_disc(x, 0.5) takes it: the value at index (n - 1) // 2 of the
--- n launches in order (NULLs left out), that is the least value whose running count of launches passes it.
-grid_counts AS (
-    SELECT device_id, name_id, grid_size AS v, sum(n) AS n FROM configs WHERE grid_size IS NOT NULL GROUP BY ALL
-),
-block_counts AS (
-    SELECT device_id, name_id, block_size AS v, sum(n) AS n FROM configs WHERE block_size IS NOT NULL GROUP BY ALL
-),
-register_counts AS (
-    SELECT device_id, name_id, registers_per_thread AS v, sum(n) AS n FROM configs
-    WHERE registers_per_thread IS NOT NULL GROUP BY ALL
-),
-medians AS (
-    SELECT device_id, name_id, which, min(v) AS median FROM (
-        SELECT *, sum(n) OVER (PARTITION BY which, device_id, name_id ORDER BY v ROWS UNBOUNDED PRECEDING) AS upto,
-               sum(n) OVER (PARTITION BY which, device_id, name_id) AS total
-        FROM (SELECT 'grid' AS which, * FROM grid_counts UNION ALL SELECT 'block', * FROM block_counts
-              UNION ALL SELECT 'registers', * FROM register_counts)
-    )
-    WHERE upto > (total - 1) // 2
-    GROUP BY device_id, name_id, which
-),
 -- Grouped on the integer name id, the text is looked at once per name.
 names AS (
     SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name,
@@ -100,18 +78,32 @@ device_time AS (
 small_configs AS (
     SELECT c.* FROM configs c JOIN names n USING (name_id) WHERE c.grid_size < c.sm_count AND NOT n.is_communication
 ),
+-- The median of a column over launches, as quantile_disc(x, 0.5) takes it: the value at index (n - 1) // 2 of the
+-- n launches in order (NULLs left out), that is the least value whose running count of launches passes it.
+medians AS (
+    SELECT device_id, name_id, which, min(v) AS median FROM (
+        SELECT *, sum(n) OVER (PARTITION BY which, device_id, name_id ORDER BY v ROWS UNBOUNDED PRECEDING) AS upto,
+               sum(n) OVER (PARTITION BY which, device_id, name_id) AS total
+        FROM (SELECT 'grid' AS which, device_id, name_id, grid_size AS v, n FROM configs
+              UNION ALL SELECT 'block', device_id, name_id, block_size, n FROM configs
+              UNION ALL SELECT 'registers', device_id, name_id, registers_per_thread, n FROM configs
+              UNION ALL SELECT 'small grid', device_id, name_id, grid_size, n FROM small_configs)
+        WHERE v IS NOT NULL
+    )
+    WHERE upto > (total - 1) // 2
+    GROUP BY device_id, name_id, which
+),
 small AS (
     SELECT device_id, sum(ns) AS small_ns, sum(used_ns) AS used_ns, sum(ns) - sum(used_ns) AS unused_ns,
            count(DISTINCT name_id) AS kernel_n
     FROM small_configs GROUP BY device_id
 ),
 small_per_name AS (
-    SELECT device_id, name_id, sum(n) AS n, sum(ns) AS ns, min(grid_size) FILTER (WHERE upto > (total - 1) // 2) AS ctas,
-           sum(used_ns) / nullif(sum(ns), 0) AS sm_share
-    FROM (SELECT *, sum(n) OVER (PARTITION BY device_id, name_id ORDER BY grid_size ROWS UNBOUNDED PRECEDING) AS upto,
-                 sum(n) OVER (PARTITION BY device_id, name_id) AS total
-          FROM small_configs)
-    GROUP BY device_id, name_id
+    SELECT c.device_id, c.name_id, sum(c.n) AS n, sum(c.ns) AS ns, any_value(m.median) AS ctas,
+           sum(c.used_ns) / nullif(sum(c.ns), 0) AS sm_share
+    FROM small_configs c
+    LEFT JOIN medians m ON m.device_id = c.device_id AND m.name_id = c.name_id AND m.which = 'small grid'
+    GROUP BY c.device_id, c.name_id
 ),
 small_top AS (
     SELECT s.device_id,

@@ -47,7 +47,7 @@ class ProfileFile:
         self._digest: str | None = None
         self._hasher: threading.Thread | None = None
         self._hash_error: BaseException | None = None
-        self._stop_hashing = threading.Event()  # set by close(): a hash nobody will read stops early
+        self._stop_hashing = threading.Event()  # stop_hashing() and close(): a hash nobody will read stops early
 
     @classmethod
     def open(cls, path: Path) -> "ProfileFile":
@@ -141,7 +141,7 @@ class ProfileFile:
             raise RuntimeError("the profile's hash was stopped: no cache may be keyed on it")
         st = self.stat
         return {"device": st.st_dev, "inode": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                "sha256": self._digest or ""}
+                "sha256": self._digest}
 
     def check_unchanged(self) -> None:
         """The file at the scanned path must still be the one first opened, unchanged: else what SQLite read
