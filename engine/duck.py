@@ -64,6 +64,12 @@ def offline_connection(database: str = ":memory:", *, threads: int | None = None
     if _unverified_extensions:
         config["allow_unsigned_extensions"] = True
     config["threads"] = threads or usable_cpus()
+    # DuckDB turns an ASOF join whose left side it *estimates* at 64 rows or fewer into a nested loop over every
+    # earlier row of the right side plus an arg_max aggregate: quadratic in the rows it actually meets. Its
+    # estimate behind a semi join is often 1, so 8,000 steps against 8,000 launches became 33 M joined rows
+    # (0.55 s for a 2 MB export), and a long capture would take hours. The ASOF operator itself is a sort and a
+    # merge, cheap at any size, so it is always used (a connect-time setting reaches every cursor).
+    config["asof_loop_join_threshold"] = 0
     return duckdb.connect(database, config=config)
 
 
