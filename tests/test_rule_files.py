@@ -310,6 +310,15 @@ def test_a_failed_case_prints_only_what_it_expects(tmp_path, capsys):
     assert "       exp: [{'subject': 'GPU 1'}]\n" in out and "got: [{'subject': 'GPU 0', 'severity': 'warning'}]" in out
 
 
+def test_rules_test_of_a_missing_file_names_the_file(tmp_path, capsys):
+    """Not its directory, as if a rule pack were missing: the user mistyped the file."""
+    from nsys_diagnose.cli.main import main
+
+    gone = tmp_path / "no-such-pack" / "launch-bound.test.yaml"
+    assert main(["rules", "test", str(gone)]) == 2
+    assert capsys.readouterr().err.strip() == f"diagnose: error: {gone}: no such file or directory"
+
+
 @pytest.mark.slow  # rules check compiles every fact first (seconds); the loader is checked in the fast tier above
 def test_rules_check_checks_test_files_even_when_a_rule_file_is_broken(tmp_path, capsys):
     import shutil

@@ -139,6 +139,9 @@ def _example_message(rule: Rule, rules: dict[str, Rule], facts: dict[str, Fact])
 
 
 def cmd_test(config: Config, paths: list[Path], *, quiet: bool = False) -> int:
+    missing = [p for p in paths if not p.exists()]
+    if missing:  # before its directory is loaded as a team pack
+        raise DiagnoseError(f"{missing[0]}: no such file or directory")
     extra = list(dict.fromkeys(config.rule_dirs + team_dirs(paths)))
     facts = load_facts(extra)
     rules = load_rules(facts, extra, scope=None)
