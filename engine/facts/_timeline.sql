@@ -11,8 +11,9 @@
 -- @doc from any process that used the device, and each operation carries the CPU call that issued it
 -- @doc (joined after the sort, so the sort stays narrow). A stretch in which the server was idle (_server_idle)
 -- @doc counts as one more earlier operation on every device, so no idle gap spans it: the first operation
--- @doc after it has prev_end_ns at the stretch's end.
--- @needs _gpu_ops _issuing_calls _sync_calls _server_idle _call_phases
+-- @doc after it has prev_end_ns at the stretch's end. Each operation also carries the latest step (_step_ranges)
+-- @doc its issuing thread had opened when the call was made, for _whatif_steps (a step's chain).
+-- @needs _gpu_ops _issuing_calls _sync_calls _server_idle _call_phases _step_ranges
 -- @param sync_min_wait_ns 5000
 -- @column device_id CUDA device index.
 -- @column start_ns Start (ns).
@@ -36,6 +37,8 @@
 -- @column api_start_ns When the issuing call started (ns).
 -- @column api_end_ns When the issuing call returned (ns).
 -- @column phase Inference phase of the issuing call (_call_phases), NULL when no phase range claims it.
+-- @column name_id The kernel's name id (kernels.name_id); NULL for graph replays, copies and memsets.
+-- @column step_id The latest step (_step_ranges.step_id) the issuing thread opened at or before the issuing call, whether or not it was still open; NULL when none.
 WITH blocking AS (SELECT pid, start_ns, end_ns FROM _sync_calls WHERE kind IN ('sync', 'sync_copy')),
 -- When several blocking calls return at the same nanosecond, the one that started first (the longest wait).
 returns AS (SELECT end_ns, min(start_ns) AS start_ns FROM blocking GROUP BY end_ns),
@@ -43,23 +46,23 @@ ops AS (
     -- Flags, not the kind text, travel through the sort: cheaper to move and to test in every FILTER.
     SELECT device_id, start_ns, end_ns, kind IN ('kernel', 'graph') AS is_compute, kind = 'graph' AS is_graph,
            kind = 'memset' AS is_memset, false AS is_sync, false AS is_idle, pid, correlation_id, stream_id, is_uvm,
-           is_comm
+           is_comm, name_id
     FROM _gpu_ops
     UNION ALL
     -- Blocking calls ride along as marker rows at the moment they returned (end_ns NULL keeps them out of
     -- every running maximum), on each device their process used; they are dropped after the sort.
-    SELECT u.device_id, b.end_ns, NULL, false, false, false, true, false, b.pid, NULL, NULL, false, false
+    SELECT u.device_id, b.end_ns, NULL, false, false, false, true, false, b.pid, NULL, NULL, false, false, NULL
     FROM blocking b JOIN (SELECT DISTINCT pid, device_id FROM _gpu_ops) u ON u.pid = b.pid
     UNION ALL
     -- The server's idle stretches, as marker rows on every device that had worked before them (so no device's
     -- first operation gains a gap); dropped after the sort too.
-    SELECT d.device_id, i.start_ns, i.end_ns, false, false, false, false, true, NULL, NULL, NULL, false, false
+    SELECT d.device_id, i.start_ns, i.end_ns, false, false, false, false, true, NULL, NULL, NULL, false, false, NULL
     FROM _server_idle i JOIN (SELECT device_id, min(start_ns) AS first_ns FROM _gpu_ops GROUP BY device_id) d
          ON i.start_ns >= d.first_ns
 ),
 ordered AS (
     SELECT device_id, start_ns, end_ns, is_compute, is_graph, is_memset, is_sync, is_idle, pid, correlation_id,
-           stream_id, is_uvm, is_comm,
+           stream_id, is_uvm, is_comm, name_id,
            max(end_ns) OVER w AS prev_end_ns,
            max(end_ns) FILTER (WHERE is_comm OR is_idle) OVER w AS prev_comm_end_ns,
            max(end_ns) FILTER (WHERE (is_compute AND NOT is_comm) OR is_idle) OVER w AS prev_noncomm_end_ns,
@@ -78,11 +81,14 @@ SELECT o.device_id, o.start_ns, o.end_ns, o.is_compute, o.is_graph, o.is_memset,
        coalesce(o.last_sync_end_ns >= o.prev_end_ns AND o.prev_end_ns - r.start_ns >= ${sync_min_wait_ns}, false)
            AS follows_sync,
        o.last_sync_end_ns AS sync_return_ns,
-       l.global_tid, l.name_id AS api_name_id, l.api_start_ns, l.api_end_ns, p.phase
+       l.global_tid, l.name_id AS api_name_id, l.api_start_ns, l.api_end_ns, p.phase, o.name_id, s.step_id
 FROM ordered o
 LEFT JOIN _issuing_calls l ON l.pid = o.pid AND l.correlation_id = o.correlation_id
 -- The phase rides along so each phase's operations and gaps are a filter, not a join (engine/facts/scopes.py).
 LEFT JOIN (SELECT pid, correlation_id, phase FROM _call_phases WHERE correlation_id <> 0) p
        ON p.pid = o.pid AND p.correlation_id = o.correlation_id
 LEFT JOIN returns r ON r.end_ns = o.last_sync_end_ns
+-- Steps on one thread never overlap (_step_ranges keeps the innermost): the latest one that began before the call
+-- is the only one that can hold it.
+ASOF LEFT JOIN _step_ranges s ON s.global_tid = l.global_tid AND l.api_start_ns >= s.start_ns
 WHERE NOT o.is_sync AND NOT o.is_idle

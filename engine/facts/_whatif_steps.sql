@@ -69,11 +69,6 @@ pinned AS (
            sum(dur_ns) > 0 AS pinned_measured
     FROM host_device WHERE pinned AND bytes >= 1048576
 ),
--- Attention kernels: the class attention (_kernel_classes, rules/operation_classes.yaml).
-attention AS (
-    SELECT k.pid, k.correlation_id, k.start_ns, k.device_id FROM kernels k
-    WHERE k.name_id IN (SELECT name_id FROM _kernel_classes WHERE op_class = 'attention')
-),
 -- The steps as the STEPS block counts them (_steps): a step holds the work its thread issued from its start to
 -- where its iteration of the loop ends (span_end_ns: the next step's start, or the start of a quiet stretch).
 steps AS (
@@ -82,26 +77,28 @@ steps AS (
                AS batch
     FROM _steps
 ),
--- MATERIALIZED (ops, placed): each is read more than once, and DuckDB would otherwise repeat the as-of join and
--- the four joins for each reader.
+-- MATERIALIZED (ops, placed): each is read more than once, and DuckDB would otherwise repeat the joins for each
+-- reader. _timeline matched each operation to the latest step its issuing thread had opened; the step holds it
+-- when the call came before the step's iteration ended. Attention kernels: the class attention (_kernel_classes,
+-- rules/operation_classes.yaml).
 ops AS MATERIALIZED (
     SELECT t.device_id, t.start_ns, t.end_ns, t.is_compute, t.is_graph, t.phase, t.global_tid, t.pid, t.correlation_id,
            greatest(t.end_ns - greatest(t.start_ns, coalesce(t.prev_end_ns, t.start_ns)), 0) AS busy_ns,
            greatest(t.start_ns - coalesce(t.prev_end_ns, t.start_ns), 0) AS gap_ns,
-           CASE WHEN t.api_start_ns < s.span_end_ns THEN s.step_id END AS step_id
-    FROM _timeline t ASOF LEFT JOIN steps s ON s.global_tid = t.global_tid AND t.api_start_ns >= s.start_ns
+           CASE WHEN t.api_start_ns < s.span_end_ns THEN s.step_id END AS step_id,
+           coalesce(t.name_id IN (SELECT name_id FROM _kernel_classes WHERE op_class = 'attention'), false)
+               AS is_attention
+    FROM _timeline t LEFT JOIN steps s ON s.step_id = t.step_id
 ),
 devices AS (SELECT device_id, bool_or(step_id IS NOT NULL) AS has_steps FROM ops GROUP BY device_id),
 placed AS MATERIALIZED (
     SELECT o.*, CASE WHEN d.has_steps THEN o.step_id ELSE -1 - o.device_id END AS step_key,
-           g.cause, a.pid IS NOT NULL AS is_attention, c.bytes AS pageable_bytes, c.dur_ns AS copy_dur_ns,
+           g.cause, c.bytes AS pageable_bytes, c.dur_ns AS copy_dur_ns,
            gr.run_kernels AS glue_run_kernels, gr.is_first AS glue_run_first
     FROM ops o JOIN devices d USING (device_id)
     -- (device_id, gap_end_ns) names a gap; an operation starting with another at the same nanosecond may meet its
     -- gap too, harmlessly: its own gap is 0. An equi-join only: a predicate on one side makes DuckDB loop.
     LEFT JOIN _idle_gaps g ON g.device_id = o.device_id AND g.gap_end_ns = o.start_ns
-    LEFT JOIN attention a ON a.pid = o.pid AND a.correlation_id = o.correlation_id AND a.start_ns = o.start_ns
-                         AND a.device_id = o.device_id
     LEFT JOIN (SELECT * FROM host_device WHERE pageable) c
            ON c.pid = o.pid AND c.correlation_id = o.correlation_id AND c.start_ns = o.start_ns AND NOT o.is_compute
     LEFT JOIN _glue_runs gr ON gr.pid = o.pid AND gr.correlation_id = o.correlation_id AND gr.start_ns = o.start_ns
