@@ -169,7 +169,9 @@ dram_samples AS (
 sample_classes AS (
     SELECT s.device_id, coalesce(n.op_class, 'other') AS op_class, count(*) AS n
     FROM dram_samples s
-    ASOF LEFT JOIN (SELECT device_id, start_ns, end_ns, name_id FROM kernels) k
+    -- only the devices with such samples: an as-of join sorts its right side even for no sample at all
+    ASOF LEFT JOIN (SELECT device_id, start_ns, end_ns, name_id FROM kernels
+                    WHERE device_id IN (SELECT device_id FROM dram_samples)) k
          ON k.device_id = s.device_id AND k.start_ns <= s.ts_ns
     LEFT JOIN _kernel_classes n
          ON n.name_id = k.name_id AND k.end_ns >= s.ts_ns

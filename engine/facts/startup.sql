@@ -67,12 +67,17 @@ names AS (
            regexp_matches(name, 'StreamBeginCapture|GraphInstantiate') AS is_capture
     FROM _api_names
 ),
--- The first kernel or graph launch made outside every start-up range: the steady work has begun there.
+-- The first kernel or graph launch made outside every start-up range: the steady work has begun there. A launch
+-- after the last range ends is outside them all; only those before are matched to the ranges (an as-of join sorts
+-- all it is given, and a capture without start-up ranges, or with one at its beginning, has millions after).
+launches AS (SELECT start_ns FROM api_calls WHERE name_id IN (SELECT name_id FROM names WHERE is_launch)),
+last_island AS (SELECT max(end_ns) AS end_ns FROM islands),
 outside AS (
-    SELECT min(l.start_ns) AS first_ns
-    FROM (SELECT start_ns FROM api_calls WHERE name_id IN (SELECT name_id FROM names WHERE is_launch)) l
-    ASOF LEFT JOIN islands i ON l.start_ns >= i.start_ns
-    WHERE i.end_ns IS NULL OR l.start_ns > i.end_ns
+    SELECT least((SELECT min(l.start_ns) FROM launches l, last_island x WHERE x.end_ns IS NULL OR l.start_ns > x.end_ns),
+                 (SELECT min(l.start_ns)
+                  FROM (SELECT l.start_ns FROM launches l, last_island x WHERE l.start_ns <= x.end_ns) l
+                  ASOF LEFT JOIN islands i ON l.start_ns >= i.start_ns
+                  WHERE i.end_ns IS NULL OR l.start_ns > i.end_ns)) AS first_ns
 ),
 before_steady AS (  -- the start-up islands before it
     SELECT i.start_ns, i.end_ns FROM islands i, outside o WHERE o.first_ns IS NULL OR i.start_ns < o.first_ns
