@@ -11,9 +11,8 @@
 -- @doc from any process that used the device, and each operation carries the CPU call that issued it
 -- @doc (joined after the sort, so the sort stays narrow). A stretch in which the server was idle (_server_idle)
 -- @doc counts as one more earlier operation on every device, so no idle gap spans it: the first operation
--- @doc after it has prev_end_ns at the stretch's end. Each operation also carries the latest step (_step_ranges)
--- @doc its issuing thread had opened when the call was made, for _whatif_steps (a step's chain).
--- @needs _gpu_ops _issuing_calls _sync_calls _server_idle _call_phases _step_ranges
+-- @doc after it has prev_end_ns at the stretch's end.
+-- @needs _gpu_ops _issuing_calls _sync_calls _server_idle _call_phases
 -- @param sync_min_wait_ns 5000
 -- @column device_id CUDA device index.
 -- @column start_ns Start (ns).
@@ -38,7 +37,6 @@
 -- @column api_end_ns When the issuing call returned (ns).
 -- @column phase Inference phase of the issuing call (_call_phases), NULL when no phase range claims it.
 -- @column name_id The kernel's name id (kernels.name_id); NULL for graph replays, copies and memsets.
--- @column step_id The latest step (_step_ranges.step_id) the issuing thread opened at or before the issuing call, whether or not it was still open; NULL when none.
 WITH blocking AS (SELECT pid, start_ns, end_ns FROM _sync_calls WHERE kind IN ('sync', 'sync_copy')),
 -- When several blocking calls return at the same nanosecond, the one that started first (the longest wait).
 returns AS (SELECT end_ns, min(start_ns) AS start_ns FROM blocking GROUP BY end_ns),
@@ -81,14 +79,11 @@ SELECT o.device_id, o.start_ns, o.end_ns, o.is_compute, o.is_graph, o.is_memset,
        coalesce(o.last_sync_end_ns >= o.prev_end_ns AND o.prev_end_ns - r.start_ns >= ${sync_min_wait_ns}, false)
            AS follows_sync,
        o.last_sync_end_ns AS sync_return_ns,
-       l.global_tid, l.name_id AS api_name_id, l.api_start_ns, l.api_end_ns, p.phase, o.name_id, s.step_id
+       l.global_tid, l.name_id AS api_name_id, l.api_start_ns, l.api_end_ns, p.phase, o.name_id
 FROM ordered o
 LEFT JOIN _issuing_calls l ON l.pid = o.pid AND l.correlation_id = o.correlation_id
 -- The phase rides along so each phase's operations and gaps are a filter, not a join (engine/facts/scopes.py).
 LEFT JOIN (SELECT pid, correlation_id, phase FROM _call_phases WHERE correlation_id <> 0) p
        ON p.pid = o.pid AND p.correlation_id = o.correlation_id
 LEFT JOIN returns r ON r.end_ns = o.last_sync_end_ns
--- Steps on one thread never overlap (_step_ranges keeps the innermost): the latest one that began before the call
--- is the only one that can hold it.
-ASOF LEFT JOIN _step_ranges s ON s.global_tid = l.global_tid AND l.api_start_ns >= s.start_ns
 WHERE NOT o.is_sync AND NOT o.is_idle

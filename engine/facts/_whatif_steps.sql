@@ -77,10 +77,9 @@ steps AS (
                AS batch
     FROM _steps
 ),
--- MATERIALIZED (ops, placed): each is read more than once, and DuckDB would otherwise repeat the joins for each
--- reader. _timeline matched each operation to the latest step its issuing thread had opened; the step holds it
--- when the call came before the step's iteration ended. Attention kernels: the class attention (_kernel_classes,
--- rules/operation_classes.yaml).
+-- MATERIALIZED (ops, placed): each is read more than once, and DuckDB would otherwise repeat the as-of join and
+-- the joins for each reader. Attention kernels: the class attention (_kernel_classes, rules/operation_classes.yaml),
+-- by the kernel name id _timeline carries.
 ops AS MATERIALIZED (
     SELECT t.device_id, t.start_ns, t.end_ns, t.is_compute, t.is_graph, t.phase, t.global_tid, t.pid, t.correlation_id,
            greatest(t.end_ns - greatest(t.start_ns, coalesce(t.prev_end_ns, t.start_ns)), 0) AS busy_ns,
@@ -88,7 +87,7 @@ ops AS MATERIALIZED (
            CASE WHEN t.api_start_ns < s.span_end_ns THEN s.step_id END AS step_id,
            coalesce(t.name_id IN (SELECT name_id FROM _kernel_classes WHERE op_class = 'attention'), false)
                AS is_attention
-    FROM _timeline t LEFT JOIN steps s ON s.step_id = t.step_id
+    FROM _timeline t ASOF LEFT JOIN steps s ON s.global_tid = t.global_tid AND t.api_start_ns >= s.start_ns
 ),
 devices AS (SELECT device_id, bool_or(step_id IS NOT NULL) AS has_steps FROM ops GROUP BY device_id),
 placed AS MATERIALIZED (
