@@ -18,10 +18,12 @@
 -- @check call_count non_negative
 -- @check total_ns non_negative
 -- @check share_of_api_time range 0 1
-SELECT name, any_value(api_class) AS api_class, count(*) AS call_count, sum(dur_ns) AS total_ns,
-       avg(dur_ns) AS mean_ns, quantile_cont(dur_ns, 0.5) AS p50_ns, quantile_cont(dur_ns, 0.99) AS p99_ns,
-       max(dur_ns) AS max_ns,
-       sum(dur_ns) / nullif(any_value(t.total_ns), 0) AS share_of_api_time
-FROM api_calls CROSS JOIN (SELECT sum(dur_ns) AS total_ns FROM api_calls) t
-GROUP BY name
+-- Both quantiles from one aggregate: DuckDB keeps every value of a quantile's group in memory, outside its memory
+-- limit, once per quantile aggregate (20 M calls: 160 MB each).
+SELECT name, api_class, call_count, total_ns, mean_ns, q[1] AS p50_ns, q[2] AS p99_ns, max_ns, share_of_api_time
+FROM (SELECT name, any_value(api_class) AS api_class, count(*) AS call_count, sum(dur_ns) AS total_ns,
+             avg(dur_ns) AS mean_ns, quantile_cont(dur_ns, [0.5, 0.99]) AS q, max(dur_ns) AS max_ns,
+             sum(dur_ns) / nullif(any_value(t.total_ns), 0) AS share_of_api_time
+      FROM api_calls CROSS JOIN (SELECT sum(dur_ns) AS total_ns FROM api_calls) t
+      GROUP BY name)
 ORDER BY total_ns DESC, name

@@ -30,26 +30,28 @@
 -- @check block_size non_negative
 -- @check config_count non_negative
 -- @check config_share range 0 1
--- Grouped on the integer name id (one per distinct name), the text is looked at once per group. One scan feeds
--- both groupings (per name, and per name and launch configuration).
-WITH grouped AS (
-    SELECT name_id, grid_size, block_size, grouping(grid_size, block_size) > 0 AS by_name, any_value(name) AS name,
-           any_value(short_name) AS short_name, count(*) AS count,
+-- Grouped on the integer name id (one per distinct name), the text is looked at once per group. The median only per
+-- name: DuckDB keeps every value of a quantile's group in memory, outside its memory limit, so a median per launch
+-- configuration too (the two groupings of one scan) held every duration twice.
+WITH by_name AS (
+    SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name, count(*) AS count,
            sum(dur_ns) AS total_ns, avg(dur_ns) AS mean_ns, quantile_cont(dur_ns, 0.5) AS p50_ns,
            min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
-    FROM kernels GROUP BY GROUPING SETS ((name_id), (name_id, grid_size, block_size))
+    FROM kernels GROUP BY name_id
+),
+by_config AS (
+    SELECT name_id, grid_size, block_size, sum(dur_ns) AS total_ns FROM kernels GROUP BY name_id, grid_size, block_size
 ),
 per_name AS (
     SELECT g.name_id, g.name, g.short_name, g.count, g.total_ns, g.mean_ns, g.p50_ns, g.min_ns, g.max_ns,
            coalesce(c.op_class, 'other') AS op_class  -- 'other' for kernels without a name (name_id NULL)
-    FROM grouped g LEFT JOIN _kernel_classes c ON c.name_id = g.name_id
-    WHERE g.by_name
+    FROM by_name g LEFT JOIN _kernel_classes c ON c.name_id = g.name_id
 ),
 configs AS (
     SELECT name_id, count(*) AS config_count,
            arg_max({'grid_size': grid_size, 'block_size': block_size, 'ns': total_ns},
                    (total_ns, -coalesce(grid_size, 0), -coalesce(block_size, 0))) AS dominant
-    FROM grouped WHERE NOT by_name GROUP BY name_id
+    FROM by_config GROUP BY name_id
 )
 SELECT p.name, p.short_name, p.count, p.total_ns, p.mean_ns, p.p50_ns, p.min_ns, p.max_ns,
        p.total_ns / nullif((SELECT sum(total_ns) FROM per_name), 0) AS share_of_kernel_time,
