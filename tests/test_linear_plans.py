@@ -14,7 +14,7 @@ from nsys_diagnose.facts import load_facts, render_sql
 from nsys_diagnose.facts.compute import compute_facts
 from nsys_diagnose.reading.export import open_export
 
-from conftest import scenario_path
+from conftest import REAL_EXPORTS, scenario_path
 
 # Many steps or many calls on one thread (the ASOF joins of steps, gaps and metric samples), and GPU metrics.
 SCENARIOS = ("sync_storm", "tiny_kernels_queued", "idle_server_bursts", "memory_bound_metrics")
@@ -32,20 +32,35 @@ def _largest_operators(plan: dict, fact: str) -> list[tuple[int, str]]:
     return found
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
-def test_no_fact_plan_grows_faster_than_the_export(name):
+def _too_big(path, min_rows: int = 0) -> tuple[int, int, list[tuple[int, str]]]:
+    """The export's rows, the limit, and the operators of any bundled fact's executed plan above it."""
     facts = load_facts()
-    with open_export(scenario_path(name), cache=False) as export:
+    with open_export(path, cache=False) as export:
         compute_facts(export, facts=facts)
         con = export.con
         tables = [r[0] for r in con.execute(
             "SELECT table_name FROM duckdb_tables() WHERE database_name = 'canon'").fetchall()]
         export_rows = sum(con.execute(f'SELECT count(*) FROM canon."{t}"').fetchone()[0] for t in tables)
-        assert export_rows > 1000, f"{name} is too small to tell a quadratic plan from a linear one"
+        assert export_rows > min_rows, f"{path.name} is too small to tell a quadratic plan from a linear one"
         limit = MAX_RATIO * export_rows + FIXED_ROWS
         too_big = []
         for fact in facts.values():
             plan = json.loads(con.execute("EXPLAIN (ANALYZE, FORMAT json) " + render_sql(fact)).fetchall()[0][1])
             too_big += [op for op in _largest_operators(plan, fact.name) if op[0] > limit]
+    return export_rows, limit, sorted(too_big, reverse=True)[:5]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_no_fact_plan_grows_faster_than_the_export(name):
+    export_rows, limit, too_big = _too_big(scenario_path(name), min_rows=1000)
     assert not too_big, (f"{name} holds {export_rows:,} rows, but these operators produced more than "
-                         f"{limit:,}: {sorted(too_big, reverse=True)[:5]}")
+                         f"{limit:,}: {too_big}")
+
+
+@pytest.mark.slow
+@pytest.mark.real_exports
+@pytest.mark.parametrize("path", REAL_EXPORTS, ids=lambda p: p.name.split("__")[0])
+def test_no_fact_plan_grows_faster_than_a_real_export(path):
+    export_rows, limit, too_big = _too_big(path)
+    assert not too_big, (f"{path.name} holds {export_rows:,} rows, but these operators produced more than "
+                         f"{limit:,}: {too_big}")
