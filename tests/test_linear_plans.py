@@ -57,8 +57,7 @@ def test_no_fact_plan_grows_faster_than_the_export(name):
                          f"{limit:,}: {too_big}")
 
 
-@pytest.mark.slow
-@pytest.mark.real_exports
+@pytest.mark.real_exports  # slow tier, as every real-export test (conftest.py)
 @pytest.mark.parametrize("path", REAL_EXPORTS, ids=lambda p: p.name.split("__")[0])
 def test_no_fact_plan_grows_faster_than_a_real_export(path):
     export_rows, limit, too_big = _too_big(path)
