@@ -7,6 +7,7 @@ often 1, so _steps met 2 M joined rows on a 4,000-call export (engine/duck.py tu
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -32,7 +33,7 @@ def _largest_operators(plan: dict, fact: str) -> list[tuple[int, str]]:
     return found
 
 
-def _too_big(path, min_rows: int = 0) -> tuple[int, int, list[tuple[int, str]]]:
+def _too_big(path: Path, min_rows: int = 0) -> tuple[int, int, list[tuple[int, str]]]:
     """The export's rows, the limit, and the operators of any bundled fact's executed plan above it."""
     facts = load_facts()
     with open_export(path, cache=False) as export:
