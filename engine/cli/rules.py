@@ -20,7 +20,7 @@ from ..text import did_you_mean
 from ..text import term
 from .exits import EXIT_FINDINGS, EXIT_OK
 from .interrupt import StopRequest
-from .rules_check import check_rules, team_dirs
+from .rules_check import check_rules, refuse_missing, team_dirs
 from .tables import aligned
 
 EXIT_FAILED = EXIT_FINDINGS
@@ -139,9 +139,7 @@ def _example_message(rule: Rule, rules: dict[str, Rule], facts: dict[str, Fact])
 
 
 def cmd_test(config: Config, paths: list[Path], *, quiet: bool = False) -> int:
-    missing = [p for p in paths if not p.exists()]
-    if missing:  # before its directory is loaded as a team pack
-        raise DiagnoseError(f"{missing[0]}: no such file or directory")
+    refuse_missing(paths)
     extra = list(dict.fromkeys(config.rule_dirs + team_dirs(paths)))
     facts = load_facts(extra)
     rules = load_rules(facts, extra, scope=None)

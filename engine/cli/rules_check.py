@@ -33,11 +33,16 @@ def team_dirs(paths: list[Path]) -> list[Path]:
     return [d for d in dict.fromkeys(dirs) if not is_bundled(d)]
 
 
-def check_rules(config: Config, paths: list[Path]) -> int:
-    targets = paths or [bundled_rules_dir(), *config.rule_dirs]
-    missing = [p for p in targets if not p.exists()]
+def refuse_missing(paths: list[Path]) -> None:
+    """One sentence for the first path that does not exist, before its directory is loaded as a team pack."""
+    missing = [p for p in paths if not p.exists()]
     if missing:
         raise DiagnoseError(f"{missing[0]}: no such file or directory")
+
+
+def check_rules(config: Config, paths: list[Path]) -> int:
+    targets = paths or [bundled_rules_dir(), *config.rule_dirs]
+    refuse_missing(targets)
     team = list(dict.fromkeys(config.rule_dirs + team_dirs(paths)))
     errors: list[str] = []
     try:
