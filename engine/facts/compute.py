@@ -20,6 +20,7 @@ from ..facts import (Fact, FactError, check_documented_columns, check_rows, load
                      run_order, table_columns, with_needs)
 from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
+from .compact import Compactor
 from .opclasses import OperationClasses, define_op_classes
 from .parallel import run_facts, side_by_side
 from .scopes import bundled_from_run, compute_phase, per_phase_order, phases_to_judge
@@ -291,6 +292,7 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
         timings.sample(con)
     _define_phases(con, phase_patterns, startup_patterns, step_patterns, op_classes)
     _define_metric_names(con)
+    compact = Compactor(con)
     out = FactSet()
     ops = sum(export.count(v) for v in ("kernels", "graph_launches", "memcpys", "memsets") if v in export.views)
     ordered = _in_run_order(facts)
@@ -305,6 +307,8 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
     def compute(cursor: Any, fact: Fact) -> tuple[list[str], list[dict[str, Any]]] | None:
         with timed(timings, cursor, RUN, fact) as timing:
             materialize(cursor, fact, params, check_columns=False)  # checked below on the rows' columns
+            if workers == 1:  # side by side, another fact may be writing: its table is compacted after it
+                compact(cursor)
             if fact.is_helper and fact.name not in helpers:
                 return None
             found = _rows(cursor, fact)
@@ -339,7 +343,7 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
         for fact in rest:
             record(fact, computed[fact.name])
         # Before the team facts: they run with the configuration locked, and a phase sets the search path.
-        _compute_phases(con, facts, out, params, progress, workers, since, timings)
+        _compute_phases(con, facts, out, params, progress, workers, since, timings, compact)
         if team:
             _lock_for_team_facts(con, TEAM_LIMITS)
         for fact in team:
@@ -360,7 +364,7 @@ def _whole_capture(facts: dict[str, Fact]) -> set[str]:
 
 def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict[str, float] | None,
                     progress: Callable[[str], None] | None, workers: int, since_ns: int | None = None,
-                    timings: Timings | None = None) -> None:
+                    timings: Timings | None = None, compact: Compactor | None = None) -> None:
     """out.phases: the per-phase facts over each phase worth judging on its own (engine/facts/scopes.py)."""
     # Only when the run's facts a phase reads (-- @whole-run) were computed: `diagnose facts show phases` computes
     # the phases fact and what it needs, not the idle gaps every phase is cut from.
@@ -373,7 +377,7 @@ def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict
             progress(f"computing the facts of phase {number}/{len(phases)} {phase}")
         scoped = FactSet()
         found = compute_phase(con, phase, f"phase_{number}", ordered, params, _rows, workers, since_ns,
-                              timings)
+                              timings, compact)
         for fact in ordered:
             if fact.name in found:
                 columns, rows = found[fact.name]

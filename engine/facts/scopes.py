@@ -18,6 +18,7 @@ from typing import Any, Callable, TypeVar
 
 from ..duck import sql_literal
 from ..reading.canonical import STORED, view_sql
+from .compact import Compactor
 from . import Fact, load_facts, materialize, run_order, with_needs
 from .parallel import run_facts
 from .window import cut_predicate
@@ -63,12 +64,13 @@ def per_phase_order(facts: dict[str, Fact]) -> list[Fact]:
 
 def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params: dict[str, float] | None,
                   collect: Callable[[Any, Fact], T], workers: int = 1, since_ns: int | None = None,
-                  timings: Timings | None = None) -> dict[str, T]:
+                  timings: Timings | None = None, compact: Compactor | None = None) -> dict[str, T]:
     """Create `schema` holding `phase`'s rows and compute `ordered` in it, `workers` facts at once
     (engine/facts/parallel.py); returns collect(cursor, fact) of each per-phase fact, called while the schema is
     current. `since_ns`: where the steady window begins (engine/facts/window.py), when the run is judged after its
-    start-up. `timings`: record each fact's cost there, under the phase's name. The schema is dropped afterwards and
-    the search path restored."""
+    start-up. `timings`: record each fact's cost there, under the phase's name. `compact`: compresses the phase's
+    copies and tables as they grow (engine/facts/compact.py). The schema is dropped afterwards and the search path
+    restored."""
     db = con.execute("SELECT current_database()").fetchone()[0]
     run = f'"{db}".main'
     if phase == OTHER:
@@ -87,11 +89,15 @@ def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params
         con.execute(search_path)
         with timings.fact(con, phase, "(copy the phase's rows)") if timings else contextlib.nullcontext():
             _copy_rows(con, run, stored, claimed, keep, tagged, since_ns)
+            if compact:
+                compact(con)
 
         def compute(cursor: Any, fact: Fact) -> T | None:
             with timed(timings, cursor, phase, fact):
                 # The whole run already checked each query's columns, over views of the same columns as these.
                 materialize(cursor, fact, params, check_columns=False)
+                if compact and workers == 1:
+                    compact(cursor)
                 return collect(cursor, fact) if fact.per_phase else None
 
         found = run_facts(con, ordered, compute, workers=workers, setup=[search_path])
