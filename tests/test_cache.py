@@ -329,9 +329,11 @@ def test_full_temporary_disk_is_one_sentence(tmp_path, tiny_disk):
 
 def test_memory_limit_is_split_between_ranks_read_side_by_side(monkeypatch):
     monkeypatch.delenv(store.MEMORY_LIMIT_ENV, raising=False)
-    assert store.memory_limit() == "1GB"
-    assert store.memory_limit(2) == "512MB"
-    assert store.memory_limit(16) == "256MB"  # never starved below 256 MB
+    assert store.memory_limit() == "500MB"
+    assert store.memory_limit(2) == "256MB"  # never starved below 256 MB
+    assert store.memory_limit(16) == "256MB"
+    monkeypatch.setenv(store.MEMORY_LIMIT_ENV, "2GB")
+    assert store.memory_limit(2) == "1024MB"
     monkeypatch.setenv(store.MEMORY_LIMIT_ENV, "6GB")
     assert store.memory_limit(4) == "1536MB"
 
