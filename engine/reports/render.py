@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
-from . import charts, sections, steps, timeline
+from . import charts, operations, sections, steps, timeline
 from ..model.comparemodel import Comparison
 from .environment import TERMINAL_WIDTH, environment, painter
 from ..model import Document, Report
@@ -59,7 +59,7 @@ def _report_context(report: Report, fmt: str) -> dict[str, Any]:
     if fmt == "html":
         return {**context, "ch": charts.charts(report), "excerpt": timeline.excerpt(report)}
     if fmt == "md":
-        return {**context, "strip": timeline.text_strip(report)}
+        return {**context, "strip": timeline.text_strip(report), "operations_pivot": operations.pivot(report.operations)}
     return context
 
 
