@@ -11,7 +11,7 @@ from .diagnosis.config import Config, ConfigError, split_config
 from .duck import reraise_interrupt
 from .diagnosis.evaluate import evaluate, idle_cause_rules, verdict
 from .diagnosis.headlines import Headlines, load_headlines
-from .diagnosis.merge import merge_agreeing, merge_gpus
+from .diagnosis.merge import fold_restatements, merge_agreeing, merge_gpus, set_aside_negligible
 from .diagnosis.phases import judge_phases
 from .diagnosis.stacks import detect_stack
 from .facts.compute import FactSet
@@ -21,7 +21,7 @@ from .facts import Fact, FactError, FactOverflowError, load_facts, reported_fact
 from .errors import InputError
 from .timings import Timings
 from .version import tool_version
-from .model import Device, ProfileSummary, Report, StackInfo, StartUp
+from .model import Device, Finding, ProfileSummary, Report, StackInfo, StartUp
 from .reports.breakdown import window_breakdown
 from .reports.operations import operation_breakdown
 from .reports.metrics import key_metric_rows, rule_thresholds
@@ -107,7 +107,8 @@ def build_report(export: Export, facts: FactSet, pack: Pack, tokens: int | None 
     startup = startup_summary(facts)
     report = Report(
         tool_version=tool_version(), profile=profile_summary(export, stack),
-        verdict=verdict(evaluation, facts, blocking, idle_cause_rules(rules), pack.headlines),
+        verdict=verdict(evaluation, facts, blocking, idle_cause_rules(rules), pack.headlines,
+                        {r.spec.category for r in rules.values() if r.overhead}),
         metrics=facts.first("summary"),
         findings=evaluation.findings, passed=evaluation.passed, skipped=evaluation.skipped,
         overrides=list(ruleset.overrides), facts=reported,
@@ -117,6 +118,7 @@ def build_report(export: Export, facts: FactSet, pack: Pack, tokens: int | None 
                               tokens),
         startup=startup)
     _what_ifs(report, facts, rules, what_if_batch)
+    _fold(report, rules)
     # The key metrics are judged against the same rule params the evaluation used (diagnose.yaml, --set).
     report.key_metrics = key_metric_rows(report, rule_thresholds(ruleset))
     report.window = window_breakdown(facts.rows("gpu_utilization") if "gpu_utilization" in facts.results else [])
@@ -130,14 +132,30 @@ def build_report(export: Export, facts: FactSet, pack: Pack, tokens: int | None 
 
 def _what_ifs(report: Report, facts: FactSet, rules: dict[str, Rule], batch: int | None) -> None:
     """What removing each cause would buy (Finding.what_if), and a larger batch (Report.batch_what_if)."""
-    transforms = {r.id: r.spec.what_if for r in rules.values() if r.spec.what_if is not None}
+    transforms = {r.id: (r.spec.what_if, r.spec.impact) for r in rules.values() if r.spec.what_if is not None}
     whatif.attach(report.findings, transforms, facts, report.throughput)
     primary = next((f for f in report.findings if f.rule == report.verdict.rule
                     and f.subject == report.verdict.subject), None)
     stack = report.profile.stack.name if report.profile.stack else None
     serving = whatif.serves_llm(stack, facts, report.throughput.tokens if report.throughput else None)
-    report.batch_what_if = whatif.batch_projection(facts, batch, primary, transforms.get(report.verdict.rule or ""),
-                                                   serving)
+    report.batch_what_if = whatif.batch_projection(facts, batch, primary,
+                                                   transforms.get(report.verdict.rule or "", (None, None))[0], serving)
+
+
+def _fold(report: Report, rules: dict[str, Rule]) -> None:
+    """One finding per cause: restatements fold into the finding they restate, and findings whose cost rounds to
+    0 % go to the "also checked" line. The verdict's own finding leads whatever restates it and always stays."""
+    def key(f: Finding) -> tuple[str, str | None]:
+        return f.rule, f.subject
+
+    named = (report.verdict.rule, report.verdict.subject)
+    shares = {r.id: r.spec.impact for r in rules.values() if r.spec.impact}
+    folded = {key(f): f for f in fold_restatements(
+        [f for f in report.findings if key(f) == named] + [f for f in report.findings if key(f) != named], shares)}
+    ordered = [folded[key(f)] for f in report.findings if key(f) in folded]
+    kept, report.also_checked = set_aside_negligible([f for f in ordered if key(f) != named])
+    listed = {id(f) for f in kept}
+    report.findings = [f for f in ordered if key(f) == named or id(f) in listed]
 
 
 def _judged_ns(export: Export, startup: StartUp | None) -> int | None:

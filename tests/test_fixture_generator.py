@@ -192,7 +192,9 @@ def test_registry() -> None:
                 # worker 1's kernels were never traced: GPU 0's eager decode decides; the capture problem is a finding
                 "worker_kernels_untraced": "launch-bound",
                 # decode judged on its own: by TensorRT-LLM's step labels, by the vLLM V1 steps' shape
-                "trtllm_forward_steps": "launch-bound", "vllm_v1_forward_ranges": "launch-bound"}
+                "trtllm_forward_steps": "launch-bound", "vllm_v1_forward_ranges": "launch-bound",
+                # no loop and nothing but kernels; a busy GPU whose sync overhead is secondary
+                "no_loop_load_syncs": None, "busy_gpu_sync_overhead": None}
     assert {n: s.expected_primary for n, s in SCENARIOS.items()} == expected
     with pytest.raises(KeyError):
         generate("no_such_scenario", "/tmp/never.sqlite")
@@ -1124,7 +1126,42 @@ def check_small_grid_decode(path: Path, truth: dict[str, Any]) -> None:
     assert in_range(busy / (ks[-1][1] - ks[0][0]), truth["gpu_busy"])
 
 
-GAP_CAUSE_CHECKS = {"graph_host_gaps": check_graph_host_gaps, "healthy_graph_decode": check_healthy_graph_decode,
+def test_no_loop_load_syncs(files: dict[str, Path]) -> None:
+    check_no_loop_load_syncs(files["no_loop_load_syncs"], dict(SCENARIOS["no_loop_load_syncs"].truth))
+
+
+def check_no_loop_load_syncs(path: Path, truth: dict[str, Any]) -> None:
+    ks = rows(path, "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start")
+    assert len(ks) == truth["kernel_count"]
+    first = ks[0][0]
+    syncs = [s for s, _, _, _, _ in runtime_by_name(path, "cudaStreamSynchronize%")]
+    assert sum(s < first for s in syncs) == truth["syncs_before_first_kernel"]
+    assert sum(s >= first for s in syncs) == truth["syncs_after_first_kernel"]
+    assert one(path, f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1 AND start < {first}") == \
+        truth["load_copies"]
+    busy, _, _ = union_stats([(s, e) for s, e in ks])
+    assert in_range(busy, truth["gpu_busy"])
+
+
+def test_busy_gpu_sync_overhead(files: dict[str, Path]) -> None:
+    check_busy_gpu_sync_overhead(files["busy_gpu_sync_overhead"], dict(SCENARIOS["busy_gpu_sync_overhead"].truth))
+
+
+def check_busy_gpu_sync_overhead(path: Path, truth: dict[str, Any]) -> None:
+    ks = rows(path, "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start")
+    assert len(ks) == truth["kernel_count"]
+    syncs = [(s, e) for s, e, _, _, _ in runtime_by_name(path, "cudaStreamSynchronize%")]
+    assert len(syncs) == truth["stream_syncs"]
+    busy, _, _ = union_stats([(s, e) for s, e in ks])
+    assert in_range(busy, truth["gpu_busy"])
+    # the idle gaps that open while the host is blocked in a sync, as a share of the kernels' window
+    in_sync = sum(b[0] - a[1] for a, b in zip(ks, ks[1:]) if any(s <= a[1] < e for s, e in syncs))
+    assert in_range(in_sync / (ks[-1][1] - ks[0][0]), truth["sync_idle_share"])
+
+
+GAP_CAUSE_CHECKS = {"no_loop_load_syncs": check_no_loop_load_syncs,
+                    "busy_gpu_sync_overhead": check_busy_gpu_sync_overhead,
+                    "graph_host_gaps": check_graph_host_gaps, "healthy_graph_decode": check_healthy_graph_decode,
                     "alloc_churn": check_alloc_churn, "tiny_kernels_queued": check_tiny_kernels_queued,
                     "hidden_copies": check_hidden_copies, "small_grid_decode": check_small_grid_decode}
 

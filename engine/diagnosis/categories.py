@@ -31,6 +31,9 @@ class Category(BaseModel):
     kind: Kind
     title: str = Field(min_length=1)
     description: str = Field(min_length=1)
+    overhead: bool = False
+    """An overhead around the kernels (launches, host work, syncs, copies, migrations), not the kernels' own speed:
+    on a GPU whose kernels run nearly all of the window, such a cause costing little is not the primary."""
     source: str = "bundled"  # 'bundled' or the file a team category came from
 
 

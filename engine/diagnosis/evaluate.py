@@ -19,6 +19,7 @@ from .ruleset import RuleSet
 from .phase_verdict import GOAL_WORDS, goal_of, judged_alone_phases, lower_first, phase_verdicts, ranking_cost
 from .stacks import detect_stack
 from .startup import startup_note
+from . import whatif
 from .whatif import serves_llm
 from ..vocabulary import IDLE_CAUSES, Kind, Severity, WindowPart
 from ..text import column_label
@@ -33,6 +34,10 @@ PRIMARY_MIN_IMPACT = 0.05
 INFO_BELOW_IMPACT = 0.05
 # Above this overhead ratio (launch-bound's default max_overhead_ratio) the verdict accounts for the gaps.
 OVERHEAD_RATIO_NOTABLE = 0.3
+# On a GPU whose kernels run at least BUSY_GPU of the judged window, an overhead costing less than BUSY_GPU_OVERHEAD
+# of it is not the bottleneck: the kernels are (the verdict says so), and the overhead is a secondary finding.
+BUSY_GPU = 0.9
+BUSY_GPU_OVERHEAD = 0.10
 
 
 class ConditionError(RuleError):
@@ -227,6 +232,24 @@ def _phase_cost(rule: Rule, phase: str | None, impact: float | None, run_impact:
                              f"run's")]
 
 
+def _saving_model(rule: Rule, row: dict[str, Any], share: float | None, phase: str | None,
+                  facts: FactSet) -> whatif.Saving | None:
+    """The saving model of a cause finding whose rule names a what-if transform: its replay, capped by the share
+    the rule measured (whatif.saving); None for other findings and where nothing was replayed."""
+    if rule.spec.what_if is None or rule.spec.kind != Kind.CAUSE or share is None:
+        return None
+    return whatif.saving(rule.spec.what_if, whatif.replay_row(facts, row.get("device_id"), phase), share)
+
+
+def _measured_share(rule: Rule, row: dict[str, Any], model: whatif.Saving | None) -> list[Evidence]:
+    """The share of time the rule measured, as a context row, when the finding states another cost (what its fix
+    buys, by the replay)."""
+    if model is None or model.share is None or rule.spec.impact is None or abs(model.share - model.cost) < 0.005:
+        return []
+    return [Evidence(label="Share of GPU time the rule measured (the most removing the cause can give)",
+                     column=rule.spec.impact, value=model.share, display=fmt_ratio(model.share, 1))]
+
+
 def _remediation(rule: Rule, stack: Sequence[str], context: dict[str, Any], not_after: float,
                  facts: FactSet | None = None, capture_preset: str | None = None) -> list[str]:
     """The stack's steps, then the generic ones, leaving out every step whose `when` does not hold on the
@@ -291,8 +314,10 @@ def evaluate(rules: RuleSet, facts: FactSet, *, stack: Sequence[str] = (), phase
             if rule.any_conditions and not any(_holds(c, row, params, rule) for c in rule.any_conditions):
                 continue
             fired = True
-            impact = row.get(spec.impact) if spec.impact else None
-            impact = None if impact is None else max(0.0, min(1.0, float(impact)))
+            impact = whatif.share_of(row, spec.impact)
+            model = _saving_model(rule, row, impact, phase, run_facts or facts)
+            if model is not None:
+                impact = model.cost  # the cost the finding states is its what-if's (one saving model)
             run_impact = None if impact is None else impact * phase_share
             cost = impact if judged_alone else run_impact
             severity = rules.severity(rule.id)
@@ -313,7 +338,8 @@ def evaluate(rules: RuleSet, facts: FactSet, *, stack: Sequence[str] = (), phase
                 rule=rule.id, title=spec.title, category=spec.category, kind=kind, severity=severity,
                 subject=subject, message=_render(rule, "message", spec.message, context, not_after),
                 impact=impact, phase=phase, run_impact=run_impact,
-                evidence=_evidence(rule, row, params, column_docs) + _phase_cost(rule, phase, impact, run_impact),
+                evidence=(_evidence(rule, row, params, column_docs) + _phase_cost(rule, phase, impact, run_impact)
+                          + _measured_share(rule, row, model)),
                 remediation=_remediation(rule, stack, context, not_after, run_facts or facts, capture_preset),
                 references=_references(rule, stack), row=row))
         if not fired:
@@ -339,17 +365,20 @@ def idle_cause_rules(rules: dict[str, Rule]) -> dict[str, tuple[str, str]]:
 
 
 def verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
-            idle_rules: dict[str, tuple[str, str]] | None = None, headlines: Headlines | None = None) -> Verdict:
+            idle_rules: dict[str, tuple[str, str]] | None = None, headlines: Headlines | None = None,
+            overheads: Collection[str] = ()) -> Verdict:
     """The primary bottleneck. `idle_rules` (idle_cause_rules): which rule judges each idle cause, so that a symptom
     whose idle time one traced cause mostly explains gives way to that cause. `headlines`: the headline's wording
-    (load_headlines: bundled, or a team pack's)."""
+    (load_headlines: bundled, or a team pack's). `overheads`: the categories that are overheads around the kernels
+    (Category.overhead), which a GPU busy in its kernels does not take as the primary when they cost little."""
     phases = phase_verdicts(evaluation.findings, facts)
     said = headlines or load_headlines()
-    return _verdict(evaluation, facts, blocking_rules, idle_rules, said).model_copy(update={"phases": phases})
+    return _verdict(evaluation, facts, blocking_rules, idle_rules, said, set(overheads)).model_copy(
+        update={"phases": phases})
 
 
 def _verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
-             idle_rules: dict[str, tuple[str, str]] | None, said: Headlines) -> Verdict:
+             idle_rules: dict[str, tuple[str, str]] | None, said: Headlines, overheads: set[str]) -> Verdict:
     findings = evaluation.findings
     blocking = [f for f in findings if f.rule in blocking_rules]
     if blocking:
@@ -369,6 +398,10 @@ def _verdict(evaluation: Evaluation, facts: FactSet, blocking_rules: set[str],
         return max(candidates, key=lambda f: (user_cost(f), f.severity.rank), default=None)
 
     cause = strongest(Kind.CAUSE, PRIMARY_MIN_IMPACT)
+    # Judged in its own scope: a phase judged alone by its own busy share and its cost to the phase.
+    busy = _busy_gpu(facts.phases.get(cause.phase, facts) if cause is not None and cause.phase in alone else facts)
+    if busy is not None and cause is not None and cause.category in overheads and user_cost(cause) < BUSY_GPU_OVERHEAD:
+        return Verdict(primary=None, headline=_gpu_bound_headline(facts, said, busy, cause))
     symptom = None if cause is not None else strongest(Kind.SYMPTOM, PRIMARY_MIN_IMPACT)
     traced = _dominant_idle_cause(symptom, idle_rules or {}) if symptom is not None else None
     if traced is not None and symptom is not None:  # traced is only found for a symptom
@@ -483,6 +516,30 @@ def _server_idle_note(facts: FactSet) -> str:
     return (f" {what} {fmt_ratio(idle.get('idle_fraction'), 0)} of the capture ({stretches} with no GPU "
             f"work, no CUDA calls and no engine step{recognised}); this verdict judges the "
             f"{fmt_value(idle.get('active_ns'), 'ns')} of active work.")
+
+
+def _busy_gpu(facts: FactSet) -> float | None:
+    """The kernels' share of the judged window, over every used GPU (the union of kernels over the windows, as
+    summary.gpu_utilization), when it is at least BUSY_GPU."""
+    rows = facts.rows("gpu_utilization") if "gpu_utilization" in facts.results else []
+    window = sum(r.get("window_ns") or 0 for r in rows)
+    util = sum(r.get("compute_busy_ns") or 0 for r in rows) / window if window > 0 else None
+    return util if util is not None and util >= BUSY_GPU else None
+
+
+def _heaviest_kernel(facts: FactSet, said: Headlines) -> str:
+    top = facts.rows("kernel_summary")[:1] if "kernel_summary" in facts.results else []
+    if not top:
+        return ""
+    name = top[0].get("short_name") or top[0].get("name")
+    return said.say("healthy_kernels", kernel=str(name), share=fmt_ratio(top[0].get("share_of_kernel_time"), 0))
+
+
+def _gpu_bound_headline(facts: FactSet, said: Headlines, busy: float, overhead: Finding) -> str:
+    cost = f" ≈{fmt_ratio(overhead.run_impact, 0)}" if overhead.run_impact is not None else ""
+    return said.say("gpu_bound", utilization=fmt_ratio(busy, 0), where=_heaviest_kernel(facts, said),
+                    overhead=f"{lower_first(overhead.title)} ({overhead.rule}{cost})",
+                    limit=fmt_ratio(BUSY_GPU_OVERHEAD, 0), notes=_window_notes(facts))
 
 
 def _healthy_headline(facts: FactSet, said: Headlines, notes: str) -> str:

@@ -31,6 +31,7 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {key: frozenset(names.split()) for key
     "healthy_graphs": "",
     "healthy_kernels": "kernel share",
     "no_gpu_work": "notes",
+    "gpu_bound": "utilization where overhead limit notes",
     "run_finding": "title cost message",
     "run_cost": "impact",
     "run_no_ranks": "",

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 
-from ..model import AlsoOn, Finding
+from ..model import AlsoOn, Finding, RuleOutcome
+from ..units import fmt_ratio
+from ..vocabulary import Kind
 
 _ON_GPU = re.compile(r"(?:(?P<phase>.+) · )?GPU (?P<device>\d+)")
 
@@ -69,3 +71,59 @@ def merge_agreeing(findings: list[Finding], absorbs: dict[str, list[str]]) -> li
 
 def _larger(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else max(a, b)
+
+
+# A finding whose cost is below this share rounds to 0 % where reports print it: it is named, not listed.
+NEGLIGIBLE = 0.005
+# A symptom restates a cause when the cause's measured share is at least this part of the symptom's cost (the
+# same idle time seen twice); two causes restate each other when their costs differ by less than NEGLIGIBLE and
+# their what-ifs replay the same fix.
+RESTATES = 0.8
+
+
+def set_aside_negligible(findings: list[Finding]) -> tuple[list[Finding], list[RuleOutcome]]:
+    """(the findings worth listing, the rules whose findings cost under 0.5 %): a finding that rounds to 0 % says
+    nothing a reader can act on, so it goes to one "also checked" line. Capture problems and findings without an
+    estimated cost stay."""
+    kept: list[Finding] = []
+    aside: list[RuleOutcome] = []
+    for f in findings:
+        if f.impact is not None and f.kind != Kind.CAPTURE and f.impact < NEGLIGIBLE:
+            where = f" ({f.subject})" if f.subject else ""
+            aside.append(RuleOutcome(rule=f.rule, title=f.title, category=f.category,
+                                     reason=f"fired{where} but costs under {fmt_ratio(NEGLIGIBLE, 1)} of GPU time"))
+        else:
+            kept.append(f)
+    return kept, aside
+
+
+def fold_restatements(findings: list[Finding], shares: dict[str, str]) -> list[Finding]:
+    """Findings that restate another's cause and cost fold into it, their rule recorded in `agrees` (the reports
+    print "also: RULE"): a cause whose what-if replays the same fix at the same cost (pcie-bound and
+    pageable-memory-copies on the same copies), and a symptom whose idle time a cause on the same GPU and phase
+    accounts for (low-utilization beside launch-bound). `shares`: rule id -> its impact column, the share of time
+    the rule measured. The first finding (the higher ranked) keeps its place."""
+    out: list[Finding] = []
+    for f in findings:
+        lead = next((i for i, kept in enumerate(out) if _restates(f, kept, shares)), None)
+        if lead is None:
+            out.append(f)
+            continue
+        out[lead] = out[lead].model_copy(update={"agrees": [*out[lead].agrees, f.rule]})
+    return out
+
+
+def _device(f: Finding) -> object:
+    return (f.row or {}).get("device_id")
+
+
+def _restates(f: Finding, kept: Finding, shares: dict[str, str]) -> bool:
+    if f.phase != kept.phase or _device(f) != _device(kept) or f.impact is None or kept.impact is None:
+        return False
+    if f.kind == Kind.CAUSE and kept.kind == Kind.CAUSE:
+        return (f.what_if is not None and kept.what_if is not None and f.what_if.transform == kept.what_if.transform
+                and abs(f.impact - kept.impact) < NEGLIGIBLE)
+    if f.kind == Kind.SYMPTOM and kept.kind == Kind.CAUSE and f.impact > 0:
+        share = (kept.row or {}).get(shares.get(kept.rule, ""))
+        return share is not None and float(share) >= RESTATES * f.impact
+    return False

@@ -221,6 +221,7 @@ class Rule:
     # The parsed `when` of each conditional remediation step, by its key in the file ("remediation.2",
     # "stack_remediation.pytorch.0"); a step without conditions is absent.
     step_conditions: dict[str, list[Condition]] = field(default_factory=dict)
+    overhead: bool = False  # its category is an overhead around the kernels (Category.overhead)
 
     @property
     def id(self) -> str:
@@ -438,6 +439,8 @@ def _check_spec(spec: RuleSpec, bad: set[str], path: Path, source: str, facts: d
             problems.append(problem)
     columns = fact.column_names if fact is not None else None
     rule = Rule(spec, str(path), source)
+    if categories is not None and spec.category in categories:
+        rule.overhead = categories[spec.category].overhead
 
     def check_column(name: str | tuple[str, str], key: str) -> RuleError | None:
         if isinstance(name, tuple):

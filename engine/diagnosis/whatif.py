@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from ..facts.compute import FactSet
 from ..model import BatchWhatIf, Finding, Throughput, WhatIf
-from ..units import fmt_value
+from ..units import fmt_ratio, fmt_value
 from ..vocabulary import Kind, Severity
 
 FACT = "whatif_replay"
@@ -129,47 +129,134 @@ def _where(row: dict[str, Any], basis: str) -> str:
     return f"{row['phase']} step" if row.get("phase") else "step"
 
 
-def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None = None) -> WhatIf | None:
-    """The projection of `transform` on one whatif_replay row."""
+# A replay gains when it shortens the step by at least this factor; below it the line says "no measurable gain".
+MIN_GAIN = 1.01
+# The host's own work binds the host-gaps replay when it takes at least this share of the replayed step: overlapping
+# the host work then buys (almost) nothing, and only making that work faster shortens the step.
+HOST_BINDS = 0.75
+
+
+@dataclass(frozen=True)
+class Saving:
+    """One finding's saving model: the replay of its rule's transform, capped by the share of time the rule
+    measured, and the cost the finding states. The finding's cost, the verdict's "costs ≈X %" and the what-if line
+    all read this one object, so they cannot disagree (docs/measures.md "What a fix would buy")."""
+
+    transform: str
+    row: dict[str, Any]
+    basis: Literal["steps", "window"]
+    measured_ns: int
+    projected_ns: int
+    """The replayed step, never shorter than the measured step without the rule's whole share."""
+    slow_ns: int | None
+    share: float | None
+    """The share of GPU time the rule measured (its impact column): the most removing the cause can give."""
+    cost: float
+    """What the finding states as its cost: the replay's saving (1 - projected/measured) when the replay gains or
+    finds nothing to gain; the rule's share when the fix the replay models is not the one that helps (why_not)."""
+    capped: bool
+    """The replay promised more than the share; the projection was cut back to it."""
+    why_not: str | None
+    """Why the replayed fix gains little while the cause costs more, and which fix would gain."""
+
+    @property
+    def speedup(self) -> float | None:
+        return self.measured_ns / self.projected_ns if self.projected_ns > 0 else None
+
+    @property
+    def gains(self) -> bool:
+        return self.speedup is not None and self.speedup >= MIN_GAIN
+
+
+def saving(transform: str, row: dict[str, Any] | None, share: float | None) -> Saving | None:
+    """The saving model of a finding whose rule names `transform`, on its whatif_replay row, with the share of time
+    the rule measured; None when the row projects nothing (no row, no time, a handful of steps)."""
+    if row is None:
+        return None
     spec = TRANSFORMS[transform]
     measured, projected = row.get("measured_step_ns"), row.get(spec.column)
     if not measured or projected is None:
         return None
-    projected = min(int(projected), int(measured))
     basis: Literal["steps", "window"] = "window" if row.get("source") == "window" else "steps"
     if basis == "steps" and (row.get("steps") or 0) < MIN_STEPS:
         return None  # say nothing rather than project from a handful of steps
-    speedup = measured / projected if projected > 0 else None
+    measured, projected = int(measured), min(int(projected), int(measured))
+    slow = None
+    if transform == "copies-pinned" and not row.get("pinned_measured") and row.get("copies_pinned_slow_step_ns"):
+        slow = max(min(int(row["copies_pinned_slow_step_ns"]), measured), projected)
+    capped = False
+    if share is not None:
+        # Removing the cause cannot give more than the time the rule charges to it.
+        floor = round(measured * (1 - min(max(share, 0.0), 1.0)))
+        if projected < floor:
+            projected, capped = floor, True
+            slow = max(slow, projected) if slow is not None else None
+    replayed = 1 - projected / measured
+    why_not = _why_not(transform, row, basis, measured, projected, share)
+    cost = share if why_not is not None and share is not None else replayed
+    return Saving(transform=transform, row=row, basis=basis, measured_ns=measured, projected_ns=projected,
+                  slow_ns=slow, share=share, cost=max(0.0, min(1.0, cost)), capped=capped, why_not=why_not)
+
+
+def _why_not(transform: str, row: dict[str, Any], basis: str, measured: int, projected: int,
+             share: float | None) -> str | None:
+    """Why the fix the replay models buys less than the cause costs, when the evidence says which other fix would
+    buy it: the host's own work is the step (host-gaps), or the copies already run pinned (copies-pinned). None
+    otherwise: then the replay's saving is the finding's cost."""
+    if share is None or share <= 1 - projected / measured + 0.05:
+        return None  # the replay buys (about) what the cause costs
+    where = _where(row, basis)
+    host = row.get("host_work_ns") or 0
+    if transform == "host-gaps" and host >= HOST_BINDS * projected:
+        return (f"the host's own work, {fmt_step(host)} per {where}, sets the pace: overlapping it shortens the "
+                f"{where} at most to that, and only making the host work itself faster shortens it further")
+    if transform == "copies-pinned" and row.get("pinned_measured"):
+        return (f"the copies already run pinned at {row.get('pinned_gbps') or 0:.1f} GB/s, so pinning gains "
+                f"nothing; their time is the cost: copy fewer bytes, keep the data on the GPU, or overlap the copies "
+                f"with kernels on another stream")
+    return None
+
+
+def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None = None,
+            share: float | None = None) -> WhatIf | None:
+    """The projection of `transform` on one whatif_replay row, capped by the rule's `share` (saving())."""
+    model = saving(transform, row, share)
+    if model is None:
+        return None
+    spec = TRANSFORMS[transform]
+    measured, projected, slow, basis = model.measured_ns, model.projected_ns, model.slow_ns, model.basis
+    speedup = model.speedup
     steps_ps = 1e9 / measured if basis == "steps" else None
     tokens = throughput.tokens_per_s if throughput is not None else None
     assumptions = [spec.edges, _node_gap_note(row)]
     if transform == "copies-pinned":
         assumptions.append(_pinned_note(row))
+    if model.capped and share is not None:
+        assumptions.append(f"Capped at the {fmt_ratio(share, 0)} of GPU time the rule charges to the cause: the "
+                           f"replay alone would promise more than removing the cause can give.")
     if tokens is not None:
         assumptions.append("Tokens/s scales with the speed-up: the whole run is taken to be made of such steps.")
     where = _where(row, basis)
-    slow = None
-    if transform == "copies-pinned" and not row.get("pinned_measured") and row.get("copies_pinned_slow_step_ns"):
-        slow = max(min(int(row["copies_pinned_slow_step_ns"]), int(measured)), projected)
-    gain = (f"~{_factor(speedup)} {'steps/s' if basis == 'steps' else 'faster'}"
-            if speedup is not None and speedup >= 1.01 else "no measurable gain")
-    if slow is not None and slow > projected and speedup is not None and speedup >= 1.01:
-        gain = f"~{_factor(measured / slow)}..{_factor(speedup)} {'steps/s' if basis == 'steps' else 'faster'}"
-    host = row.get("host_work_ns") or 0
-    if transform == "host-gaps" and host >= projected * 0.99:
-        # the constraint binds: overlapping cannot make a step shorter than the host's own work
-        gain += f"; the host's own work, {fmt_step(host)} per step, sets the pace"
+    per = "steps/s" if basis == "steps" else "faster"
+    gain = f"~{_factor(speedup)} {per}" if model.gains and speedup is not None else "no measurable gain"
+    if slow is not None and slow > projected and model.gains and speedup is not None:
+        gain = f"~{_factor(measured / slow)}..{_factor(speedup)} {per}"
+    if model.why_not is not None:
+        gain += f": {model.why_not}"
+    elif not model.gains and share is not None and share >= 0.005:
+        gain += (f": the {where} replayed holds little of the {fmt_ratio(share, 0)} the rule measured, which lies "
+                 f"off the GPU's critical path or outside the repeating steps")
     to = fmt_range(projected, slow) if slow is not None and slow > projected else fmt_step(projected)
     line = f"{spec.label}: {where} {fmt_step(measured)} → ~{to} ({gain})"
     return WhatIf(transform=transform, label=spec.label, device_id=row.get("device_id"), phase=row.get("phase"),
                   basis=basis, step_source=None if basis == "window" else row.get("source"),
-                  steps=int(row.get("steps") or 0), measured_step_ns=int(measured), projected_step_ns=projected,
+                  steps=int(row.get("steps") or 0), measured_step_ns=measured, projected_step_ns=projected,
                   projected_step_slow_ns=slow,
                   speedup=speedup, measured_steps_per_s=steps_ps,
                   projected_steps_per_s=steps_ps * speedup if steps_ps and speedup else None,
                   measured_tokens_per_s=tokens,
                   projected_tokens_per_s=tokens * speedup if tokens and speedup else None,
-                  assumptions=assumptions, line=line)
+                  why_not=model.why_not, assumptions=assumptions, line=line)
 
 
 def _node_gap_note(row: dict[str, Any]) -> str:
@@ -190,18 +277,28 @@ def _pinned_note(row: dict[str, Any]) -> str:
             f"on PCIe 4.0 x16 in practice (facts.whatif_pinned_gbps_low, facts.whatif_pinned_gbps).")
 
 
-def attach(findings: list[Finding], transforms: dict[str, str], facts: FactSet,
+def replay_row(facts: FactSet, device_id: Any, phase: str | None) -> dict[str, Any] | None:
+    """The whatif_replay row a finding on `device_id` in `phase` is projected on (_pick)."""
+    return _pick(facts.rows(FACT) if FACT in facts.results else [], device_id, phase)
+
+
+def attach(findings: list[Finding], transforms: dict[str, tuple[str, str | None]], facts: FactSet,
            throughput: Throughput | None = None) -> None:
     """Set `what_if` on every cause finding at warning or above whose rule names a transform (`transforms`: rule
-    id -> transform)."""
-    rows = facts.rows(FACT) if FACT in facts.results else []
+    id -> (transform, the rule's impact column)), from the same saving model that set the finding's cost."""
     for f in findings:
-        transform = transforms.get(f.rule)
+        transform, impact_column = transforms.get(f.rule, (None, None))
         if transform is None or not f.severity.at_least(Severity.WARNING) or f.kind != Kind.CAUSE:
             continue
-        row = _pick(rows, (f.row or {}).get("device_id"), f.phase)
+        row = replay_row(facts, (f.row or {}).get("device_id"), f.phase)
         if row is not None:
-            f.what_if = what_if(transform, row, throughput)
+            f.what_if = what_if(transform, row, throughput, share_of(f.row, impact_column))
+
+
+def share_of(row: dict[str, Any] | None, impact_column: str | None) -> float | None:
+    """The share of GPU time a rule measured on its row (its impact column), clamped to 0-1."""
+    value = (row or {}).get(impact_column) if impact_column else None
+    return None if value is None else max(0.0, min(1.0, float(value)))
 
 
 def serves_llm(stack: str | None, facts: FactSet, tokens: int | None) -> bool:

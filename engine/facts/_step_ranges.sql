@@ -11,8 +11,14 @@
 -- @doc step's sampled tokens), when that thread synchronised at least step_min_repeats times; otherwise the span
 -- @doc from one cudaGraphLaunch to the next on the thread that launches the most graphs, when it launched at
 -- @doc least step_min_repeats. Nested calls count once (a driver call inside a runtime call).
+-- @doc Spans found from calls are steps only when they are a loop: at least step_min_repeats of them lie within
+-- @doc step_max_spread times the median span (the repeating ones), and at least step_min_coverage of the GPU
+-- @doc time (kernels, graph replays and copies, by duration) starts inside a repeating span. A program without a loop (a few syncs while a model loads, then one long computation;
+-- @doc graph launches queued in a burst ahead of long replays) has no steps: the what-ifs replay the whole window.
 -- @needs _api_classes
--- @param step_min_repeats 3 range 2 inf
+-- @param step_min_repeats 5 range 2 inf
+-- @param step_max_spread 4 range 1 inf
+-- @param step_min_coverage 0.5 range 0 1
 -- @column step_id Step number, unique, in start order.
 -- @column pid Process.
 -- @column global_tid Thread that opened the range or made the calls.
@@ -78,12 +84,34 @@ boundaries AS (
     UNION ALL
     SELECT pid, global_tid, at_ns, 'graph-launch' FROM graphs WHERE (SELECT count(*) FROM graphs) >= ${step_min_repeats}
 ),
-call_steps AS (
+call_spans AS (
     SELECT pid, global_tid, start_ns, end_ns, NULL::VARCHAR AS text, source, NULL::VARCHAR AS label_phase
     FROM (SELECT pid, global_tid, source, at_ns AS start_ns,
                  lead(at_ns) OVER (ORDER BY at_ns) AS end_ns
           FROM boundaries)
     WHERE end_ns > start_ns
+),
+span_shape AS (SELECT count(*) AS n, quantile_cont(end_ns - start_ns, 0.5) AS median_ns FROM call_spans),
+repeating AS (
+    SELECT c.start_ns, c.end_ns
+    FROM call_spans c, span_shape h
+    WHERE c.end_ns - c.start_ns BETWEEN h.median_ns / ${step_max_spread} AND h.median_ns * ${step_max_spread}
+),
+gpu_ops AS (
+    SELECT start_ns, end_ns - start_ns AS dur_ns FROM kernels WHERE EXISTS (SELECT 1 FROM call_spans)
+    UNION ALL SELECT start_ns, end_ns - start_ns FROM graph_launches WHERE EXISTS (SELECT 1 FROM call_spans)
+    UNION ALL SELECT start_ns, end_ns - start_ns FROM memcpys WHERE EXISTS (SELECT 1 FROM call_spans)
+),
+-- Spans never overlap (they run from one boundary to the next), so the latest repeating span that started before
+-- an operation is the only one that can hold its start.
+covered AS (
+    SELECT coalesce(sum(o.dur_ns) FILTER (WHERE o.start_ns < r.end_ns), 0) AS inside_ns
+    FROM gpu_ops o ASOF JOIN repeating r ON o.start_ns >= r.start_ns
+),
+call_steps AS (
+    SELECT c.* FROM call_spans c
+    WHERE (SELECT count(*) FROM repeating) >= ${step_min_repeats}
+      AND (SELECT inside_ns FROM covered) >= ${step_min_coverage} * (SELECT coalesce(sum(dur_ns), 0) FROM gpu_ops)
 ),
 steps AS (SELECT * FROM nvtx_steps UNION ALL SELECT * FROM call_steps)
 SELECT row_number() OVER (ORDER BY start_ns, global_tid, end_ns) AS step_id, pid, global_tid, start_ns, end_ns, text,

@@ -11,6 +11,7 @@
 -- @column p90_step_ns 90th percentile of the step period (ns).
 -- @column median_dur_ns Median step duration, start to end of the step's range (ns).
 -- @column median_busy_share Median over the steps of kernel time / step period (0-1).
+-- @column busy_share Time-weighted GPU-busy share of the steps: their kernel time over their summed periods, at most 1 (0-1). The reports show this one: a median of per-step shares reads 0 % when most steps are short and idle, however busy the long ones keep the GPU.
 -- @column median_kernels Median kernels and graph replays per step.
 -- @column tpot_proxy_ns Lower bound on the time per output token: the median decode step period (ns), on the 'decode' and 'all' rows; NULL elsewhere and when no step is known to be decode (a step without a phase may be a prefill).
 -- @column prefill_step_ns Median prefill step period (ns), a component of the time to first token; on the 'prefill' and 'all' rows.
@@ -21,6 +22,7 @@
 -- @check phase unique
 -- @check step_count non_negative
 -- @check median_busy_share range 0 1
+-- @check busy_share range 0 1
 -- @check source accepted_values nvtx sync graph-launch
 -- @check phase_source accepted_values label inferred
 WITH tagged AS (
@@ -28,11 +30,12 @@ WITH tagged AS (
 ),
 any_phase AS (SELECT count(phase) > 0 AS yes FROM _steps),
 scoped AS (
-    SELECT scope, step_count, median_step_ns, p90_step_ns, median_dur_ns, median_busy_share, median_kernels,
-           mean_batch, source, phase_source
+    SELECT scope, step_count, median_step_ns, p90_step_ns, median_dur_ns, median_busy_share, busy_share,
+           median_kernels, mean_batch, source, phase_source
     FROM (SELECT scope, count(*) AS step_count, quantile_cont(period_ns, 0.5) AS median_step_ns,
                  quantile_cont(period_ns, 0.9) AS p90_step_ns, quantile_cont(dur_ns, 0.5) AS median_dur_ns,
                  quantile_cont(busy_share, 0.5) AS median_busy_share,
+                 least(sum(kernel_ns) / nullif(sum(period_ns), 0), 1.0) AS busy_share,
                  quantile_cont(kernel_count, 0.5) AS median_kernels,
                  avg(coalesce(ctx_reqs, 0) + coalesce(gen_reqs, 0))
                      FILTER (WHERE ctx_reqs IS NOT NULL OR gen_reqs IS NOT NULL) AS mean_batch,
@@ -41,7 +44,8 @@ scoped AS (
     WHERE (SELECT yes FROM any_phase)
     UNION ALL
     SELECT 'all', count(*), quantile_cont(period_ns, 0.5), quantile_cont(period_ns, 0.9), quantile_cont(dur_ns, 0.5),
-           quantile_cont(busy_share, 0.5), quantile_cont(kernel_count, 0.5),
+           quantile_cont(busy_share, 0.5), least(sum(kernel_ns) / nullif(sum(period_ns), 0), 1.0),
+           quantile_cont(kernel_count, 0.5),
            avg(coalesce(ctx_reqs, 0) + coalesce(gen_reqs, 0)) FILTER (WHERE ctx_reqs IS NOT NULL OR gen_reqs IS NOT NULL),
            mode(source), NULL
     FROM _steps
@@ -49,7 +53,8 @@ scoped AS (
 ),
 decode AS (SELECT median_step_ns FROM scoped WHERE scope = 'decode'),
 prefill AS (SELECT median_step_ns FROM scoped WHERE scope = 'prefill')
-SELECT scope AS phase, step_count, median_step_ns, p90_step_ns, median_dur_ns, median_busy_share, median_kernels,
+SELECT scope AS phase, step_count, median_step_ns, p90_step_ns, median_dur_ns, median_busy_share, busy_share,
+       median_kernels,
        CASE WHEN scope IN ('decode', 'all') THEN (SELECT median_step_ns FROM decode) END AS tpot_proxy_ns,
        CASE WHEN scope IN ('prefill', 'all') THEN (SELECT median_step_ns FROM prefill) END AS prefill_step_ns,
        mean_batch, source, phase_source

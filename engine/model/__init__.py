@@ -14,7 +14,7 @@ from typing_extensions import TypedDict
 
 from ..vocabulary import Kind, Severity
 
-REPORT_SCHEMA_VERSION = "2.5"
+REPORT_SCHEMA_VERSION = "2.6"
 Number = int | float  # integer nanoseconds and counts stay integers in the JSON; means may be fractional
 Better = Literal["higher", "lower"] | None
 
@@ -100,6 +100,9 @@ class WhatIf(Model):
     """With --tokens: the run's tokens/s."""
     projected_tokens_per_s: float | None = None
     """With --tokens: the run's tokens/s times the speed-up (the rest of the run scales with its steps)."""
+    why_not: str | None = None
+    """Why the replayed fix buys less than the finding costs, and which fix would buy it (the host's own work sets
+    the pace; the copies already run pinned); null when the replay's saving is the finding's cost."""
     assumptions: list[str]
     """The model's edges and constraints, in words."""
     line: str
@@ -428,6 +431,9 @@ class Report(Document):
     findings: list[Finding]
     passed: list[RuleOutcome]
     skipped: list[RuleOutcome]
+    also_checked: list[RuleOutcome] = []
+    """Rules that fired but whose cost rounds to 0 % of GPU time: named in one line, not listed as findings (the
+    reason says where and how little)."""
     overrides: list[ParamOverride]
     facts: dict[str, list[dict[str, Any]]]
     """Rows of each reported fact (long tables cut: kernel_summary and api_summary to 50 rows, kernel_gaps to

@@ -53,13 +53,16 @@ def _skipped_groups(report: Report) -> list[tuple[str, list[str]]]:
 def _report_context(report: Report, fmt: str) -> dict[str, Any]:
     context = steps.as_context(report)
     if fmt == "terminal":
-        return {**context, "skipped_groups": _skipped_groups(report)}
+        fired = dict.fromkeys([*(f.rule for f in report.findings), *(r for f in report.findings for r in f.agrees),
+                               *(a.rule for a in report.also_checked)])
+        return {**context, "skipped_groups": _skipped_groups(report), "fired_rules": list(fired)}
     if fmt in sections.FORMATS:
         context.update(sections=sections.registry(fmt), tables=sections.tables(report.facts, fmt))
     if fmt == "html":
         return {**context, "ch": charts.charts(report), "excerpt": timeline.excerpt(report)}
     if fmt == "md":
-        return {**context, "strip": timeline.text_strip(report), "operations_pivot": operations.pivot(report.operations)}
+        return {**context, "strip": timeline.text_strip(report),
+                "operations_pivot": operations.pivot(report.operations)}
     return context
 
 

@@ -15,6 +15,13 @@ _FOUND_BY = {"nvtx": "NVTX step ranges", "sync": "synchronisations of the launch
              "graph-launch": "CUDA-graph launches of the launching thread"}
 ALL = "all"  # the row of every step (fact `steps`)
 _DECODE, _PREFILL = "decode", "prefill"
+SERVING_STACKS = ("vllm", "sglang", "tensorrt-llm")
+# Said when no loop was found: neither NVTX steps nor calls that repeat over most of the GPU work.
+NO_STEPS = ("No repeating loop (no NVTX steps; no syncs or graph launches repeating over most of the GPU work): "
+            "the what-ifs replay each GPU's whole window.")
+STEP_TIME = "A step's time is its period, from its start to the next step's."
+TOKEN_GOALS = (" The median decode step bounds the time per output token (TPOT) from below, and prefill steps are "
+               "part of the time to first token (TTFT).")
 
 
 @dataclass(frozen=True)
@@ -55,9 +62,18 @@ class StepRow:
             parts.append(f"batch {fmt_number(self.mean_batch)}")
         if self.tpot_ns is not None:
             parts.append(f"TPOT ≥ {fmt_duration(self.tpot_ns)}")
-        if self.phase == _PREFILL and self.prefill_ns is not None:
+        if self.phase == _PREFILL and self.prefill_ns is not None and self.tpot_ns is None:
             parts.append("part of TTFT")
         return " · ".join(parts)
+
+
+def serves_tokens(report: Report) -> bool:
+    """The run serves or generates tokens: a serving stack, steps in prefill or decode, or --tokens given. Only
+    then do the reports speak of tokens (TPOT, TTFT, tokens/s)."""
+    stack = report.profile.stack.name if report.profile.stack else None
+    return (stack in SERVING_STACKS or bool(report.throughput and report.throughput.tokens)
+            or any(r.get("phase") in (_PREFILL, _DECODE) and (r.get("step_count") or 0) > 0
+                   for r in report.facts.get("steps") or []))
 
 
 def step_rows(report: Report) -> list[StepRow]:
@@ -66,14 +82,16 @@ def step_rows(report: Report) -> list[StepRow]:
     evidence = {p.get("phase"): p.get("inference_evidence") for p in report.facts.get("phases") or []
                 if p.get("inferred")}
     phased = [r for r in rows if r.get("phase") != ALL]
+    serving = serves_tokens(report)
     out = []
     for r in phased or rows:
         phase = str(r.get("phase"))
         # A run without phases: the median step bounds the time per token only if its steps are decode steps.
-        tpot = r.get("tpot_proxy_ns") if phase == _DECODE else None
+        tpot = r.get("tpot_proxy_ns") if phase == _DECODE and serving else None
         out.append(StepRow(phase=phase, inferred=r.get("phase_source") == "inferred", evidence=evidence.get(phase),
                            steps=int(r.get("step_count") or 0), median_ns=r.get("median_step_ns"),
-                           p90_ns=r.get("p90_step_ns"), busy_share=r.get("median_busy_share"),
+                           p90_ns=r.get("p90_step_ns"),
+                           busy_share=r.get("busy_share", r.get("median_busy_share")),
                            kernels=r.get("median_kernels"), tpot_ns=tpot, prefill_ns=r.get("prefill_step_ns"),
                            mean_batch=r.get("mean_batch"),
                            found_by=_FOUND_BY.get(str(r.get("source")), str(r.get("source")))))
@@ -86,6 +104,10 @@ def found_by(rows: list[StepRow]) -> str:
 
 
 def as_context(report: Report) -> dict[str, Any]:
-    """The template values: `step_rows` and `steps_found_by`."""
+    """The template values: `step_rows`, `steps_found_by`, `steps_intro` (how to read them; token goals only for a
+    run that serves tokens), `serving` and `no_steps` (the sentence shown when a run with GPU work has no loop)."""
     rows = step_rows(report)
-    return {"step_rows": rows, "steps_found_by": found_by(rows)}
+    serving = serves_tokens(report)
+    intro = f"Found from {found_by(rows)}. {STEP_TIME}{TOKEN_GOALS if serving else ''}" if rows else ""
+    return {"step_rows": rows, "steps_found_by": found_by(rows), "steps_intro": intro, "serving": serving,
+            "no_steps": NO_STEPS if not rows and report.window else ""}
