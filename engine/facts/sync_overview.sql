@@ -10,6 +10,8 @@
 -- @column sync_calls Blocking calls.
 -- @column most_frequent_api The most frequent blocking API.
 -- @column most_frequent_count Calls of that API.
+-- @column longest_api The blocking API the host spent the most time blocked in: where the waiting goes, which the most frequent one need not be (many quick cudaMemcpy calls beside a few long cudaEventSynchronize waits).
+-- @column longest_blocked_ns CPU time blocked in that API (ns).
 -- @column calls_per_s Blocking calls per second of active work: sync_calls / active_ns.
 -- @column active_ns The span of API activity less the server's idle stretches in it (_active_span) (ns).
 -- @column calls_per_kernel Blocking calls per kernel (or graph replay).
@@ -28,6 +30,9 @@
 -- @check mean_gpu_utilization range 0 1
 WITH blocking AS (SELECT * FROM _sync_calls WHERE kind IN ('sync', 'sync_copy')),
 top AS (SELECT name, count(*) AS n FROM blocking GROUP BY name ORDER BY n DESC, name LIMIT 1),
+longest AS (
+    SELECT name, sum(end_ns - start_ns) AS ns FROM blocking GROUP BY name ORDER BY ns DESC, name LIMIT 1
+),
 win AS (SELECT device_id, window_ns AS w FROM gpu_utilization),
 busy AS (SELECT coalesce(sum(compute_busy_ns), 0) AS b FROM gpu_utilization),
 totals AS (
@@ -40,6 +45,8 @@ totals AS (
 SELECT (SELECT count(*) FROM blocking) AS sync_calls,
        (SELECT name FROM top) AS most_frequent_api,
        coalesce((SELECT n FROM top), 0) AS most_frequent_count,
+       (SELECT name FROM longest) AS longest_api,
+       coalesce((SELECT ns FROM longest), 0) AS longest_blocked_ns,
        (SELECT count(*) FROM blocking) / (t.active_ns / 1e9) AS calls_per_s,
        t.active_ns,
        CASE WHEN t.kernels > 0 THEN (SELECT count(*) FROM blocking) / t.kernels END AS calls_per_kernel,
