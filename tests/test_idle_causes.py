@@ -57,6 +57,16 @@ def test_host_work_is_named_by_its_nvtx_ranges_and_os_calls():
     assert row["graph_share"] == 1.0
 
 
+def test_gaps_that_end_in_the_programs_own_prefetches_while_it_prints_are_host_work_not_page_faults():
+    facts, report = scenario_analysis("uvm_prefetch_host_print")
+    idle = _idle("uvm_prefetch_host_print")
+    assert idle["host"] >= 0.9 and idle["uvm"] == 0, idle
+    assert report.verdict.primary == "host-bound" and report.verdict.rule == "host-bound"
+    row = facts.rows("host_idle")[0]
+    assert row["top_functions"][0]["module"].endswith("libc.so.6")
+    assert {f["name"] for f in row["top_functions"]} <= {"__printf_fp_l", "_IO_vfprintf", "__mpn_divrem", "hack_digit"}
+
+
 def test_a_sync_followed_by_long_host_work_is_host_work():
     # graph_host_gaps synchronises once per step, then schedules for milliseconds: the sync is not the cause
     idle = _idle("graph_host_gaps")
@@ -87,6 +97,12 @@ def _overlap_oracle(calls, gap_start, gap_end):
         covered = end if covered is None else max(covered, end)
         spent[api_class] += max(min(end, gap_end) - max(own_start, gap_start), 0)
     return spent
+
+
+def _no_migrations_or_samples(con) -> None:
+    """The canonical views _idle_gaps reads for gaps that end in a migration, empty."""
+    con.execute("CREATE TABLE memcpys (device_id INTEGER, start_ns BIGINT, is_uvm BOOLEAN, migration_cause INTEGER)")
+    con.execute("CREATE TABLE cpu_samples (ts_ns BIGINT, global_tid BIGINT, module VARCHAR, kernel_mode BOOLEAN)")
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -124,6 +140,7 @@ def test_time_in_calls_during_each_gap_matches_a_brute_force_count_with_nested_a
                 con.execute("INSERT INTO api_calls VALUES (?, ?, ?, ?)", [tid, s, e, k])
             t = max(t, end) if rng.random() < 0.7 else t
     span = max(e for c in calls.values() for _, e, _ in c)
+    _no_migrations_or_samples(con)
     con.execute("CREATE TABLE _timeline (device_id INTEGER, start_ns BIGINT, prev_end_ns BIGINT, is_graph BOOLEAN, "
                 "is_compute BOOLEAN, is_memset BOOLEAN, is_uvm BOOLEAN, pid BIGINT, global_tid BIGINT, "
                 "api_start_ns BIGINT, api_end_ns BIGINT, follows_sync BOOLEAN, sync_return_ns BIGINT, phase VARCHAR)")
@@ -162,6 +179,7 @@ def test_a_burst_of_calls_before_long_gaps_stays_cheap_and_exact():
     con.execute("CREATE TABLE _api_classes AS SELECT 0 AS name_id, 'launch' AS api_class")
     con.execute("CREATE TABLE api_calls AS SELECT 1::BIGINT AS global_tid, range * 1000 AS start_ns, "
                 "range * 1000 + 900 AS end_ns, 0::BIGINT AS name_id FROM range(10)")
+    _no_migrations_or_samples(con)
     con.execute("CREATE TABLE _timeline AS SELECT 0 AS device_id, (range + 1) * 100_000_000 AS start_ns, "
                 "range * 100_000_000 + 500 AS prev_end_ns, false AS is_graph, true AS is_compute, false AS is_memset, "
                 "false AS is_uvm, 1::BIGINT AS pid, 1::BIGINT AS global_tid, 0::BIGINT AS api_start_ns, "

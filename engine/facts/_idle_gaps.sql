@@ -4,7 +4,12 @@
 -- @doc One row per idle gap on a device's 'all' timeline (nothing running: no kernel, graph replay, copy or
 -- @doc memset) with exactly one cause, read from what the host thread that issued the next operation was doing
 -- @doc during the gap (docs/measures.md "Where the idle time goes"). In order of precedence:
--- @doc 'uvm': the next operation is a unified-memory migration (page faults drive it, not the host);
+-- @doc 'uvm': the next operation is a unified-memory migration that page faults drive (any migration cause but a
+-- @doc user prefetch, CUPTI's CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_USER = 1), unless CPU samples show the
+-- @doc host thread running its own code for most of the gap: host code that formats output while it touches
+-- @doc managed pages is host work, however many pages it faults back. A migration has no issuing call, so the
+-- @doc host thread of a gap that ends in one is the thread that issued the device's next other operation; a gap
+-- @doc that ends in the program's own prefetch (cudaMemPrefetchAsync) is judged by that thread like any other;
 -- @doc 'gpu-side': the next operation was already queued (its issuing call returned before the GPU went idle)
 -- @doc and the gap is at most gpu_side_max_gap_ns: the fixed cost of one more operation on the GPU; queued work
 -- @doc that waited longer is 'other' (a dependency on another stream, device or event);
@@ -37,7 +42,7 @@
 -- @column gap_ns Idle time (ns).
 -- @column next_kind Kind of the operation that ended the gap.
 -- @column next_is_uvm The next operation is a unified-memory migration.
--- @column pid Process that issued the next operation.
+-- @column pid Process that issued the next operation (for a migration, the next other operation).
 -- @column global_tid Thread that issued it (NULL when its issuing call is not in the capture).
 -- @column sync_ns Time of the gap the issuing thread spent in blocking calls (ns).
 -- @column allocation_ns Time of the gap it spent in allocation and free calls (ns).
@@ -47,10 +52,63 @@
 -- @column phase Inference phase of the next operation (_timeline.phase): the phase the gap belongs to.
 -- The gaps whose next operation's issuing call is known, narrow: the wide columns are read from _timeline once
 -- the time inside calls is summed, so millions of gaps are not carried through the joins.
-WITH gaps AS (
-    SELECT device_id, prev_end_ns AS gap_start_ns, start_ns AS gap_end_ns, global_tid
-    FROM _timeline
-    WHERE start_ns > prev_end_ns AND global_tid IS NOT NULL
+WITH uvm_gaps AS (
+    SELECT device_id, prev_end_ns AS gap_start_ns, start_ns AS gap_end_ns FROM _timeline
+    WHERE is_uvm AND start_ns > prev_end_ns
+),
+issued AS (
+    SELECT device_id, start_ns, pid, global_tid, api_start_ns, api_end_ns FROM _timeline
+    WHERE NOT is_uvm AND global_tid IS NOT NULL
+),
+-- A migration has no issuing call: the GPU waits for the thread that issues its next other operation. After the
+-- last one (host code reading results from managed memory), the thread that issued the one before; its calls
+-- are over, so the gap is judged by its time inside calls as though it issued work at the gap's end.
+uvm_ends AS (
+    SELECT u.device_id, u.gap_start_ns, u.gap_end_ns,
+           coalesce(n.pid, b.pid) AS pid, coalesce(n.global_tid, b.global_tid) AS global_tid,
+           CASE WHEN n.global_tid IS NOT NULL THEN n.api_start_ns WHEN b.global_tid IS NOT NULL THEN u.gap_end_ns END
+               AS api_start_ns,
+           CASE WHEN n.global_tid IS NOT NULL THEN n.api_end_ns WHEN b.global_tid IS NOT NULL THEN u.gap_end_ns END
+               AS api_end_ns
+    FROM uvm_gaps u
+    ASOF LEFT JOIN issued n ON n.device_id = u.device_id AND u.gap_end_ns <= n.start_ns
+    ASOF LEFT JOIN issued b ON b.device_id = u.device_id AND u.gap_end_ns >= b.start_ns
+),
+-- Whether the migrations that end a gap are all user prefetches (migration cause 1, CUPTI's
+-- CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_USER): the program asked for them, no page fault did.
+uvm_causes AS (
+    SELECT u.device_id, u.gap_end_ns, bool_and(coalesce(m.migration_cause = 1, false)) AS prefetch
+    FROM uvm_ends u JOIN memcpys m ON m.device_id = u.device_id AND m.start_ns = u.gap_end_ns AND m.is_uvm
+    GROUP BY ALL
+),
+-- The host thread's CPU samples in gaps that end in a migration: user-mode samples outside the CUDA driver and
+-- runtime libraries are its own code (formatting output, computing); kernel-mode ones include fault handling.
+uvm_samples AS (
+    SELECT u.device_id, u.gap_end_ns, count(*) AS samples,
+           count(*) FILTER (WHERE NOT coalesce(s.kernel_mode, false)
+                              AND NOT regexp_matches(coalesce(s.module, ''), '(?i)libcuda|libnvidia|libcupti'))
+               AS own_samples
+    FROM cpu_samples s ASOF JOIN uvm_ends u ON u.global_tid = s.global_tid AND u.gap_start_ns <= s.ts_ns
+    WHERE s.ts_ns < u.gap_end_ns
+    GROUP BY ALL
+),
+ends AS (
+    SELECT t.device_id, t.prev_end_ns AS gap_start_ns, t.start_ns AS gap_end_ns, t.is_graph, t.is_compute,
+           t.is_memset, t.is_uvm, t.follows_sync, t.sync_return_ns, t.phase,
+           CASE WHEN t.is_uvm THEN u.pid ELSE t.pid END AS pid,
+           CASE WHEN t.is_uvm THEN u.global_tid ELSE t.global_tid END AS global_tid,
+           CASE WHEN t.is_uvm THEN u.api_start_ns ELSE t.api_start_ns END AS api_start_ns,
+           CASE WHEN t.is_uvm THEN u.api_end_ns ELSE t.api_end_ns END AS api_end_ns,
+           t.is_uvm AND NOT coalesce(c.prefetch, false)
+               AND NOT coalesce(2 * s.own_samples > s.samples, false) AS fault_wait
+    FROM _timeline t
+    LEFT JOIN uvm_ends u ON t.is_uvm AND u.device_id = t.device_id AND u.gap_end_ns = t.start_ns
+    LEFT JOIN uvm_causes c ON t.is_uvm AND c.device_id = t.device_id AND c.gap_end_ns = t.start_ns
+    LEFT JOIN uvm_samples s ON t.is_uvm AND s.device_id = t.device_id AND s.gap_end_ns = t.start_ns
+    WHERE t.start_ns > t.prev_end_ns
+),
+gaps AS (
+    SELECT device_id, gap_start_ns, gap_end_ns, global_tid FROM ends WHERE global_tid IS NOT NULL
 ),
 -- The calls of the threads that issued a gap's next operation, each from the latest return of the calls before
 -- it on its thread (by start, end, then class: of calls with the same start and end, one counts), so calls
@@ -98,19 +156,18 @@ inside AS (
     GROUP BY g.device_id, g.gap_end_ns
 ),
 at_end AS (
-    SELECT t.device_id, t.prev_end_ns AS gap_start_ns, t.start_ns AS gap_end_ns, t.start_ns - t.prev_end_ns AS gap_ns,
+    SELECT t.device_id, t.gap_start_ns, t.gap_end_ns, t.gap_end_ns - t.gap_start_ns AS gap_ns,
            CASE WHEN t.is_graph THEN 'graph' WHEN t.is_compute THEN 'kernel' WHEN t.is_memset THEN 'memset'
                 ELSE 'memcpy' END AS next_kind,
-           t.is_uvm AS next_is_uvm, t.pid, t.global_tid, t.api_start_ns, t.api_end_ns, t.follows_sync,
-           t.sync_return_ns, t.phase,
+           t.is_uvm AS next_is_uvm, t.fault_wait, t.pid, t.global_tid, t.api_start_ns, t.api_end_ns,
+           t.follows_sync, t.sync_return_ns, t.phase,
            coalesce(i.api_ns, 0) AS api_ns, coalesce(i.allocation_ns, 0) AS allocation_ns,
            coalesce(i.sync_ns, 0) AS sync_ns
-    FROM _timeline t LEFT JOIN inside i ON i.device_id = t.device_id AND i.gap_end_ns = t.start_ns
-    WHERE t.start_ns > t.prev_end_ns
+    FROM ends t LEFT JOIN inside i ON i.device_id = t.device_id AND i.gap_end_ns = t.gap_end_ns
 )
 SELECT device_id, gap_start_ns, gap_end_ns, gap_ns, next_kind, next_is_uvm, pid, global_tid,
        sync_ns, allocation_ns, api_ns - allocation_ns - sync_ns AS launch_ns, gap_ns - api_ns AS host_ns,
-       CASE WHEN next_is_uvm THEN 'uvm'
+       CASE WHEN fault_wait THEN 'uvm'
             WHEN api_end_ns <= gap_start_ns THEN CASE WHEN gap_ns <= ${gpu_side_max_gap_ns} THEN 'gpu-side' ELSE 'other' END
             WHEN follows_sync AND coalesce(api_start_ns - sync_return_ns, 0) < ${host_work_min_ns} THEN 'sync'
             WHEN global_tid IS NULL OR api_end_ns IS NULL THEN 'other'
