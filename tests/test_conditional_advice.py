@@ -166,3 +166,35 @@ def test_idle_time_with_no_traced_cause_never_names_a_cause():
 def test_a_rounded_share_is_never_all_or_nothing_when_it_is_not(value, text):
     """A headline rounds to whole percents; 99.8 % must not read as 100 % beside a finding that says 99.8 %."""
     assert fmt_ratio(value, 0) == text
+
+
+_LLM_WORDS = ("continuous batching", "split-KV", "flash-decoding", "TTFT", "TPOT", "decode", "DataLoader")
+
+
+def _advice(name: str, rule: str) -> list[str]:
+    from conftest import scenario_analysis
+
+    _, report = scenario_analysis(name)
+    return next(f.remediation for f in report.findings if f.rule == rule)
+
+
+def test_an_openmp_stencil_with_small_grids_gets_openmp_advice_and_no_llm_serving_advice():
+    from conftest import scenario_analysis
+
+    _, report = scenario_analysis("openmp_small_grids")
+    assert report.verdict.primary == "occupancy"
+    steps = _advice("openmp_small_grids", "small-grids")
+    assert "collapse(n)" in steps[0] and "target teams distribute" in steps[0]
+    text = json.dumps([f.remediation for f in report.findings])
+    assert not [w for w in _LLM_WORDS if w in text], text
+
+
+def test_a_decode_that_serves_tokens_keeps_its_batching_and_split_kv_advice():
+    text = " ".join(_advice("small_grid_decode", "small-grids"))
+    assert "continuous batching" in text and "split-KV" in text
+
+
+def test_dataloader_advice_needs_a_dataloader_and_plain_cuda_gets_cuda_advice():
+    steps = _advice("uvm_prefetch_host_print", "host-bound")
+    assert not [s for s in steps if "DataLoader" in s]
+    assert any("cudaMemcpyAsync into pinned memory" in s for s in steps)

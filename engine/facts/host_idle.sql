@@ -24,6 +24,7 @@
 -- @column gap_sample_count CPU samples of the issuing thread taken during those gaps (0 without --sample).
 -- @column top_functions The leaf functions most of those samples caught: a list of {name, module, samples, share} (share of gap_sample_count).
 -- @column graph_share Share of the device's kernel time run from CUDA graphs (launch_overhead) (0-1).
+-- @column data_loading The run shows input loading a DataLoader would take off the GPU's thread: a process named like a PyTorch DataLoader worker (pt_data_worker) or DataLoader, an NVTX range naming a DataLoader (the PyTorch profiler's enumerate(DataLoader)), or file reads and opens (read, pread, fread, open ...) of the issuing thread in those gaps.
 -- @column op_count GPU operations on the device (gpu_utilization).
 -- @column window_ns The device window (ns).
 -- @check device_id not_null
@@ -67,6 +68,16 @@ samples AS (
                 ORDER BY sample_count DESC, name)[1:${top_calls}] AS top
     FROM _host_gap_samples GROUP BY device_id
 ),
+-- The evidence of input loading: DataLoader names (PyTorch names its worker processes pt_data_worker), or the issuing
+-- thread reading files while the GPU waits.
+loader_named AS (
+    SELECT EXISTS (SELECT 1 FROM processes WHERE name ILIKE '%pt_data_worker%' OR name ILIKE '%dataloader%')
+           OR EXISTS (SELECT 1 FROM (SELECT DISTINCT text FROM nvtx_ranges) WHERE text ILIKE '%dataloader%') AS yes
+),
+file_reads AS (
+    SELECT DISTINCT device_id FROM _host_gap_os_calls
+    WHERE regexp_matches(name, '^(read|pread(64)?|readv|preadv2?|fread(_unlocked)?|open(64)?|openat(64)?|fopen(64)?)$')
+),
 sampled AS (
     SELECT device_id, n,
            list_transform(top, f -> {'name': f.name, 'module': f.module, 'samples': f.samples,
@@ -83,11 +94,13 @@ SELECT u.device_id, u.idle_host_ns AS host_idle_ns,
        CASE WHEN u.idle_host_ns > 0 THEN least(coalesce(os.os_ns, 0) / u.idle_host_ns, 1) ELSE 0 END AS os_call_share,
        coalesce(os.top_os_calls, []) AS top_os_calls,
        coalesce(sp.n, 0) AS gap_sample_count, coalesce(sp.top_functions, []) AS top_functions,
-       l.graph_share, u.op_count, u.window_ns
+       l.graph_share, (SELECT yes FROM loader_named) OR fr.device_id IS NOT NULL AS data_loading,
+       u.op_count, u.window_ns
 FROM gpu_utilization u
 JOIN launch_overhead l USING (device_id)
 LEFT JOIN gaps g USING (device_id)
 LEFT JOIN top t USING (device_id)
 LEFT JOIN os_calls os USING (device_id)
 LEFT JOIN sampled sp USING (device_id)
+LEFT JOIN file_reads fr USING (device_id)
 ORDER BY u.device_id

@@ -7,12 +7,19 @@
 -- @doc named like sglang::detokenizer that did no CUDA work is listed with source `host`, as context, and
 -- @doc never decides. An export with no GPU work at all (NVTX only, an empty capture) reads every process.
 -- @doc The report's profile.stack is the most specific stack with evidence from the processes that decide
--- @doc (engine/diagnosis/stacks.py), and rules show that stack's remediation steps first.
+-- @doc (engine/diagnosis/stacks.py), and rules show that stack's remediation steps first. serves_tokens, the same
+-- @doc on every row, says whether the run serves or generates tokens: a serving stack (vLLM, SGLang, TensorRT-LLM)
+-- @doc among the evidence that decides, or work in a prefill or decode phase (_phase_ranges: NVTX text naming the
+-- @doc phase, or steps of that shape); remediation steps about batching requests, KV caches and decode attention
+-- @doc are shown only then (`when: [software_stack.serves_tokens == true]`). A run with no stack evidence has no
+-- @doc row, so such steps never reach a plain CUDA program.
+-- @needs _phase_ranges
 -- @column stack Stack id (engine/vocabulary.py STACKS).
 -- @column source Where the evidence is: kernels, nvtx, process (a process that launched GPU work) or host (one that launched none: context only).
 -- @column matches Kernels, NVTX ranges or processes that match.
 -- @column time_share For kernel evidence, the matching kernels' share of all kernel time (0-1).
 -- @column example One matching name: the one with the most kernel time or ranges (the first by name on a tie).
+-- @column serves_tokens True on every row when the run serves or generates tokens (a serving stack decides, or a prefill or decode phase holds work).
 -- @check stack not_null
 -- @check time_share range 0 1
 WITH gpu_pids AS (
@@ -68,9 +75,10 @@ process_stack AS (
            END AS stack, name,
            coalesce(pid IN (SELECT pid FROM gpu_pids), false) OR NOT (SELECT yes FROM gpu_known) AS decides
     FROM processes WHERE name IS NOT NULL
-)
+),
 -- The example is the name with the most time (or ranges), the first in name order on a tie, so it is the same on
 -- every run.
+evidence AS (
 SELECT stack, 'kernels' AS source, CAST(sum(n) AS BIGINT) AS matches,
        least(sum(t) / (SELECT t FROM total), 1.0) AS time_share, first(name ORDER BY t DESC, name) AS example
 FROM kernel_stack WHERE stack IS NOT NULL GROUP BY stack
@@ -80,4 +88,9 @@ WHERE stack IS NOT NULL GROUP BY stack
 UNION ALL
 SELECT stack, CASE WHEN decides THEN 'process' ELSE 'host' END, count(*), NULL, min(name) FROM process_stack
 WHERE stack IS NOT NULL GROUP BY stack, decides
+)
+SELECT stack, source, matches, time_share, example,
+       bool_or(stack IN ('vllm', 'sglang', 'tensorrt-llm') AND source <> 'host') OVER ()
+           OR EXISTS (SELECT 1 FROM _phase_ranges WHERE phase IN ('prefill', 'decode')) AS serves_tokens
+FROM evidence
 ORDER BY stack, source
