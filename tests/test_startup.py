@@ -11,12 +11,15 @@ import pytest
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.diagnosis.config import Config, ConfigError, apply_set, load_config_file
 from nsys_diagnose.facts.compute import _define_phases
-from nsys_diagnose.fixtures.generator import PER_STEP_32, generate
+from nsys_diagnose.fixtures.generator import PER_STEP_32, SCENARIOS, generate
 from nsys_diagnose.reports.render import render
 
-from conftest import analysis, scenario_analysis
+from conftest import REAL_DIR, analysis, requires_real, scenario_analysis, slow_but
 
 GIB4 = 16 * (256 << 20)  # the fixtures' model: 16 tensors of 256 MiB
+# the scenarios that open with one-off work before their loop
+OPEN_WITH_START_UP = {"model_load_decode", "model_load_no_nvtx", "model_load_pcie_loop", "model_load_only",
+                      "first_launch_module_load", "pinned_alloc_before_loop"}
 
 
 def test_model_load_is_reported_apart_and_the_loop_gets_the_verdict() -> None:
@@ -190,3 +193,48 @@ def test_each_phase_is_judged_inside_the_steady_window(tmp_path: Path) -> None:
     assert launches.get("cudaLaunchKernel") == PER_STEP_32
     assert facts.phases["decode"].first("gpu_utilization")["kernel_count"] == 10 * PER_STEP_32
     assert report.verdict.primary != "pcie-bound"
+
+
+def test_a_slow_first_launch_is_start_up_and_the_loop_is_judged_alone() -> None:
+    """Without NVTX: a 16 ms first launch (the kernel's module loaded inside it, CUDA lazy loading) before a 2 ms
+    per-iteration loop is start-up; the loop after it is judged alone, busy, not the load's idle GPU."""
+    facts, report = scenario_analysis("first_launch_module_load")
+    row = facts.first("startup")
+    assert row["found_by"] == "shape" and row["judged_after"] and row["module_load_count"] == 1
+    assert 15.5e6 <= row["first_launch_ns"] <= 16.5e6
+    assert row["steady_op_count"] == 79  # every kernel but the one the slow launch issued
+    assert facts.first("gpu_utilization")["utilization"] > 0.95  # 55 % when the load is judged with the loop
+    assert report.verdict.primary is None
+    assert report.startup is not None and "first launch 16.0 ms (module load)" in report.startup.line
+    assert "found from its shape: first launch 16.0 ms (module load)" in report.verdict.headline
+
+
+def test_a_pinned_allocation_before_the_loop_is_start_up_not_allocation_churn() -> None:
+    facts, report = scenario_analysis("pinned_alloc_before_loop")
+    row = facts.first("startup")
+    assert row["found_by"] == "shape" and row["judged_after"] and row["setup_call"] == "cuMemHostAlloc"
+    assert 23.5e6 <= row["setup_call_ns"] <= 24.5e6
+    assert not any(f.rule == "allocator-churn" for f in report.findings)
+    assert report.verdict.primary == "launch-bound"
+    assert report.startup is not None and "cuMemHostAlloc 24.1 ms" in report.startup.line
+
+
+@pytest.mark.parametrize("name", slow_but(
+    [n for n in SCENARIOS if n not in OPEN_WITH_START_UP], "eager_decode"))
+def test_a_steady_program_gets_no_start_up(name: str) -> None:
+    """No scenario without one-off work before its loop is cut: the whole capture stays judged."""
+    facts, report = scenario_analysis(name)
+    assert facts.rows("startup") == [] and report.startup is None
+
+
+@requires_real
+def test_real_exports_with_one_off_set_up_get_a_start_up() -> None:
+    """The real OpenACC run opens with a 24.8 ms cuMemHostAlloc and a module load before its 1,934-kernel loop; the
+    Rodinia Gaussian run's set-up before its loop is under 5 % of the capture and is not cut."""
+    openacc = REAL_DIR / "PolPuigPuy__OpenACC_Project__report12__legacy-nvhpc21.2_RTX3080_openacc.sqlite"
+    facts, report = analysis(openacc)
+    row = facts.first("startup")
+    assert row["found_by"] == "shape" and row["setup_call"] == "cuMemHostAlloc" and row["steady_op_count"] == 1934
+    assert report.startup is not None and "cuMemHostAlloc 24.8 ms" in report.startup.line
+    rodinia = REAL_DIR / "kmcho2019__Rodinia_Gaussian__report2__2022.4.2_7xRTX3090_launch-sync-bound.sqlite"
+    assert analysis(rodinia)[0].rows("startup") == []
