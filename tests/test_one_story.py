@@ -40,8 +40,15 @@ def test_copies_already_pinned_say_pinning_cannot_help():
     assert model.why_not is not None and "already run pinned at 24.0 GB/s" in model.why_not
 
 
-def test_a_cause_the_replayed_steps_do_not_hold_costs_what_the_replay_finds():
+def test_a_cause_outside_the_repeating_steps_keeps_its_cost_and_says_where_it_lies():
+    """Pageable copies of a model load before the decode loop: pinning shortens the load, not a step."""
     model = saving("copies-pinned", {**ROW, "pinned_measured": False}, share=0.4)
+    assert model is not None and not model.gains and model.cost == pytest.approx(0.4)
+    assert model.why_not is not None and "outside the repeating steps" in model.why_not
+
+
+def test_a_cause_the_whole_window_replay_finds_off_the_critical_path_costs_what_the_replay_finds():
+    model = saving("copies-pinned", {**ROW, "source": "window", "steps": 1, "pinned_measured": False}, share=0.4)
     assert model is not None and not model.gains and model.why_not is None and model.cost == 0.0
 
 

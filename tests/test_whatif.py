@@ -372,7 +372,8 @@ def test_rule_what_if_key_is_validated(tmp_path):
     (tmp_path / "launch-twice.yaml").write_text(text)
     run = run_cli("rules", "check", tmp_path)
     assert run.returncode == 2
-    assert "launch-twice.yaml:16:1" in run.stdout + run.stderr and "'launch-gaps'" in run.stdout + run.stderr
+    line = next(i for i, x in enumerate(text.splitlines(), 1) if x.startswith("what_if:"))
+    assert f"launch-twice.yaml:{line}:1" in run.stdout + run.stderr and "'launch-gaps'" in run.stdout + run.stderr
 
 
 @pytest.mark.slow

@@ -214,7 +214,13 @@ def _why_not(transform: str, row: dict[str, Any], basis: str, measured: int, pro
         return (f"the copies already run pinned at {row.get('pinned_gbps') or 0:.1f} GB/s, so pinning gains "
                 f"nothing; their time is the cost: copy fewer bytes, keep the data on the GPU, or overlap the copies "
                 f"with kernels on another stream")
-    return None
+    if basis != "steps" or 1 - projected / measured >= 0.5 * share:
+        return None  # the whole window was replayed, or the step holds most of the cause: the replay is the cost
+    if transform == "fused":
+        return (f"the host, not the GPU, sets the {where}'s pace: fused kernels would still wait for its launches; "
+                f"make the host issue faster first (CUDA graphs, a compiler that fuses and captures)")
+    return (f"the median {where} holds little of it: the {fmt_ratio(share, 0)} the rule measured lies outside the "
+            f"repeating steps (before, between or after them), where the fix shortens the capture, not a {where}")
 
 
 def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None = None,
@@ -244,8 +250,8 @@ def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None =
     if model.why_not is not None:
         gain += f": {model.why_not}"
     elif not model.gains and share is not None and share >= 0.005:
-        gain += (f": the {where} replayed holds little of the {fmt_ratio(share, 0)} the rule measured, which lies "
-                 f"off the GPU's critical path or outside the repeating steps")
+        gain += (f": the {fmt_ratio(share, 0)} the rule measured is off the GPU's critical path, so removing it "
+                 f"alone does not shorten the {where}")
     to = fmt_range(projected, slow) if slow is not None and slow > projected else fmt_step(projected)
     line = f"{spec.label}: {where} {fmt_step(measured)} → ~{to} ({gain})"
     return WhatIf(transform=transform, label=spec.label, device_id=row.get("device_id"), phase=row.get("phase"),
