@@ -198,3 +198,44 @@ def test_dataloader_advice_needs_a_dataloader_and_plain_cuda_gets_cuda_advice():
     steps = _advice("uvm_prefetch_host_print", "host-bound")
     assert not [s for s in steps if "DataLoader" in s]
     assert any("cudaMemcpyAsync into pinned memory" in s for s in steps)
+
+
+def test_split_k_advice_needs_gemms_in_the_small_grids():
+    """An OpenMP stencil has no K dimension to split; a decode whose small grids are GEMVs does."""
+    assert not [s for s in _advice("openmp_small_grids", "small-grids") if "split-K" in s]
+    split = [s for s in _advice("small_grid_decode", "small-grids") if "split-K" in s]
+    assert split and "of the small-grid time" in split[0]
+
+
+# Each category speaks to plain CUDA, the directive models and PyTorch in their own terms (docs/verdict.md
+# "Advice for your stack"): a CUDA, OpenACC or OpenMP profile never reads only framework advice.
+_PER_MODEL = ["communication-bound", "interconnect-saturated", "fp32-gemms", "tensor-cores-idle", "unfused-elementwise",
+              "low-utilization", "launch-bound", "pcie-bound", "pageable-memory-copies", "small-kernels", "small-grids",
+              "latency-bound-kernels", "host-bound", "memory-bound"]
+
+
+@pytest.mark.parametrize("rule", _PER_MODEL)
+def test_each_rule_has_cuda_openacc_openmp_and_pytorch_advice(rule):
+    spec = load_rules(load_facts())[rule].spec
+    assert {"cuda", "openacc", "openmp", "pytorch"} <= set(spec.stack_remediation), rule
+
+
+@pytest.mark.parametrize("rule", ["launch-bound", "small-grids", "latency-bound-kernels", "memory-bound"])
+def test_why_texts_give_llm_decode_as_one_example_among_others(rule):
+    why = load_rules(load_facts())[rule].spec.why
+    assert "decode" in why and any(w in why for w in ("stencil", "solver", "sparse")), why
+
+
+def test_a_plain_cuda_run_has_one_row_that_carries_serves_tokens_and_stays_cuda():
+    """software_stack gives a run without stack evidence one `cuda`/`none` row, so `software_stack.serves_tokens`
+    is there for a hand-written CUDA LLM; the row is no evidence of a stack."""
+    from nsys_diagnose.diagnosis.stacks import detect_stack
+    from nsys_diagnose.facts import Fact
+    from nsys_diagnose.facts.compute import FactResult
+
+    row = {"stack": "cuda", "source": "none", "matches": 0, "time_share": None, "example": None,
+           "serves_tokens": True}
+    fact = Fact(name="software_stack", sql="", path="software_stack.sql")
+    stack = detect_stack(FactSet({"software_stack": FactResult(fact, list(row), [row])}))
+    assert (stack.name, stack.also) == ("cuda", [])
+    assert stack.evidence == ["no kernel, NVTX or process name of a known framework"]

@@ -84,6 +84,10 @@ NAMES = {
     "unsigned int, (int)1, (int)128, (int)1, (int)16, (int)8>(char *)": "elementwise",
     "triton_poi_fused_add_mul_0": "elementwise",
     "<unnamed>::nvfuser_pointwise_f0_c1_r0_g0(<unnamed>::Tensor<float, (int)2, (int)2>)": "elementwise",
+    # torch.randn: random-number generation, not glue to fuse
+    "void at::native::<unnamed>::distribution_elementwise_grid_stride_kernel<float, (int)4, void at::native::"
+    "templates::cuda::normal_and_transform<float, float, at::CUDAGeneratorImpl *>(T1)>(long, at::PhiloxCudaState)":
+        "random",
     "Fan2(float *, float *, float *, int, int, int)": "other",
     "__pgi_uacc_cuda_fill_42_gpu": "other",
 }

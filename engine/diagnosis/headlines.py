@@ -28,7 +28,7 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {key: frozenset(names.split()) for key
     "phase_bounds": "goal",
     "traced_symptom": "title share cause cost message also_on notes",
     "healthy": "utilization min_impact where notes",
-    "healthy_graphs": "",
+    "healthy_graphs": "share",
     "healthy_kernels": "kernel share",
     "no_gpu_work": "notes",
     "gpu_bound": "utilization where overhead limit notes",

@@ -18,6 +18,8 @@ _SOURCES = {"kernels": "kernels", "nvtx": "NVTX ranges", "process": "processes"}
 _HOST = "host"
 # Rows of this source are processes that launched GPU work.
 _PROCESS = "process"
+# The one row of a run with no stack evidence (it carries serves_tokens): no evidence, plain CUDA.
+_NONE = "none"
 
 
 def _example(row: dict) -> str:
@@ -40,7 +42,7 @@ def _on_host(row: dict) -> str:
 
 def detect_stack(facts: FactSet) -> StackInfo:
     rows = facts.rows("software_stack") if "software_stack" in facts.results else []
-    deciding = [r for r in rows if r.get("source") != _HOST]
+    deciding = [r for r in rows if r.get("source") not in (_HOST, _NONE)]
     found = {s.key for s in STACKS if any(r.get("stack") == s.key for r in deciding)}
     # A process that launched the GPU work and is named after a serving stack (`trtllm-serve`, `vllm serve`)
     # says which server ran, whatever kernel library it borrowed (serving stacks share attention and cache

@@ -58,7 +58,8 @@ TRANSFORMS: dict[str, Transform] = {
         "fused_step_ns", "with the glue fused",
         "Fusion: each repeated run of k elementwise, normalisation, activation or reduction kernels (the fusion "
         "candidates) becomes one kernel taking 1/k of the run's time, as such kernels are memory-bound and the "
-        "fused kernel reads and writes the run's tensor once instead of k times; it starts when the run's first "
+        "fused kernel reads and writes the run's tensor once instead of k times (a cast, of a tensor of its own, "
+        "keeps its time); it starts when the run's first "
         "kernel could, and the run's other launches go. Every other operation keeps its duration and starts no "
         "earlier than the host issued it, so a host that cannot issue faster keeps the step as long."),
 }

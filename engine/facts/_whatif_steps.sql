@@ -37,7 +37,7 @@
 -- @column allocation_ns Chain time without allocation calls in the loop: allocation gaps become node_gap_ns (ns).
 -- @column copies_pinned_ns Chain time with pageable host-device copies at pinned_gbps (ns).
 -- @column copies_pinned_slow_ns The same at pinned_gbps_low (ns): equal to copies_pinned_ns when the bandwidth was measured.
--- @column fused_ns Chain time replayed with every fusion candidate (_glue_runs: a repeated run of k glue kernels on a stream) fused into one kernel taking 1/k of the run's time, started when the run's first kernel could start; the run's other kernels no longer wait to be issued unless a synchronisation preceded them (ns).
+-- @column fused_ns Chain time replayed with every fusion candidate (_glue_runs: a repeated run of k glue kernels on a stream) fused into one kernel taking 1/k of the run's time (casts keep theirs), started when the run's first kernel could start; the run's other kernels no longer wait to be issued unless a synchronisation preceded them (ns).
 -- @column batch_factor How many times the step's batch the batch projection runs: whatif_batch over the step's batch, else whatif_batch (the profile does not say).
 -- @column batch_low_ns Chain time replayed with batch_factor times the batch, low end: attention kernels take batch_factor times as long, the other operations as measured, each operation starting when it was issued and the one before it ended (ns).
 -- @column batch_high_ns The same, high end: the other kernels also take 1 + whatif_gemm_growth * (batch_factor - 1) times as long (ns).
@@ -93,7 +93,7 @@ devices AS (SELECT device_id, bool_or(step_id IS NOT NULL) AS has_steps FROM ops
 placed AS MATERIALIZED (
     SELECT o.*, CASE WHEN d.has_steps THEN o.step_id ELSE -1 - o.device_id END AS step_key,
            g.cause, c.bytes AS pageable_bytes, c.dur_ns AS copy_dur_ns,
-           gr.run_kernels AS glue_run_kernels, gr.is_first AS glue_run_first
+           gr.run_kernels AS glue_run_kernels, gr.is_first AS glue_run_first, gr.fused_factor AS glue_fused_factor
     FROM ops o JOIN devices d USING (device_id)
     -- (device_id, gap_end_ns) names a gap; an operation starting with another at the same nanosecond may meet its
     -- gap too, harmlessly: its own gap is 0. An equi-join only: a predicate on one side makes DuckDB loop.
@@ -144,14 +144,15 @@ per_step AS (
 -- unrolls to end_k = S_k + max over j <= k of (r_j - S_(j-1)): the step ends at S_n + that maximum over all its
 -- operations, one running sum and one aggregate. With the measured durations it gives the measured chain.
 -- The fusion replay uses the same recurrence: a fusion candidate's kernels take 1/k of their time (a glue kernel's
--- time follows the bytes it moves, and the fused kernel moves the run's tensor once instead of k times), and only
+-- time follows the bytes it moves, and the fused kernel moves the run's tensor once instead of k times; a cast keeps
+-- its time, _glue_runs fused_factor), and only
 -- the run's first kernel keeps its ready time (the fused kernel is one launch), unless a sync stood before it.
 -- A GPU-side gap is no wait for the host (the operation was issued; the GPU took that long to start it): it stays
 -- as a fixed delay in the operation's duration, except inside a fused run, whose launches are gone. The step's
 -- first operation is ready at its measured start, so a delay added to it is taken back.
 scaled AS (
     SELECT r.device_id, r.step_key, r.start_ns, r.gap_ns, f.factor,
-           r.busy_ns / coalesce(r.glue_run_kernels, 1)
+           r.busy_ns * coalesce(r.glue_fused_factor, 1)
                + CASE WHEN r.cause = 'gpu-side' AND r.kept THEN r.gap_ns ELSE 0 END AS fused_ns,
            CASE WHEN r.cause = 'gpu-side' AND r.kept THEN r.gap_ns ELSE 0 END AS fused_gap_ns,
            r.cause IS DISTINCT FROM 'gpu-side' AND (r.kept OR r.cause = 'sync') AS fused_ready,

@@ -5,9 +5,11 @@
 -- @doc kernels of other classes) that repeat most, as HTA's frequent kernel sequences find them (_glue_runs; in
 -- @doc an LLM, such a run repeats in every layer of every step). A kernel is labelled by its ATen functor or op
 -- @doc (MulFunctor, rsqrt_kernel_cuda, MeanOps) when its name carries one, else by its base name.
--- @doc The saving model: glue kernels are memory-bound, so their time follows the bytes they move; a run of k
--- @doc kernels that each read and write the same tensor moves it k times, a fused kernel once, so fusing saves
--- @doc (1 - 1/k) of the run's time. Kernels outside repeated runs are not counted as saved. Computed per phase too.
+-- @doc The saving model (_glue_runs): glue kernels are memory-bound, so their time follows the bytes they move; a
+-- @doc run of k kernels that each read and write the same tensor moves it k times, a fused kernel once, so fusing
+-- @doc saves (1 - 1/k) of the run's time; casts (dtype conversions, each of a different tensor) keep their time.
+-- @doc Random-number kernels, copies and memsets are no glue and end a run. Kernels outside repeated runs are not
+-- @doc counted as saved. Computed per phase too.
 -- @report
 -- @per-phase
 -- @needs gpu_utilization _glue_runs _kernel_classes
@@ -23,7 +25,7 @@
 -- @column top_glue_kernels The heaviest glue kernels: a list of {name, op_class, calls, share} (share of the GPU's time).
 -- @column top_sequences The runs of consecutive glue kernels that repeat most (at least min_sequence_repeats times), by time: a list of {sequence, kernels, repeats, total_ns, share} (sequence: the kernels' labels joined by ' → ', the first six of a longer run; share of the GPU's time).
 -- @column sequence_share Share of the GPU's time in repeated runs of two or more glue kernels (0-1).
--- @column fusion_saving_ns Time fusing each repeated run into one kernel would save under the model above (ns).
+-- @column fusion_saving_ns Time fusing each repeated run into one kernel would save under the model above (ns): none for a run of casts alone, whose fused kernel still moves every tensor.
 -- @column fusion_saving_fraction fusion_saving_ns / the device window (0-1).
 -- @column window_ns The device window (ns).
 -- @check device_id not_null
@@ -78,6 +80,7 @@ top_kernels AS (
 -- The fusion candidates, one row per run whose sequence repeats (_glue_runs), grouped by sequence.
 sequences AS (
     SELECT device_id, run_kernels AS kernels, order_key, set_key, count(*) AS n, sum(run_ns) AS ns,
+           sum(run_fused_ns) AS fused_ns,
            arg_min({'stream_id': stream_id, 'run_id': run_id}, (stream_id, run_id)) AS example
     FROM _glue_runs WHERE is_first GROUP BY device_id, run_kernels, order_key, set_key
 ),
@@ -102,7 +105,7 @@ top_sequences AS (
     SELECT r.device_id,
            list({'sequence': s.sequence, 'kernels': r.kernels, 'repeats': r.n, 'total_ns': r.ns, 'share': r.ns / g.ns}
                 ORDER BY r.rank) FILTER (WHERE r.rank <= ${top_sequences}) AS top_sequences,
-           sum(r.ns) AS seq_ns, sum(r.ns * (1 - 1 / r.kernels)) AS saving_ns
+           sum(r.ns) AS seq_ns, sum(r.ns - r.fused_ns) AS saving_ns
     FROM ranked r JOIN gpu g USING (device_id)
     LEFT JOIN shown s ON s.device_id = r.device_id AND s.rank = r.rank
     GROUP BY r.device_id

@@ -18,6 +18,7 @@
 -- @column share total_ns / the GPU's kernel time (0-1).
 -- @column window_fraction total_ns / the device window (0-1): what these GEMMs cost the GPU, at most.
 -- @column compute_capability The GPU's compute capability as a number (8.0 for an A100, 9.0 for an H100). When the export does not record it, the least the GEMM kernels' names require: cuBLAS names a kernel after the architecture it was built for (sm80_xmma_*, ampere_*, volta_*), and such a kernel runs only on that architecture or a later one; NULL when neither says.
+-- @column compute_capability_source Where compute_capability comes from: 'export' (the GPU table, TARGET_INFO_GPU computeMajor.computeMinor), 'kernel names' (a lower bound: an H100 running sm80 kernels reads 8.0), or NULL.
 -- @column gpu_name The GPU's name.
 -- @column top_kernels The heaviest GEMM kernels of this precision, at most top_precision_kernels: a list of {name, calls, total_ns}.
 -- @check device_id not_null
@@ -67,7 +68,10 @@ SELECT g.device_id, g.precision, p.tensor_cores, g.n AS kernel_count, CAST(g.ns 
        g.ns / nullif(sum(g.ns) OVER (PARTITION BY g.device_id), 0) AS share_of_gemm_time,
        CASE WHEN d.kernel_ns > 0 THEN g.ns / d.kernel_ns ELSE 0 END AS share,
        CASE WHEN u.window_ns > 0 THEN least(g.ns / u.window_ns, 1) ELSE 0 END AS window_fraction,
-       coalesce(v.cc, a.cc) AS compute_capability, v.gpu_name, g.top_kernels
+       coalesce(v.cc, a.cc) AS compute_capability,
+       CASE WHEN v.cc IS NOT NULL THEN 'export' WHEN a.cc IS NOT NULL THEN 'kernel names' END
+           AS compute_capability_source,
+       v.gpu_name, g.top_kernels
 FROM grouped g JOIN device_ns d USING (device_id)
 LEFT JOIN arch a ON a.device_id = g.device_id
 LEFT JOIN gpu_utilization u ON u.device_id = g.device_id

@@ -45,6 +45,7 @@
 -- @column known_metrics Canonical metrics the capture recorded.
 -- @column unknown_metrics Metric names the name table does not know, comma-separated (at most 12).
 -- @column compute_utilization Share of the GPU's window with kernels running (0-1): the time the metrics describe.
+-- @column compute_capability The GPU's compute capability as a number (7.5 for a Turing GPU, 8.0 for an A100), from the export's GPU table (TARGET_INFO_GPU); NULL when it does not record it. Which precisions the tensor cores run follows from it: FP16 from 7.0, TF32 and BF16 from 8.0.
 -- @check device_id not_null
 -- @check device_id unique
 -- @check samples non_negative
@@ -200,7 +201,7 @@ SELECT nm.device_id, nm.chip, n.samples, n.kernel_samples, p.sample_period_ns, k
        coalesce(c.dram_bound_classes, []) AS dram_bound_classes,
        coalesce(d.known_metrics, 0) AS known_metrics,
        nullif(array_to_string(list_slice(nm.unknown_list, 1, 12), ', '), '') AS unknown_metrics,
-       u.utilization AS compute_utilization
+       u.utilization AS compute_utilization, v.compute_capability
 FROM names nm
 JOIN counts n USING (device_id)
 LEFT JOIN per_device d USING (device_id)
@@ -210,4 +211,6 @@ LEFT JOIN periods p USING (device_id)
 LEFT JOIN kernel_times k USING (device_id)
 LEFT JOIN gemm g USING (device_id)
 LEFT JOIN dram_classes c USING (device_id)
+LEFT JOIN (SELECT device_id, any_value(TRY_CAST(compute_capability AS DOUBLE)) AS compute_capability FROM devices
+           GROUP BY device_id) v USING (device_id)
 ORDER BY nm.device_id

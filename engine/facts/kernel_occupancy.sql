@@ -36,6 +36,7 @@
 -- @column small_grid_sm_share Time-weighted mean share of the SMs those launches can use (0-1).
 -- @column small_grid_unused_fraction SM time those launches leave unused, sum(duration * (1 - sm share)), as a share of the device window (0-1).
 -- @column small_grid_kernel_count Distinct kernels with such launches.
+-- @column small_grid_gemm_share Share of small_grid_ns in GEMM kernels (class gemm of rules/operation_classes.yaml): split-K advice needs GEMMs (0-1).
 -- @column small_grid_kernels The small-grid kernels with the most time: a list of {name, launches, ctas, sm_share, time_share}.
 -- @check device_id not_null
 -- @check sm_count not_null
@@ -49,6 +50,7 @@
 -- @check small_grid_time_share range 0 1
 -- @check small_grid_sm_share range 0 1
 -- @check small_grid_unused_fraction range 0 1
+-- @check small_grid_gemm_share range 0 1
 WITH dev AS (
     SELECT device_id, any_value(sm_count) AS sm_count FROM devices WHERE sm_count > 0 GROUP BY device_id
 ),
@@ -68,7 +70,8 @@ configs AS (
 -- Grouped on the integer name id, the text is looked at once per name.
 names AS (
     SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name,
-           name_id IN (SELECT name_id FROM _kernel_classes WHERE op_class = 'communication') AS is_communication
+           name_id IN (SELECT name_id FROM _kernel_classes WHERE op_class = 'communication') AS is_communication,
+           name_id IN (SELECT name_id FROM _kernel_classes WHERE op_class = 'gemm') AS is_gemm
     FROM kernels WHERE name_id IN (SELECT DISTINCT name_id FROM configs) GROUP BY name_id
 ),
 device_time AS (
@@ -76,7 +79,8 @@ device_time AS (
     FROM kernels GROUP BY device_id
 ),
 small_configs AS (
-    SELECT c.* FROM configs c JOIN names n USING (name_id) WHERE c.grid_size < c.sm_count AND NOT n.is_communication
+    SELECT c.*, n.is_gemm FROM configs c JOIN names n USING (name_id)
+    WHERE c.grid_size < c.sm_count AND NOT n.is_communication
 ),
 -- The median of a column over launches, as quantile_disc(x, 0.5) takes it: the value at index (n - 1) // 2 of the
 -- n launches in order (NULLs left out), that is the least value whose running count of launches passes it.
@@ -95,7 +99,7 @@ medians AS (
 ),
 small AS (
     SELECT device_id, sum(ns) AS small_ns, sum(used_ns) AS used_ns, sum(ns) - sum(used_ns) AS unused_ns,
-           count(DISTINCT name_id) AS kernel_n
+           count(DISTINCT name_id) AS kernel_n, coalesce(sum(ns) FILTER (WHERE is_gemm), 0) AS gemm_ns
     FROM small_configs GROUP BY device_id
 ),
 small_per_name AS (
@@ -139,6 +143,7 @@ SELECT p.device_id, p.sm_count, p.kernel_rank, n.name, n.short_name, p.launches,
        CASE WHEN u.window_ns > 0 THEN least(coalesce(s.unused_ns, 0) / u.window_ns, 1) ELSE 0 END
            AS small_grid_unused_fraction,
        coalesce(s.kernel_n, 0) AS small_grid_kernel_count,
+       least(s.gemm_ns / nullif(s.small_ns, 0), 1) AS small_grid_gemm_share,
        coalesce(st.kernels, []) AS small_grid_kernels
 FROM per_name p
 JOIN names n USING (name_id)

@@ -11,11 +11,12 @@
 -- @doc on every row, says whether the run serves or generates tokens: a serving stack (vLLM, SGLang, TensorRT-LLM)
 -- @doc among the evidence that decides, or work in a prefill or decode phase (_phase_ranges: NVTX text naming the
 -- @doc phase, or steps of that shape); remediation steps about batching requests, KV caches and decode attention
--- @doc are shown only then (`when: [software_stack.serves_tokens == true]`). A run with no stack evidence has no
--- @doc row, so such steps never reach a plain CUDA program.
+-- @doc are shown only then (`when: [software_stack.serves_tokens == true]`). A run with no stack evidence has one
+-- @doc row, stack cuda with source none and no matches, so serves_tokens is there for a plain CUDA program too: a
+-- @doc hand-written CUDA LLM with NVTX decode ranges gets the token steps, a CUDA stencil none.
 -- @needs _phase_ranges
 -- @column stack Stack id (engine/vocabulary.py STACKS).
--- @column source Where the evidence is: kernels, nvtx, process (a process that launched GPU work) or host (one that launched none: context only).
+-- @column source Where the evidence is: kernels, nvtx, process (a process that launched GPU work), host (one that launched none: context only) or none (no evidence at all: the one row of a plain CUDA run).
 -- @column matches Kernels, NVTX ranges or processes that match.
 -- @column time_share For kernel evidence, the matching kernels' share of all kernel time (0-1).
 -- @column example One matching name: the one with the most kernel time or ranges (the first by name on a tie).
@@ -88,9 +89,15 @@ WHERE stack IS NOT NULL GROUP BY stack
 UNION ALL
 SELECT stack, CASE WHEN decides THEN 'process' ELSE 'host' END, count(*), NULL, min(name) FROM process_stack
 WHERE stack IS NOT NULL GROUP BY stack, decides
+),
+-- No evidence at all: one row for plain CUDA, so the run's serves_tokens is there for the rules to read.
+stack_rows AS (
+SELECT * FROM evidence
+UNION ALL
+SELECT 'cuda', 'none', 0, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM evidence)
 )
 SELECT stack, source, matches, time_share, example,
-       bool_or(stack IN ('vllm', 'sglang', 'tensorrt-llm') AND source <> 'host') OVER ()
+       coalesce(bool_or(stack IN ('vllm', 'sglang', 'tensorrt-llm') AND source NOT IN ('host', 'none')) OVER (), false)
            OR EXISTS (SELECT 1 FROM _phase_ranges WHERE phase IN ('prefill', 'decode')) AS serves_tokens
-FROM evidence
+FROM stack_rows
 ORDER BY stack, source

@@ -1,7 +1,7 @@
 -- @fact summary
 -- @doc One row with the headline numbers for the whole profile (docs/measures.md "What it measures"): GPU
 -- @doc utilisation, mean kernel duration, mean and median gap between kernels, launch overhead ratio,
--- @doc launch-call count and latency, GPU active time (sum of kernel durations), CPU time in CUDA API calls,
+-- @doc launch-call count and latency, GPU active time (sum of kernel and graph-replay durations), CPU time in CUDA API calls,
 -- @doc copy time, and data movement by traffic: host-device copies (the PCIe volume, pinned and pageable),
 -- @doc device-to-device and peer copies, memsets (_copy_stalls).
 -- @report
@@ -12,14 +12,14 @@
 -- @column copy_only_fraction Share of the used GPUs' windows with only copies or memsets running (0-1).
 -- @column gpu_active_fraction Share of the used GPUs' windows with any GPU activity: kernels, copies, memsets (0-1).
 -- @column kernel_count Kernels (and graph replays).
--- @column mean_kernel_ns Mean kernel duration (ns).
+-- @column mean_kernel_ns Mean duration of the kernels and graph replays that kernel_count counts, a graph-mode replay counting as one (ns).
 -- @column mean_gap_ns Mean gap between consecutive kernels on a GPU (ns).
 -- @column median_gap_ns Median gap between consecutive kernels on a GPU (ns).
 -- @column overhead_ratio Gap time / (kernel busy time + gap time), over all GPUs.
 -- @column launch_calls cudaLaunchKernel, cuLaunchKernel(Ex) and graph-launch calls.
 -- @column launch_mean_ns Mean duration of those calls (ns).
 -- @column launch_p50_ns Median duration of cudaLaunchKernel/cuLaunchKernel calls (ns).
--- @column gpu_active_ns Sum of kernel durations (ns).
+-- @column gpu_active_ns Sum of the durations of kernels and graph replays: with --cuda-graph-trace=graph the replays hold the graphs' kernels (ns).
 -- @column cpu_api_ns CPU time inside CUDA API calls (ns).
 -- @column memcpy_ns Time in every copy, whatever it moves: host-device, device-to-device, peer, unified-memory migration or other; not memsets (ns).
 -- @column memcpy_bytes Bytes in those copies.
@@ -97,12 +97,13 @@ SELECT coalesce(u.n, 0) AS used_devices,
        CASE WHEN u.win > 0 THEN greatest(u.busy - u.cbusy, 0) / u.win END AS copy_only_fraction,
        CASE WHEN u.win > 0 THEN u.busy / u.win END AS gpu_active_fraction,
        coalesce(u.kernels, 0) AS kernel_count,
-       (SELECT avg(dur_ns) FROM kernels) AS mean_kernel_ns,
+       (SELECT avg(dur_ns) FROM (SELECT dur_ns FROM kernels UNION ALL SELECT dur_ns FROM graph_launches))
+           AS mean_kernel_ns,
        (SELECT avg(greatest(gap_ns, 0)) FROM dev_gaps) AS mean_gap_ns,
        (SELECT quantile_cont(greatest(gap_ns, 0), 0.5) FROM dev_gaps) AS median_gap_ns,
        CASE WHEN u.cbusy + g.gaps > 0 THEN g.gaps / (u.cbusy + g.gaps) END AS overhead_ratio,
        coalesce(l.calls, 0) AS launch_calls, l.mean_ns AS launch_mean_ns, lp.p50 AS launch_p50_ns,
-       coalesce(u.ktime, 0) AS gpu_active_ns,
+       coalesce(u.ktime, 0) + (SELECT coalesce(sum(dur_ns), 0) FROM graph_launches) AS gpu_active_ns,
        (SELECT coalesce(sum(dur_ns), 0) FROM api_calls) AS cpu_api_ns,
        (SELECT coalesce(sum(dur_ns), 0) FROM memcpys) AS memcpy_ns,
        (SELECT coalesce(sum(bytes), 0) FROM memcpys) AS memcpy_bytes,

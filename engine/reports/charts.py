@@ -98,6 +98,7 @@ def breakdown(report: Report) -> list[dict[str, Any]]:
 CLASS_COLOURS = {
     "gemm": "#1d4ed8", "attention": "#7c3aed", "moe": "#0891b2", "communication": "#059669", "kv-cache": "#a21caf",
     "quantize": "#4f46e5", "norm": "#f59e0b", "activation": "#ea580c", "rotary": "#ca8a04", "sampling": "#be185d",
+    "random": "#c026d3",
     "reduction": "#b45309", "elementwise": "#dc2626", "memcpy": "#0d9488", "memset": "#65a30d", "other": "#9ca3af",
 }
 TEAM_CLASS_COLOURS = ("#0f766e", "#9d174d", "#3730a3", "#854d0e", "#166534", "#6b21a8")
