@@ -215,8 +215,8 @@ def _why_not(transform: str, row: dict[str, Any], basis: str, measured: int, pro
         return (f"the copies already run pinned at {row.get('pinned_gbps') or 0:.1f} GB/s, so pinning gains "
                 f"nothing; their time is the cost: copy fewer bytes, keep the data on the GPU, or overlap the copies "
                 f"with kernels on another stream")
-    if basis != "steps" or 1 - projected / measured >= 0.5 * share:
-        return None  # the whole window was replayed, or the step holds most of the cause: the replay is the cost
+    if basis != "steps" or measured / projected >= MIN_GAIN:
+        return None  # the whole window was replayed, or the replay gains: what it buys is the cost
     if transform == "fused":
         return (f"the host, not the GPU, sets the {where}'s pace: fused kernels would still wait for its launches; "
                 f"make the host issue faster first (CUDA graphs, a compiler that fuses and captures)")
