@@ -38,7 +38,7 @@ def test_openmp_offload_is_pcie_bound_with_pageable_memory(reports):
     assert r.verdict.primary == "pcie-bound"
     pageable = _finding(r, "pageable-memory-copies")
     assert pageable.severity == "warning" and pageable.row["pageable_count"] == 200
-    assert _finding(r, "pcie-bound").impact > 0.9
+    assert "pcie-bound" in pageable.agrees and pageable.impact > 0.75  # what pinning buys, at most the stall share
 
 
 def test_two_h100_slice_is_pcie_bound_with_pinned_copies_and_idle_kernels(reports):

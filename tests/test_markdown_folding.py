@@ -20,7 +20,7 @@ def test_the_primary_finding_is_open_and_the_others_are_folded():
 
 @pytest.mark.slow
 def test_without_a_primary_finding_nothing_is_folded():
-    _, report = scenario_analysis("healthy_graph_decode")
+    _, report = scenario_analysis("busy_gpu_sync_overhead")
     assert report.verdict.rule is None and report.findings
     md = render(report, "md")
     findings = md[md.index("### Findings"):md.index("### Per GPU")]

@@ -26,17 +26,15 @@ def _advice(finding) -> str:
     return "\n".join(finding.remediation)
 
 
-def test_clue_page_migrations_are_the_verdict_not_the_idle_gpu():
-    """mariamiiiiii…clue-clustering: 735 migrations (fewer than a 'storm' count) cost 68 % of the window."""
+def test_clue_host_work_formatting_output_is_the_verdict_not_page_migrations():
+    """mariamiiiiii…clue-clustering: the gaps end in migrations, but its CPU samples there are the program's own
+    printf formatting: host work, not page-fault waits (migrations cost ~3 % of the window)."""
     r = analysis(real("clue-clustering"))[1]
-    assert r.verdict.primary == "unified-memory" and r.verdict.rule == "uvm-migration-storm"
-    uvm = _finding(r, "uvm-migration-storm")
-    assert uvm.severity == "warning" and uvm.row["uvm_count"] == 735 and uvm.impact > 0.6
-    # it has both kinds of fault-driven migrations, and 2,367 OS-runtime calls and CPU samples were captured
-    assert "cudaCpuDeviceId" in _advice(uvm) and "to the GPU with cudaMemPrefetchAsync" in _advice(uvm)
-    idle = _finding(r, "low-utilization")
-    assert "OS-runtime tracing (nsys profile" not in _advice(idle)
-    assert "Capture with CPU sampling" not in _advice(idle)
+    assert r.verdict.primary == "host-bound" and r.verdict.rule == "host-bound"
+    host = _finding(r, "host-bound")
+    assert host.severity == "warning" and host.impact > 0.6
+    assert "printf" in host.message
+    assert all(f.rule != "uvm-migration-storm" or f.impact < 0.1 for f in r.findings)
 
 
 def test_one_kernel_of_one_block_and_fault_migrations_back_to_the_host():
@@ -68,9 +66,10 @@ def test_pinned_copies_are_not_told_to_pin():
 def test_openmp_copies_lead_with_a_target_data_region():
     """RajaATAli…openmp-offload: 95 GiB of pageable copies from OpenMP target regions."""
     r = analysis(real("openmp-offload"))[1]
-    for rule in ("pageable-memory-copies", "pcie-bound"):
-        first = _finding(r, rule).remediation[0]
-        assert "target data" in first and "cudaHostAlloc" not in first, (rule, first)
+    pageable = _finding(r, "pageable-memory-copies")
+    assert "pcie-bound" in pageable.agrees  # the same copies at the same cost: one finding
+    first = pageable.remediation[0]
+    assert "target data" in first and "cudaHostAlloc" not in first, first
 
 
 def test_openacc_launch_gaps_name_the_allocation_inside_them():

@@ -97,7 +97,8 @@ UNION ALL
 SELECT 'cuda', 'none', 0, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM evidence)
 )
 SELECT stack, source, matches, time_share, example,
-       coalesce(bool_or(stack IN ('vllm', 'sglang', 'tensorrt-llm') AND source NOT IN ('host', 'none')) OVER (), false)
+       coalesce((SELECT bool_or(stack IN ('vllm', 'sglang', 'tensorrt-llm') AND source NOT IN ('host', 'none'))
+                 FROM stack_rows), false)
            OR EXISTS (SELECT 1 FROM _phase_ranges WHERE phase IN ('prefill', 'decode')) AS serves_tokens
 FROM stack_rows
 ORDER BY stack, source
