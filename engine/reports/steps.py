@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..diagnosis.whatif import INFERENCE_PHASES, SERVING_STACKS
 from ..units import fmt_duration, fmt_number, fmt_ratio
 from ..model import Report
 
@@ -15,7 +16,6 @@ _FOUND_BY = {"nvtx": "NVTX step ranges", "sync": "synchronisations of the launch
              "graph-launch": "CUDA-graph launches of the launching thread"}
 ALL = "all"  # the row of every step (fact `steps`)
 _DECODE, _PREFILL = "decode", "prefill"
-SERVING_STACKS = ("vllm", "sglang", "tensorrt-llm")
 # Said when no loop was found: neither NVTX steps nor calls that repeat over most of the GPU work.
 NO_STEPS = ("No repeating loop (no NVTX steps; no syncs or graph launches repeating over most of the GPU work): "
             "the what-ifs replay each GPU's whole window.")
@@ -72,7 +72,7 @@ def serves_tokens(report: Report) -> bool:
     then do the reports speak of tokens (TPOT, TTFT, tokens/s)."""
     stack = report.profile.stack.name if report.profile.stack else None
     return (stack in SERVING_STACKS or bool(report.throughput and report.throughput.tokens)
-            or any(r.get("phase") in (_PREFILL, _DECODE) and (r.get("step_count") or 0) > 0
+            or any(r.get("phase") in INFERENCE_PHASES and (r.get("step_count") or 0) > 0
                    for r in report.facts.get("steps") or []))
 
 
