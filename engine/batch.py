@@ -43,6 +43,7 @@ from .errors import INTERNAL, InputError, OutputError, error_sentence
 from .reading.cache import cache_secret, usable_cache_dir
 from .reading.ranks import directory_entries, exports_among
 from .reports.metrics import METRICS, Metric
+from .text import is_utf8, printable, shown_path
 from .model import Report
 from .vocabulary import Severity
 
@@ -98,7 +99,7 @@ def report_row(path: str, report: Report, seconds: float) -> dict[str, Any]:
     findings = [{"rule": f.rule, "category": f.category, "severity": f.severity.value, "subject": f.subject,
                  "phase": f.phase, "impact": f.impact, "title": f.title} for f in report.findings]
     return {
-        "path": path, "status": STATUS_OK, "error": None,
+        "path": shown_path(path), "status": STATUS_OK, "error": None,
         "verdict": verdict.primary or "none", "verdict_rule": verdict.rule, "headline": verdict.headline,
         "primary_cost": verdict.impact, "phase": verdict.phase,
         "stack": profile.stack.name if profile.stack else None, "nsys_version": profile.nsys_version,
@@ -111,7 +112,7 @@ def report_row(path: str, report: Report, seconds: float) -> dict[str, Any]:
 
 def error_row(path: str, message: str, seconds: float | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {name: None for name in COLUMNS}
-    row.update(path=path, status=STATUS_ERROR, error=message, seconds=seconds)
+    row.update(path=shown_path(path), status=STATUS_ERROR, error=printable(message), seconds=seconds)
     return row
 
 
@@ -461,10 +462,16 @@ def write_table(rows: Sequence[dict[str, Any]], output: Path, *, mode: int) -> N
     if fmt is None:
         raise InputError(f"{output}: the results file must end in {', '.join(TABLE_FORMATS)}.")
     target = Path(os.path.realpath(output))
-    workdir = Path(tempfile.mkdtemp(prefix=f".{target.name[:200]}.", suffix=".tmp", dir=target.parent))
+    workdir = Path(tempfile.mkdtemp(prefix=f".{shown_path(target.name)[:200]}.", suffix=".tmp", dir=target.parent))
+    through: Path | None = None
     try:
         written = workdir / f"results.{fmt}"
-        _copy_rows(rows, written, fmt, output)
+        if is_utf8(str(workdir)):
+            _copy_rows(rows, written, fmt, output)
+        else:  # DuckDB takes file names as UTF-8 text only: it writes through a link to the directory
+            through = Path(tempfile.mkdtemp(prefix="nsys-diagnose-results-"))
+            (through / "out").symlink_to(workdir, target_is_directory=True)
+            _copy_rows(rows, through / "out" / written.name, fmt, output)
         fd = os.open(written, os.O_RDONLY | os.O_NOFOLLOW)
         try:
             os.fchmod(fd, mode)
@@ -476,6 +483,8 @@ def write_table(rows: Sequence[dict[str, Any]], output: Path, *, mode: int) -> N
         raise OSError(exc.errno, exc.strerror, str(output)) from None  # name the results file, not the temporary
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+        if through is not None:
+            shutil.rmtree(through, ignore_errors=True)  # the link only, never what it leads to
 
 
 _COPY = {
@@ -491,7 +500,7 @@ def _copy_rows(rows: Sequence[dict[str, Any]], path: Path, fmt: str, output: Pat
     con = offline_connection(threads=1)
     try:
         con.execute(f"CREATE TABLE batch AS SELECT unnest(from_json(?::JSON, {sql_literal(json.dumps([COLUMNS]))}), "
-                    f"recursive := false) AS r", [json.dumps(list(rows), default=str)])
+                    f"recursive := false) AS r", [json.dumps(_printable(list(rows)), default=str)])
         con.execute("CREATE VIEW results AS SELECT r.* FROM batch")
         con.execute(f"COPY ({query}) TO {sql_literal(str(path))} ({options})")
     except duckdb.Error as exc:
@@ -500,6 +509,18 @@ def _copy_rows(rows: Sequence[dict[str, Any]], path: Path, fmt: str, output: Pat
                           f"({' '.join(str(exc).split())[:300]}).") from None
     finally:
         con.close()
+
+
+def _printable(value: Any) -> Any:
+    """`value` with every string valid UTF-8 (text.printable), as DuckDB's JSON reader needs: a file name that is
+    not UTF-8 is a row like any other, never a results file that cannot be written."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {k: _printable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_printable(v) for v in value]
+    return value
 
 
 def output_mode(output: Path, umask: int) -> int:

@@ -67,6 +67,76 @@ def _delta(key: str, before: float | None, after: float | None) -> MetricDelta:
                        change_display=fmt_change(change, relative, m.unit))
 
 
+# A per-call mean is judged with the count it multiplies: what the calls cost in all is count x mean, so a mean
+# that rose while the calls grew fewer by more (CUDA graphs: one graph launch instead of hundreds of kernel
+# launches, each launch longer) is no regression (docs/compare-ci.md).
+PER_CALL = {"launch_mean_ns": "launch_calls"}
+# A count that grows with the length of the capture is judged by its rate per second of active work, the fact
+# column given: more steps captured make more synchronisations, not more per step.
+PER_SECOND = {"sync_calls": ("sync_overview", "calls_per_s")}
+
+
+def _times(x: float) -> str:
+    return f"{x:.0f}×" if x >= 10 else f"{x:.1f}×"
+
+
+def _rejudged(d: MetricDelta, before: float | None, after: float | None, note: Callable[[float], str]) -> MetricDelta:
+    """`d` judged by the value that matters (before, after): its assessment is that value's, and where the two
+    disagree its note says why ('per call, but 262× fewer calls: total -99 %')."""
+    if d.before is None or d.after is None or before is None or after is None or d.better is None:
+        return d
+    total = _delta(d.key, before, after)  # the same good direction and noise threshold as the metric's own
+    if total.change is None:
+        return d
+    assessment: Assessment = total.assessment if total.assessment != "changed" else d.assessment
+    if assessment == d.assessment:
+        return d
+    relative = (after - before) / abs(before) if before else None
+    return d.model_copy(update={"assessment": assessment, "note": note(relative) if relative is not None else None})
+
+
+def _per_call(d: MetricDelta, calls: MetricDelta | None) -> MetricDelta:
+    """A per-call mean judged by count x mean, the total time of the calls."""
+    if calls is None or None in (d.before, d.after, calls.before, calls.after):
+        return d
+    b_calls, a_calls = float(calls.before or 0), float(calls.after or 0)
+    fewer = (f"{_times(b_calls / a_calls)} fewer calls" if 0 < a_calls < b_calls
+             else "no calls" if a_calls == 0 else f"{_times(a_calls / b_calls)} more calls" if b_calls else "")
+
+    def note(relative: float) -> str:
+        return f"per call, but {fewer}: total {round(relative * 100):+d} %"
+
+    return _rejudged(d, float(d.before or 0) * b_calls, float(d.after or 0) * a_calls, note)
+
+
+def _per_second(d: MetricDelta, before: float | None, after: float | None) -> MetricDelta:
+    """A count judged by its rate per second of active work."""
+    def note(relative: float) -> str:
+        return (f"but per second of work {fmt_metric(before, 'rate')} → {fmt_metric(after, 'rate')} "
+                f"({round(relative * 100):+d} %)")
+
+    return _rejudged(d, before, after, note)
+
+
+def _judged_as_it_matters(deltas: list[MetricDelta], before: Report, after: Report) -> list[MetricDelta]:
+    """Each per-call mean judged with its count (PER_CALL), each capture-length count by its rate (PER_SECOND)."""
+    by_key = {d.key: d for d in deltas}
+
+    def rate(report: Report, fact: str, column: str) -> float | None:
+        rows = report.facts.get(fact) or []
+        return number(rows[0].get(column)) if rows else None
+
+    out = []
+    for d in deltas:
+        if d.key in PER_CALL:
+            d = _per_call(d, by_key.get(PER_CALL[d.key]))
+        elif d.key in PER_SECOND:
+            fact, column = PER_SECOND[d.key]
+            d = _per_second(d, rate(before, fact, column), rate(after, fact, column))
+        out.append(d)
+    return out
+
+
 def _finding_changes(before: Report, after: Report) -> list[FindingChange]:
     b = {(f.rule, f.subject): f for f in before.findings}
     a = {(f.rule, f.subject): f for f in after.findings}
@@ -381,8 +451,8 @@ def compare(before: Report, after: Report, *, tokens: int | None = None, gates: 
     vb, va = extract(before, tokens), extract(after, tokens)
     order = [m.key for m in compared()]
     keys = order + sorted(k for k in set(vb) | set(va) if k not in order)
-    deltas = [_delta(k, vb.get(k), va.get(k)) for k in keys
-              if vb.get(k) is not None or va.get(k) is not None]
+    deltas = _judged_as_it_matters([_delta(k, vb.get(k), va.get(k)) for k in keys
+                                    if vb.get(k) is not None or va.get(k) is not None], before, after)
     parsed = [parse_gate(s, known_metrics()) for s in gates]
     sides = {"before": before, "after": after}
     checked = check_gates(parsed, vb, va, lambda side, key: _absence(sides[side], key, tokens))

@@ -32,6 +32,13 @@ def one_line(text: object) -> str:
     return " ".join(strip_controls(text).split())
 
 
+def full_stop(text: str) -> str:
+    """`text` ending in one full stop, for a sentence that goes on after it: a message that already ends in `.`,
+    `!` or `?` keeps its own mark instead of gaining a second one ("empty.." never)."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
 def error_sentence(exc: BaseException, *, bug: bool = False) -> str:
     """What went wrong, as the one line a command prints after "error: " (engine/cli/exits.py) and a batch row
     holds (engine/batch.py): a DiagnoseError's own sentence, running out of memory, "FILE: reason" of an OSError,

@@ -27,11 +27,12 @@ from .diagnosis.headlines import Headlines, load_headlines
 from .facts.compute import FactSet
 from .facts import Fact
 from .model import Finding, ParamOverride, Report, Verdict
+from .reading.cache import CacheWarning
 from .reading.ranks import Numbering, RankInput, resolve_run
 from .diagnosis.ruleset import RuleSet
 from .facts.cross_rank import compute_run_facts, load_run_facts
 from .model.runmodel import RankRow, RunBalance, RunReport, split_balance_row
-from .text import plural
+from .text import plural, shown_path
 from .units import fmt_ratio
 from .vocabulary import Severity
 
@@ -59,7 +60,10 @@ class RunProgress:
                 raise _Cancelled()
             if self.sink:
                 with self._lock:
-                    self.sink(f"rank {rank}: {stage} · {self.done}/{self.total} ranks done")
+                    # a warning that the cache cannot be used is passed on as it is: the ranks share one cache
+                    # directory, and the command line says it once (engine/cli/progress.py)
+                    self.sink(stage if isinstance(stage, CacheWarning)
+                              else f"rank {rank}: {stage} · {self.done}/{self.total} ranks done")
         return report
 
     def finished(self) -> None:
@@ -135,7 +139,7 @@ def rank_numbers(rank: RankInput, report: Report) -> dict[str, Any]:
     comm = next((c for c in report.facts.get("communication") or [] if c.get("device_id") == device), {})
     names: dict[Any, Any] = {d.get("device_id"): d.get("name") for d in report.profile.devices}
     return {
-        "rank": rank.rank, "path": str(rank.path), "file": rank.path.name, "pid": comm.get("pid"),
+        "rank": rank.rank, "path": shown_path(rank.path), "file": shown_path(rank.path.name), "pid": comm.get("pid"),
         "device_id": device, "gpu_name": names.get(device), "gpus_used": len(gpus),
         "window_ns": main.get("window_ns") if main else None,
         "utilization": main.get("utilization") if main else None,
@@ -218,7 +222,7 @@ def diagnose_run(paths: Sequence[str | Path], config: Config | None = None, *, p
     `workers`: ranks read at once (default: one per CPU, at most the number of ranks)."""
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)  # one directory may come bare
     inputs, numbering = resolve_run(paths)
-    source = str(paths[0]) if len(paths) == 1 else ", ".join(str(p) for p in paths)
+    source = shown_path(paths[0]) if len(paths) == 1 else ", ".join(shown_path(p) for p in paths)
     return diagnose_inputs(inputs, numbering, source, config, progress=progress, cache=cache, workers=workers,
                            cache_dir=cache_dir)
 

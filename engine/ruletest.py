@@ -426,15 +426,19 @@ _FactCache = FactCache  # the name `diagnose rules explain` imports
 
 def run_rule_tests(files: list[Path], rules: dict[str, Rule], facts: dict[str, Fact],
                    scenario_facts: Callable[[str], FactSet] | None = None,
-                   op_classes: OperationClasses | None = None) -> list[CaseResult]:
+                   op_classes: OperationClasses | None = None,
+                   progress: Callable[[str], None] | None = None) -> list[CaseResult]:
     """Run the cases of `files`. `scenario_facts` may supply already computed facts of a scenario; `op_classes`:
-    the operation classes of the loaded team packs."""
+    the operation classes of the loaded team packs; `progress`: called before each case with what runs."""
     cache = FactCache(facts, scenario_facts, op_classes)
     results: list[CaseResult] = []
     try:
-        for path in files:
+        for number, path in enumerate(files, 1):
             rule_id, cases = load_test_file(path, rules, facts)
             for i, case in enumerate(cases):
+                if progress is not None:
+                    progress(f"testing rule {number}/{len(files)} {rule_id}: case {i + 1}/{len(cases)} "
+                             f"{case.get('name', '')}".rstrip())
                 fact_set = cache.get(case, path, rules[rule_id])
                 params = {k: float(v) for k, v in (case.get("params") or {}).items()}
                 try:

@@ -15,6 +15,10 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 # GitHub turns bare http://, https:// and www. text into links (the autolink extension); an escaped ':' or '.'
 # stops it and still displays the same text.
 _MD_AUTOLINK = re.compile(r"(?i)\b(https?)(:)|\b(www)(\.)")
+# GitHub turns @name and @org/team into a mention and notifies them when the report is posted; a zero-width joiner
+# after the '@' shows the same text and mentions no one (GitHub Docs, "Basic writing and formatting syntax",
+# Mentioning people and teams: a mention is '@' followed by a username, after a space or a line's start).
+_MD_MENTION = re.compile(r"(?<![\w@])@(?=[A-Za-z0-9])")
 
 
 def did_you_mean(name: str, options: Iterable[str], otherwise: str = "") -> str:
@@ -24,8 +28,37 @@ def did_you_mean(name: str, options: Iterable[str], otherwise: str = "") -> str:
     return f"; did you mean {close[0]!r}?" if close else otherwise
 
 
+def printable(text: str) -> str:
+    """`text` encodable as UTF-8: a byte of a file name that is not valid UTF-8, which Python keeps in a str as a
+    surrogate escape (https://peps.python.org/pep-0383/), is shown as a backslash escape (`na\\xffme.sqlite`), the
+    way Python's own `backslashreplace` error handler shows it; any other lone surrogate as `\\udXXX`."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that no file name decoded into
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shown_path(path: str | bytes | os.PathLike) -> str:
+    """A path as reports, messages and DuckDB take it: always valid UTF-8 text (printable)."""
+    return printable(os.fsdecode(path))
+
+
+def is_utf8(text: str) -> bool:
+    """Whether `text` (a file name, say) encodes as UTF-8, as DuckDB needs of the names it opens."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def strip_controls(text: object) -> str:
-    return _CONTROL.sub("\ufffd", str(text)).replace("\n", " ").replace("\r", " ").replace("\t", " ")
+    return _CONTROL.sub("\ufffd", printable(str(text))).replace("\n", " ").replace("\r", " ").replace("\t", " ")
 
 
 def shorten(text: object, limit: int = 90) -> str:
@@ -45,6 +78,7 @@ def md_inline(text: object, limit: int | None = 90) -> str:
         s = shorten(s, limit)
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = _MD_SPECIAL.sub(r"\\\1", s)
+    s = _MD_MENTION.sub("@\u200d", s)
     return _MD_AUTOLINK.sub(lambda m: f"{m.group(1) or m.group(3)}\\{m.group(2) or m.group(4)}", s)
 
 

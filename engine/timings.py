@@ -31,7 +31,11 @@ class Timing:
     spill_bytes: int | None = None  # None: not sampled (a stage)
 
 
-@dataclass
+# eq=False: a watch is one fact's, and Timings.fact removes it by identity. With the dataclass's field-wise ==,
+# list.remove took the first watch of equal fields: two facts running side by side that began at the same spill
+# (engine/facts/parallel.py) and ended in the opposite order removed each other's, and once the spill grew the
+# second removal found no watch equal to its own and raised ValueError (and the first fact's spill went unsampled).
+@dataclass(eq=False)
 class _Watch:
     start: int | None = None  # temporary bytes when the fact began
     peak: int = 0

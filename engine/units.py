@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 # Column-name suffix -> unit. The first matching suffix wins.
 _SUFFIX_UNITS: tuple[tuple[str, str], ...] = (
@@ -94,6 +95,31 @@ def fmt_duration(ns: float | None) -> str:
     if a < 1e9:
         return f"{ns / 1e6:.1f} ms"
     return f"{ns / 1e9:.2f} s"
+
+
+def fmt_step(ns: float | None) -> str:
+    """A step time to three significant digits ('1.02 ms', '543 µs'): projections compare close values."""
+    if ns is None:
+        return fmt_value(ns, "ns")
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if abs(ns) >= scale:
+            v = ns / scale
+            return f"{v:.{2 if v < 10 else 1 if v < 100 else 0}f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def fmt_span(low: float, high: float, fmt: Callable[[float], str]) -> str:
+    """'a..b' with each end written by `fmt`, or one value where both ends print alike ('8.0×', not '8.0×..8.0×'):
+    a range is shown as the reader can tell its ends apart, in every format."""
+    a, b = fmt(low), fmt(high)
+    return a if a == b else f"{a}..{b}"
+
+
+def fmt_range(low: float, high: float) -> str:
+    """'1.38..1.51 ms': both ends in the unit of the higher one; '4.19 ms' where they print alike."""
+    unit = fmt_step(high).split()[-1]
+    scale = {"s": 1e9, "ms": 1e6, "µs": 1e3, "ns": 1.0}[unit]
+    return fmt_span(low / scale, high / scale, lambda v: f"{v:.{2 if v < 10 else 1 if v < 100 else 0}f}") + f" {unit}"
 
 
 def fmt_bytes(n: float | None) -> str:

@@ -224,7 +224,8 @@ def test_a_cache_directory_the_user_named_is_never_created(profile, user_cache, 
     report = diagnose(profile, cache_dir=missing, progress=said.append)
     assert report.verdict.primary == "launch-bound"
     assert not missing.parent.exists() and not user_cache.exists()
-    assert any(f"the cache directory {missing} does not exist" in s and "without a cache" in s for s in said), said
+    assert any(isinstance(s, store.CacheWarning) and f"the cache directory {missing} (--cache-dir) does not exist" in s
+               and "without a cache" in s for s in said), said
     done = subprocess.run([str(DIAGNOSE), str(profile), "-q", "--cache-dir", str(missing)], capture_output=True,
                           text=True, env=dict(os.environ))
     assert done.returncode == 0 and "launch-bound" in done.stdout, done.stderr

@@ -350,15 +350,103 @@ def test_an_empty_key_left_by_a_killed_run_is_replaced_and_caching_works(tmp_pat
         assert export.cache_hit
 
 
-def test_a_key_file_that_is_not_private_or_not_a_file_turns_caching_off_and_is_left_alone(tmp_path, user_cache):
+def test_a_key_file_of_ours_that_others_may_read_is_replaced_by_a_fresh_private_key(tmp_path, user_cache):
+    """Whoever could read it could seal caches for this user: it is never used, but replaced (caching would
+    otherwise be off for good), by a key of fresh random bytes, 0600."""
     user_cache.mkdir(parents=True, mode=0o700)
     secret = store.key_path(user_cache)
     secret.write_bytes(b"k" * 32)
-    secret.chmod(0o644)  # readable by others: whoever could read it could seal caches for this user
-    assert store.cache_secret(user_cache) is None
-    assert secret.read_bytes() == b"k" * 32 and stat.S_IMODE(secret.stat().st_mode) == 0o644
-    secret.unlink()
+    secret.chmod(0o644)
+    fresh = store.cache_secret(user_cache)
+    assert fresh is not None and fresh != b"k" * 32 and len(fresh) == 32
+    assert secret.read_bytes() == fresh and stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert sorted(os.listdir(user_cache)) == [secret.name]  # no key written aside is left behind
+
+
+def test_a_key_that_is_not_a_regular_file_turns_caching_off_is_left_alone_and_said(tmp_path, user_cache):
+    user_cache.mkdir(parents=True, mode=0o700)
+    secret = store.key_path(user_cache)
     os.mkfifo(secret, 0o600)  # a FIFO is never waited on
-    store.cache_secret.cache_clear()
     assert store.cache_secret(user_cache) is None
     assert stat.S_ISFIFO(os.lstat(secret).st_mode)
+    assert store.cache_problem() == (f"the key that seals the caches in {user_cache}, {secret}, is not a regular "
+                                     f"file, so it is never trusted; remove it (a new private key is then made), "
+                                     f"or choose another cache directory")
+
+
+# -- a cache that cannot be used is said, once, on a line that stays -------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "examples" / "eager_decode.sqlite"
+
+
+def _warnings(stderr: str, prog: str = "diagnose") -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith(f"{prog}: warning: ")]
+
+
+def test_a_missing_cache_directory_is_a_warning_that_stays_when_stderr_is_no_terminal(tmp_path, user_cache):
+    """CI's stderr is no terminal, where progress lines are never shown: the warning is a line of its own anyway,
+    naming the directory and what to do; --quiet leaves it out."""
+    missing = tmp_path / "no-such-caches"
+    env = {store.CACHE_DIR_ENV: str(missing)}
+    done = _run(EXAMPLE, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"diagnose: warning: reading the export without a cache: the cache directory {missing} "
+        f"({store.CACHE_DIR_ENV}) does not exist; create it (mkdir -p {missing}), or unset {store.CACHE_DIR_ENV}."]
+    quiet = _run(EXAMPLE, "-q", env=env)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    assert not missing.exists()
+
+
+@pytest.mark.slow
+def test_a_directory_others_may_write_without_the_sticky_bit_is_said_once_with_what_to_do(tmp_path, user_cache):
+    """The two profiles of a comparison share the cache directory: one warning, not one per profile; batch says
+    it too (its workers say nothing)."""
+    unsafe = tmp_path / "caches"
+    unsafe.mkdir()
+    unsafe.chmod(0o777)
+    done = _run("compare", EXAMPLE, EXAMPLE, "--cache-dir", unsafe)
+    assert done.returncode == 0, done.stderr
+    (line,) = _warnings(done.stderr, "diagnose compare")
+    assert f"the cache directory {unsafe} (--cache-dir) may be written by others and has no sticky bit" in line
+    assert f"chmod +t {unsafe}" in line and f"chmod 0700 {unsafe}" in line and "drop --cache-dir" in line
+    batch = _run("batch", EXAMPLE, "--out", tmp_path / "results.csv", "--cache-dir", unsafe)
+    assert batch.returncode == 0, batch.stderr
+    assert len(_warnings(batch.stderr, "diagnose batch")) == 1 and f"chmod +t {unsafe}" in batch.stderr
+    assert list(unsafe.iterdir()) == []
+    unsafe.chmod(0o1777)  # with the sticky bit, as /tmp: used, and nothing said
+    done = _run(EXAMPLE, "--cache-dir", unsafe)
+    assert done.returncode == 0 and not _warnings(done.stderr), done.stderr
+    assert len(list(unsafe.glob("*" + store.CACHE_SUFFIX))) == 1
+
+
+@pytest.mark.slow
+def test_a_cache_file_of_ours_that_others_may_write_is_rebuilt_not_refused_for_good(tmp_path, user_cache):
+    """Never read (anyone may have written it), but ours to replace: the run builds a cache and renames it over
+    the file, so the next run reuses it."""
+    profile = tmp_path / "run.sqlite"
+    shutil.copyfile(EXAMPLE, profile)
+    profile.chmod(0o600)
+    cache = store.cache_path(profile)
+    cache.write_bytes(b"anyone could have written this")
+    cache.chmod(0o666)
+    said: list[str] = []
+    assert diagnose(profile, progress=said.append).verdict.primary == "launch-bound"
+    assert not any(isinstance(s, store.CacheWarning) for s in said), said
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600 and cache.read_bytes()[:30] != b"anyone could have written this"
+    with open_export(profile, cache=True) as export:
+        assert export.cache_hit
+
+
+@pytest.mark.slow
+def test_a_cache_file_of_another_user_is_left_alone_and_said(tmp_path, user_cache, other_user):
+    profile = tmp_path / "run.sqlite"
+    shutil.copyfile(EXAMPLE, profile)
+    cache = store.cache_path(profile)
+    cache.write_bytes(b"planted")
+    os.chown(cache, *other_user)
+    done = _run(profile)
+    assert done.returncode == 0, done.stderr
+    (line,) = _warnings(done.stderr)
+    assert f"the cache file {cache} belongs to another user, so it is never trusted; remove it" in line
+    assert cache.read_bytes() == b"planted" and cache.stat().st_uid == other_user[0]

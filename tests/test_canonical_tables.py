@@ -175,3 +175,26 @@ def test_the_schema_document_cites_public_sources_and_lists_every_enum_code_used
         assert f"{code} {word}" in text, (code, word)
     for code in (adapters.NVTX_PUSH_POP, adapters.NVTX_START_END, adapters.NVTX_DOMAIN_CREATE):
         assert str(code) in text
+
+
+def test_kernels_without_a_device_are_placed_from_their_stream_or_counted_and_left_out(tmp_path):
+    """A NULL deviceId (post-processed exports only): placed on the GPU of its context or stream when the export
+    says which, else left out of the canonical tables and counted in profile_info, never kept as a row no per-GPU
+    fact can place."""
+    from test_robustness import without_device
+
+    placed, lost = tmp_path / "placed.sqlite", tmp_path / "lost.sqlite"
+    generate("eager_decode", placed)
+    lost.write_bytes(placed.read_bytes())
+    without_device(placed, "CUPTI_ACTIVITY_KIND_KERNEL", "rowid % 5 = 0", lost=False)
+    without_device(lost, "CUPTI_ACTIVITY_KIND_KERNEL", "rowid % 5 = 0", lost=True)
+    with open_export(placed) as export:
+        assert export.query("SELECT count(*), count(device_id) FROM kernels") == [(7325, 7325)]
+        assert dict(export.query("SELECT key, value FROM profile_info WHERE key LIKE '%device%'")) == {
+            "device_recovered:kernels": "1465"}
+    with open_export(lost) as export:
+        assert export.count("kernels") == 5860
+        assert export.query("SELECT count(*), count(device_id) FROM kernels") == [(5860, 5860)]
+        info = dict(export.query("SELECT key, value FROM profile_info WHERE key LIKE '%device%'"))
+        assert info["no_device:kernels"] == "1465" and int(info["no_device_ns:kernels"]) > 0
+        assert export.used_devices == [0]

@@ -104,3 +104,15 @@ def test_help_lists_every_command_and_each_one_answers_to_its_word(capsys) -> No
             cli.main([word, "--help"])
         assert exit_.value.code == 0
         assert capsys.readouterr().out.startswith(f"usage: diagnose {word}"), word
+
+
+def test_diagnose_help_lists_every_subcommand_of_each_command() -> None:
+    """The Commands paragraph of `diagnose --help` names each command's subcommands, as its parser defines them."""
+    flat = " ".join(cli.profile_parser().format_help().split())
+    for word, (build, _, _, (usage, _)) in cli.COMMANDS.items():
+        assert f"`{usage}`" in flat, word
+        subparsers = [a for a in build()._actions if isinstance(getattr(a, "choices", None), dict)]
+        if not subparsers:
+            continue
+        listed = {alternative.split()[0] for alternative in usage.removeprefix(f"diagnose {word} ").split("|")}
+        assert listed == set(subparsers[0].choices), f"`diagnose --help` lists {word} {sorted(listed)}"

@@ -106,7 +106,9 @@ def test_tokens_add_throughput(reports):
     c = compare(reports["eager"], reports["graphs"], tokens=1000)
     tps, tpot = metric(c, "tokens_per_s"), metric(c, "time_per_token_ns")
     assert tps.before == pytest.approx(1000 / reports["eager"].profile.duration_ns * 1e9)
-    assert tpot.before == pytest.approx(reports["eager"].profile.duration_ns / 1000)
+    # per request, as TPOT is: the median decode step (the run's alike steps are decode steps with --tokens)
+    steps = reports["eager"].facts["steps"][0]
+    assert tpot.before == pytest.approx(steps["median_step_ns"])
     assert "Output tokens per second" in render(c, "terminal")
 
 
@@ -214,3 +216,22 @@ def test_untrusted_text_is_inert_in_every_format(improved):
         assert "\x1b" not in text and "\u202e" not in text, fmt
         assert fmt == "terminal" or "<b>" not in text, fmt
     assert "\\|\\`x\\`&lt;b&gt;" in render(evil, "md")
+
+
+def test_a_per_call_latency_is_judged_with_the_calls_it_multiplies(improved, regressed):
+    """CUDA graphs: one graph launch for hundreds of kernel launches, each launch longer. The mean launch latency
+    rose, but the calls fell by far more, so the launch time in all fell: no regression, and the change says why.
+    The synchronisations grew with the steps captured, not per second of work: not a regression either."""
+    launch = metric(improved, "launch_mean_ns")
+    calls = metric(improved, "launch_calls")
+    assert launch.after > launch.before and calls.after * launch.after < calls.before * launch.before
+    assert launch.assessment == "improved"
+    assert re.fullmatch(r"per call, but \d+× fewer calls: total -\d+ %", launch.note or "")
+    syncs = metric(improved, "sync_calls")
+    assert syncs.after > syncs.before and syncs.assessment != "regressed"
+    assert "per second of work" in (syncs.note or "")
+    for fmt in ("terminal", "md", "html"):
+        assert "fewer calls: total" in render(improved, fmt)
+    # the other way round, the total rose: a regression, with the same reasoning
+    back = metric(regressed, "launch_mean_ns")
+    assert back.assessment == "regressed" and "more calls: total +" in (back.note or "")

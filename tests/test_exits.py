@@ -161,6 +161,22 @@ def test_an_internal_error_is_exit_3_not_a_finding(monkeypatch, capsys):
         "diagnose: internal error:")
 
 
+@pytest.mark.parametrize("message", ["empty.", "empty", "what?", "stop!", "trailing space. "])
+def test_an_internal_error_ending_in_a_full_stop_gets_no_second_one(monkeypatch, capsys, message):
+    from nsys_diagnose.errors import full_stop
+
+    def crash(*args, **kwargs):
+        raise ValueError(message)
+
+    monkeypatch.setattr(cli, "diagnose", crash)
+    assert cli.main([str(EXAMPLE), "-q"]) == 3
+    err = capsys.readouterr().err
+    sentence = full_stop(message)
+    assert err.startswith(f"diagnose: internal error: ValueError: {sentence} This is a bug"), err
+    assert ".." not in err and "?." not in err and "!." not in err
+    assert full_stop("a.") == "a." and full_stop("a") == "a." and full_stop("a. ") == "a."
+
+
 @pytest.mark.slow
 def test_an_internal_error_in_compare_is_exit_3(monkeypatch, capsys):
     from nsys_diagnose.cli import compare as comparecli

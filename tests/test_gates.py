@@ -177,7 +177,7 @@ def nvtx_then_eager():
 @pytest.mark.parametrize("spec, why", [
     ("phase_decode_ns:+5%", "phase_decode_ns is missing in the after profile (eager_decode.sqlite; no NVTX phase "
                             "'decode', only other); mark the gate optional as 'phase_decode_ns?:+5%'"),
-    ("step_time_ns:+5us", "step_time_ns is missing in the after profile (eager_decode.sqlite; no decode steps)"),
+    ("step_time_ns:+5us", "step_time_ns is missing in the after profile (eager_decode.sqlite; no --tokens N given)"),
     ("tokens_per_s:-5%", "tokens_per_s is missing in both profiles (prefill_decode_nvtx.sqlite, eager_decode.sqlite; "
                          "no --tokens N given)"),
 ])
@@ -190,7 +190,7 @@ def test_a_missing_metric_says_why_the_profile_lacks_it(nvtx_then_eager, spec, w
 def test_gate_form_is_in_the_json_and_optional_gates_show_as_not_evaluated(nvtx_then_eager):
     c = compare(*nvtx_then_eager, gates=["gpu_utilization:-5pt", "phase_decode_ns?:+5%", "step_time_ns?:+2ms"])
     data = json.loads(render(c, "json"))
-    assert data["schema_version"] == "1.2" and c.gate_crossed
+    assert data["schema_version"] == "1.3" and c.gate_crossed
     assert [(g["unit"], g["optional"], g["crossed"]) for g in data["gates"]] == [
         ("points", False, True), ("percent", True, False), ("ms", True, False)]
     assert data["gates"][0]["observed"] == pytest.approx(-18.1, abs=0.1)

@@ -325,8 +325,8 @@ def test_rules_explain_shows_the_settings_in_force_and_where_each_was_made(capsy
     assert f"severity error ({config}; default warning)" in out
     assert "min_launch_idle_share = 0.5 ratio (between 0 and 1)" in out  # not set: the default, no origin
     line = in_process(capsys, "rules", "explain", "launch-bound", "--set", "launch-bound.max_overhed=0.2")
-    assert line == ("diagnose: error: rule 'launch-bound' has no param 'max_overhed'; did you mean "
-                    "'max_overhead_ratio'?")
+    assert line == ("diagnose: error: --set launch-bound.max_overhed=0.2: rule 'launch-bound' has no param "
+                    "'max_overhed'; did you mean 'max_overhead_ratio'?")
 
 
 def test_a_rule_test_case_with_a_param_outside_its_range_is_refused(capsys, tmp_path):

@@ -14,6 +14,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -24,7 +25,8 @@ from nsys_diagnose.errors import DiagnoseError, InputError
 from nsys_diagnose.fixtures.generator import main as fixture_main
 from nsys_diagnose.fixtures.runs import RUN_SCENARIOS, generate_run
 from nsys_diagnose.multirank import diagnose_inputs, diagnose_run
-from nsys_diagnose.reading.ranks import number_ranks, resolve_run
+from nsys_diagnose.reading.inputs import sqlite_uri
+from nsys_diagnose.reading.ranks import number_ranks, read_identity, resolve_run
 from nsys_diagnose.facts.cross_rank import RANK_COLUMNS, load_run_facts
 from nsys_diagnose.model.runmodel import RankRow, RunBalance, RunReport
 from nsys_diagnose.reports.render import render
@@ -36,6 +38,7 @@ from conftest import REAL_DIR, REAL_EXPORTS, slow_but, sqlite_ro
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+DIAGNOSE = Path(sys.executable).parent / "diagnose"
 
 
 @pytest.fixture(autouse=True)
@@ -297,6 +300,46 @@ def test_one_file_keeps_the_single_profile_report():
     p = cli(str(EXAMPLE), "--no-cache", "--set", "rank-straggler.min_imbalance=0.5", "-f", "json")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["overrides"] == []
+
+
+def _two_ranks_in(directory: Path, runs: dict[str, Path]) -> Path:
+    directory.mkdir()
+    for r in (0, 1):
+        shutil.copy(runs["multi_rank_balanced"] / f"rank{r}.sqlite", directory)
+    return directory
+
+
+def test_rank_identity_is_read_through_a_relative_path(tmp_path, runs, monkeypatch):
+    # a SQLite URI names an absolute path (https://www.sqlite.org/uri.html): a relative one is resolved first
+    _two_ranks_in(tmp_path / "mr", runs)
+    monkeypatch.chdir(tmp_path / "mr")
+    assert read_identity(Path("rank0.sqlite")).nsys_version is not None
+    assert sqlite_uri("rank0.sqlite") == (tmp_path / "mr" / "rank0.sqlite").as_uri() + "?mode=ro"
+
+
+def test_documented_commands_run_with_relative_paths_from_the_files_directory(tmp_path, runs):
+    # docs/multi-rank.md: every example names the exports relative to the working directory
+    run = _two_ranks_in(tmp_path / "mr", runs)
+    p = cli("rank0.sqlite", "rank1.sqlite", "--no-cache", cwd=run)
+    assert p.returncode == 0, p.stderr
+    assert "run of 2 ranks" in p.stdout
+    p = cli("mr/", "--no-cache", "-f", "json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["source"] == "mr/"
+    p = cli("facts", "show", "rank_balance", "mr", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "mr/rank0.sqlite" in p.stdout and "(2 rows)" in p.stdout
+
+
+@pytest.mark.slow
+def test_documented_command_with_relative_paths_as_a_subprocess(tmp_path, runs):
+    run = _two_ranks_in(tmp_path / "mr", runs)
+    env = {**os.environ, "NSYS_DIAGNOSE_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("NO_COLOR", None)
+    p = subprocess.run([str(DIAGNOSE), "rank0.sqlite", "rank1.sqlite", "--no-cache"], cwd=run, env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "run of 2 ranks" in p.stdout and "Traceback" not in p.stderr
 
 
 # --- outputs ------------------------------------------------------------------------------------------------

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 from nsys_diagnose.cli import compare as comparecli, main as cli
+from nsys_diagnose.cli.output import check_output
+from nsys_diagnose.errors import OutputError
+from nsys_diagnose.reading import cache as store
 from nsys_diagnose.reading.cache import cache_path
 
 from conftest import slow_but
@@ -134,6 +137,80 @@ def test_compare_output_onto_either_input_is_refused(tmp_path, position):
     done = run("compare", a, b, "-o", a if position == "before" else b)
     assert_refused(done, "the input export")
     assert digest(a) == digest(b) == before
+
+
+def test_output_onto_the_key_that_seals_the_caches_is_refused(export, user_cache):
+    """A report written over the key would invalidate every cache sealed with it (docs/security.md)."""
+    assert store.cache_dir_private() == user_cache
+    assert store.cache_secret(user_cache) is not None
+    key = store.key_path(user_cache)
+    before = digest(key)
+    done = run(export, "-o", key)
+    assert_refused(done, f"is in the cache directory of nsys-diagnose, {user_cache}", "never overwritten")
+    assert digest(key) == before and listing(user_cache) == {key.name}
+
+
+def _cache_output(case: str, user_cache: Path, named: Path) -> tuple[Path, Path | None, bool]:
+    """(output, --cache-dir, refused) for `case`."""
+    user_cache.mkdir(parents=True, exist_ok=True)
+    cache = named / f"0123456789abcdef-run.sqlite{store.CACHE_SUFFIX}"
+    outputs = {
+        "key of the default directory": (store.key_path(user_cache), None, True),
+        "report in the default directory": (user_cache / "report.md", None, True),
+        "default directory named with --cache-dir": (user_cache / "report.md", user_cache, True),
+        "key of --cache-dir": (store.key_path(named), named, True),
+        "another user's key in --cache-dir": (named / f"{store.KEY_PREFIX}12345", named, True),
+        "cache in --cache-dir": (cache, named, True),
+        "cache write-ahead log in --cache-dir": (cache.with_name(cache.name + ".wal"), named, True),
+        "facts in --cache-dir": (cache.with_name(cache.name + store.FACTS_SUFFIX), named, True),
+        "report beside the caches of --cache-dir": (named / "report.md", named, False),
+    }
+    return outputs[case]
+
+
+@pytest.mark.parametrize("case", ["key of the default directory", "report in the default directory",
+                                  "default directory named with --cache-dir", "key of --cache-dir",
+                                  "another user's key in --cache-dir", "cache in --cache-dir",
+                                  "cache write-ahead log in --cache-dir", "facts in --cache-dir",
+                                  "report beside the caches of --cache-dir", "key of NSYS_DIAGNOSE_CACHE_DIR",
+                                  "link to the key of --cache-dir"])
+def test_outputs_never_go_into_the_cache_directory_nor_onto_a_file_of_the_caches(case, export, user_cache,
+                                                                                   monkeypatch):
+    """Into nsys-diagnose's own cache directory nothing is written; in a directory named for the caches (which may
+    be the profiles' own), nothing over the key or a cache. check_output is what every -o, compare -o, batch --out
+    and facts show -o runs, before the diagnosis and again right before writing."""
+    named = export.parent / "caches"
+    named.mkdir()
+    if case == "key of NSYS_DIAGNOSE_CACHE_DIR":
+        monkeypatch.setenv(store.CACHE_DIR_ENV, str(named))
+        output, cache_dir, refused = store.key_path(named), None, True
+    elif case == "link to the key of --cache-dir":
+        output, cache_dir, refused = export.parent / "report.md", named, True
+        output.symlink_to(store.key_path(named))  # dangling: the key is not made yet
+    else:
+        output, cache_dir, refused = _cache_output(case, user_cache, named)
+    if not refused:
+        check_output(output, [export], cache_dir)
+        return
+    with pytest.raises(OutputError, match="cache directory") as raised:
+        check_output(output, [export], cache_dir)
+    assert "never overwritten" in str(raised.value)
+    assert not os.path.exists(output)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["compare", "batch", "facts show"])
+def test_every_command_that_writes_a_file_refuses_the_cache_directory(command, export, user_cache):
+    assert store.cache_dir_private() == user_cache and store.cache_secret(user_cache) is not None
+    key = store.key_path(user_cache)
+    before = digest(key)
+    args = {"compare": ["compare", export, export, "-o", key],
+            "batch": ["batch", export, "--out", user_cache / "results.csv"],
+            "facts show": ["facts", "show", "kernel_gaps", export, "-o", key]}[command]
+    done = run(*args)
+    assert done.returncode == 2, done.stderr
+    assert "cache directory of nsys-diagnose" in done.stderr and "Traceback" not in done.stderr
+    assert digest(key) == before and listing(user_cache) == {key.name}
 
 
 @pytest.mark.parametrize("given", ["files", pytest.param("directory", marks=pytest.mark.slow)])

@@ -782,3 +782,41 @@ def test_html_shows_commands_in_skip_reasons_as_code_not_backticks():
         update={"reason": "see `<script>alert(1)</script>` and `nsys`"})]})
     page = render(hostile, "html")
     assert "<code>&lt;script&gt;alert(1)&lt;/script&gt;</code>" in page and "<script>alert" not in page
+
+
+def test_tokens_give_the_decode_steps_and_tpot_the_steps_block_and_verdict_show():
+    """`--tokens 4096` on a run whose alike steps have no phase: the key metrics count the steps the STEPS block
+    shows as decode steps, and the time per output token is per request, the median step, as the STEPS block's
+    "TPOT ≥" and the batch what-if's "TPOT stays as measured" read it (docs/measures.md "Steps and phases")."""
+    report = diagnose(REPO / "fixtures" / "examples" / "eager_decode.sqlite", tokens=4096)
+    steps = report.facts["steps"]
+    assert [s["phase"] for s in steps] == ["all"]
+    t = report.throughput
+    assert t is not None and t.decode_steps == steps[0]["step_count"] == 25
+    assert t.time_per_token_ns == t.step_time_ns == steps[0]["median_step_ns"]
+    assert t.tokens_per_s == pytest.approx(4096 / t.duration_ns * 1e9)
+    text = render(report, "terminal")
+    assert "no decode steps" not in text
+    rows = {m.key: m for m in report.key_metrics}
+    tpot = rows["time_per_token_ns"].display
+    assert tpot == rows["step_time_ns"].display and f"TPOT ≥ {tpot}" in text
+    assert "TPOT stays as measured" in text  # the verdict's what-if speaks of the same step
+    # without --tokens nothing says the steps are decode steps: no token numbers
+    assert diagnose(REPO / "fixtures" / "examples" / "eager_decode.sqlite").throughput is None
+
+
+def test_mentions_in_names_notify_no_one_in_markdown():
+    """A kernel or NVTX name holding '@user' or '@org/team' would ping them when the Markdown report is posted to
+    a pull request: every name the Markdown shows keeps its text but mentions no one."""
+    from nsys_diagnose.text import md_inline
+
+    assert md_inline("k@host @alice (@org/team)") == "k@host @\u200dalice (@\u200dorg/team)"
+    report = scenario_analysis("eager_decode")[1].model_copy(deep=True)
+    for row in report.facts["kernel_summary"]:
+        row["name"] = "@alice_" + str(row["name"])
+    for f in report.findings:
+        f.subject = "@org/team " + (f.subject or "")
+        f.message = "@bob says " + f.message
+    md = render(report, "md")
+    assert "@\u200dalice" in md and "@\u200dorg/team" in md and "@\u200dbob" in md
+    assert not re.search(r"(?<![\w@])@[A-Za-z0-9]", md), re.search(r".{20}(?<![\w@])@[A-Za-z0-9].{20}", md)

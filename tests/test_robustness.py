@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import math
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -174,6 +175,67 @@ def test_a_kernel_table_without_device_ids_is_refused_not_reported_as_an_idle_gp
     con.close()
     with pytest.raises(DiagnoseError, match="the CUPTI_ACTIVITY_KIND_KERNEL table has no `deviceId` column"):
         diagnose(path, cache=False)
+
+
+def without_device(path: Path, table: str, where: str, *, lost: bool) -> int:
+    """Give the rows of `table` matching `where` a NULL deviceId (which nsys never writes: its exports declare the
+    column NOT NULL, so the table is rebuilt without that constraint), as a post-processed export may; with
+    `lost`, on a stream and context no other row names and with a second GPU listed, so no device can be told.
+    Returns how many rows lost their device."""
+    con = sqlite3.connect(path)
+    try:
+        sql = con.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+        con.execute(f'ALTER TABLE "{table}" RENAME TO _before')
+        con.execute(re.sub(r"(deviceId\s+INTEGER\s+)NOT NULL", r"\1", sql))
+        con.execute(f'INSERT INTO "{table}" SELECT * FROM _before')
+        con.execute("DROP TABLE _before")
+        changed = con.execute(f'UPDATE "{table}" SET deviceId = NULL WHERE {where}').rowcount
+        if lost:
+            columns = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
+            unknown = ", ".join(f"{c} = 999" for c in ("streamId", "contextId") if c in columns)
+            con.execute(f'UPDATE "{table}" SET {unknown} WHERE deviceId IS NULL')
+            if not con.execute("SELECT count(*) FROM TARGET_INFO_GPU WHERE id = 1").fetchone()[0]:
+                con.execute("INSERT INTO TARGET_INFO_GPU SELECT * FROM TARGET_INFO_GPU LIMIT 1")
+                con.execute("UPDATE TARGET_INFO_GPU SET id = 1 WHERE rowid = (SELECT max(rowid) FROM TARGET_INFO_GPU)")
+        con.commit()
+        return changed
+    finally:
+        con.close()
+
+
+def test_kernels_without_a_device_are_put_on_the_gpu_of_their_context_and_the_report_says_so(tmp_path):
+    """Before, every fifth kernel without a device vanished from every number (7,325 kernels became 5,860)."""
+    path = tmp_path / "p.sqlite"
+    shutil.copyfile(_base("eager_decode"), path)
+    assert without_device(path, "CUPTI_ACTIVITY_KIND_KERNEL", "rowid % 5 = 0", lost=False) == 1465
+    report = diagnose(path, cache=False)
+    assert report.metrics["kernel_count"] == 7325
+    recovered = [f for f in report.findings if f.rule == "capture-device-recovered"]
+    assert len(recovered) == 1 and recovered[0].message.startswith("1,465 GPU operations")
+    assert not [f for f in report.findings if f.rule == "capture-no-device"]
+
+
+def test_gpu_work_whose_device_cannot_be_told_is_left_out_counted_and_reported(tmp_path):
+    """Kernels and a copy without a device, on a stream and context nothing else names, with two GPUs listed:
+    they are on no GPU's timeline, so the metrics leave them out and the JSON and Markdown reports say how many
+    and what share of the kernel time (as they do for events with impossible timestamps)."""
+    path = tmp_path / "p.sqlite"
+    shutil.copyfile(_base("eager_decode"), path)
+    assert without_device(path, "CUPTI_ACTIVITY_KIND_KERNEL", "rowid % 5 = 0", lost=True) == 1465
+    assert without_device(path, "CUPTI_ACTIVITY_KIND_MEMCPY", "rowid = 1", lost=True) == 1
+    out_json, out_md = tmp_path / "r.json", tmp_path / "r.md"
+    assert cli.main([str(path), "-q", "--no-cache", "-o", str(out_json)]) == 0
+    assert cli.main([str(path), "-q", "--no-cache", "-o", str(out_md)]) == 0
+    report = json.loads(out_json.read_text(encoding="utf-8"))
+    assert report["metrics"]["kernel_count"] == 7325 - 1465
+    lost = [f for f in report["findings"] if f["rule"] == "capture-no-device"]
+    assert len(lost) == 1
+    row = lost[0]["row"]
+    assert (row["no_device_kernel_count"], row["no_device_memcpy_count"], row["no_device_count"]) == (1465, 1, 1466)
+    assert 0.15 < row["no_device_kernel_share"] < 0.25
+    sentence = f"1,465 kernels ({row['no_device_kernel_share'] * 100:.1f} % of kernel time), 1 copy have no device"
+    assert lost[0]["message"].startswith(sentence)
+    assert sentence in out_md.read_text(encoding="utf-8")
 
 
 def test_value_beyond_its_column_type_is_one_sentence(tmp_path, capsys):

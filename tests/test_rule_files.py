@@ -3,6 +3,9 @@ cross-rank rules (`scope: run`) are tested on generated multi-rank runs."""
 
 from __future__ import annotations
 
+import io
+import sys
+
 import pytest
 import yaml
 
@@ -340,3 +343,28 @@ def test_rules_check_checks_test_files_even_when_a_rule_file_is_broken(tmp_path,
     assert f"note: {pack / 'decode-step-budget.test.yaml'}: not checked: its rule file decode-step-budget.yaml has " \
            f"errors" in out
     assert out[-1] == "checked 2 rule files: 2 errors"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal, quiet", [(True, False), (True, True), (False, False)])
+def test_rules_test_shows_its_progress_on_a_terminal_only(tmp_path, monkeypatch, capsys, terminal, quiet):
+    """Each case is announced on stderr, rewritten in place (as `diagnose` shows its stages); nothing under -q
+    or when stderr is no terminal; the line is erased before the results are printed."""
+    from nsys_diagnose.cli.main import main
+
+    path = tmp_path / "launch-bound.test.yaml"
+    path.write_text(INLINE)
+    err = _Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    assert main(["rules", "test", str(path), *(["-q"] if quiet else [])]) == 0
+    assert "1 passed, 0 failed" in capsys.readouterr().out
+    shown = err.getvalue()
+    if terminal and not quiet:
+        assert "\r\x1b[2K" in shown and "testing rule 1/1 launch-bound: case 1/1 just over the ratio" in shown
+        assert shown.endswith("\r\x1b[2K")  # erased before the results
+    else:
+        assert shown == ""

@@ -71,12 +71,40 @@ def test_a_subset_keeps_its_rules_settings(rules):
 def test_a_setting_the_rules_lack_is_refused_never_dropped(rules):
     from nsys_diagnose.diagnosis.config import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^rule 'launch-bound' has no param 'max_overhead'; did you mean "
-                                          r"'max_overhead_ratio'"):
+    with pytest.raises(ConfigError, match=r"^--set launch-bound\.max_overhead=0\.2: rule 'launch-bound' has no "
+                                          r"param 'max_overhead'; did you mean 'max_overhead_ratio'"):
         RuleSet.from_config(rules, _config("launch-bound.max_overhead=0.2"))
-    with pytest.raises(ConfigError, match=r"^unknown rule 'launch-bund' in the configuration; did you mean "
-                                          r"'launch-bound'"):
+    with pytest.raises(ConfigError, match=r"^--set launch-bund\.severity=info: unknown rule 'launch-bund'; did you "
+                                          r"mean 'launch-bound'"):
         RuleSet.from_config(rules, _config("launch-bund.severity=info"))
+
+
+@pytest.mark.parametrize("assignment, says", [
+    ("nope.x=1", "--set nope.x=1: unknown rule 'nope'; `diagnose rules list` lists the rules"),
+    ("launch-bond.max_overhead_ratio=0.2", "--set launch-bond.max_overhead_ratio=0.2: unknown rule 'launch-bond'; "
+                                           "did you mean 'launch-bound'?"),
+    ("launch-bond.enabled=false", "--set launch-bond.enabled=false: unknown rule 'launch-bond'; did you mean "
+                                  "'launch-bound'?"),
+    ("launch-bound.max_overhed_ratio=0.25", "--set launch-bound.max_overhed_ratio=0.25: rule 'launch-bound' has no "
+                                            "param 'max_overhed_ratio'; did you mean 'max_overhead_ratio'?"),
+])
+def test_a_set_the_rules_lack_says_it_came_from_set(rules, assignment, says):
+    from nsys_diagnose.diagnosis.config import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        RuleSet.from_config(rules, _config(assignment))
+    assert str(err.value) == says
+
+
+def test_a_configuration_file_setting_the_rules_lack_names_the_file_and_key(rules, tmp_path):
+    from nsys_diagnose.diagnosis.config import ConfigError, load_config_file
+
+    path = tmp_path / "diagnose.yaml"
+    path.write_text("rules:\n  launch-bund:\n    max_overhead_ratio: 0.2\n")
+    with pytest.raises(ConfigError) as err:
+        RuleSet.from_config(rules, load_config_file(path))
+    assert str(err.value) == (f"{path}: rules.launch-bund.max_overhead_ratio: unknown rule 'launch-bund'; did you "
+                              f"mean 'launch-bound'?")
 
 
 def test_the_rule_set_carries_the_overrides_a_report_lists(rules):

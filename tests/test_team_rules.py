@@ -150,6 +150,30 @@ def test_sandbox_error_names_the_rule(tmp_path):
     assert "stopped by the sandbox" in p.stderr and "needed by rule acme/slow-decode" in p.stderr
 
 
+def _bundled_rule_ids() -> list[str]:
+    from nsys_diagnose.diagnosis.rules import load_rules
+    from nsys_diagnose.facts import load_facts
+
+    return sorted(load_rules(load_facts(), scope=None))  # single-profile and cross-rank rules
+
+
+@pytest.mark.parametrize("rule_id", slow_but(_bundled_rule_ids(), "launch-bound"))
+def test_explain_shows_no_raw_jinja(rule_id):
+    """Remediation steps and the example are rendered on the rule's example finding, or written with
+    placeholders: a reader never sees `{% if row.graph_share ... %}`."""
+    p = run_cli("rules", "explain", rule_id)
+    assert p.returncode == 0, p.stderr
+    assert "{%" not in p.stdout and "{{" not in p.stdout, p.stdout
+    assert "Remediation" in p.stdout
+
+
+def test_a_template_without_a_row_reads_with_placeholders():
+    from nsys_diagnose.diagnosis.templating import readable
+
+    assert readable("Use {{ row.graph_share | pct }} {% if row.x > 1 %}graphs{% else %}none{% endif %}{# c #} "
+                    "under {{ params.max_ratio }}.") == "Use <graph_share> graphs none under <max_ratio>."
+
+
 @pytest.mark.slow
 def test_explain_shows_params_remediation_and_a_real_example():
     p = run("rules", "explain", "pcie-bound")

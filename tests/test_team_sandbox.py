@@ -172,3 +172,82 @@ def test_any_value_a_team_fact_returns_reaches_the_reports(tmp_path):
                    "id": "3d8e1d4f-8d8a-4c1e-9f4e-6f2b2a1b0c9d", "xs": [1, 2], "st": {"a": 1}}
     for fmt in ("md", "html", "terminal"):
         assert run_cli(EXAMPLE, "--rule-dir", pack, "--no-cache", "-f", fmt).returncode == 0
+
+
+# What team SQL could read besides the canonical views and the facts: DuckDB's settings and catalog (the cache's
+# path, the temp and secret directories), the internal state of the cache (its seal and fingerprint), and the same
+# through pragmas, the PostgreSQL catalog or another query run from a string.
+STATE_READS = {
+    "canon._state": ("SELECT 0 AS device_id, value AS note FROM canon._state", "the table canon._state"),
+    "_state": ("SELECT 0 AS device_id, value AS note FROM _state", "'_state', which is neither"),
+    "main.kernels": ("SELECT device_id, name AS note FROM main.kernels", "the table main.kernels"),
+    "duckdb_settings()": ("SELECT 0 AS device_id, value AS note FROM duckdb_settings()",
+                          "the table function duckdb_settings()"),
+    "duckdb_databases()": ("SELECT 0 AS device_id, path AS note FROM duckdb_databases()",
+                           "the table function duckdb_databases()"),
+    "duckdb_settings in a subquery": ("SELECT device_id, (SELECT max(value) FROM duckdb_settings()) AS note "
+                                      "FROM devices", "the table function duckdb_settings()"),
+    "duckdb_tables view": ("SELECT 0 AS device_id, sql AS note FROM duckdb_tables", "'duckdb_tables'"),
+    "current_setting": ("SELECT 0 AS device_id, current_setting('temp_directory') AS note",
+                        "the function current_setting()"),
+    "pg_catalog current_database": ("SELECT 0 AS device_id, pg_catalog.current_database() AS note",
+                                    "the function current_database()"),
+    "information_schema": ("SELECT 0 AS device_id, table_name AS note FROM information_schema.tables",
+                           "the table information_schema.tables"),
+    "sqlite_master": ("SELECT 0 AS device_id, sql AS note FROM sqlite_master", "'sqlite_master'"),
+    "pragma": ("PRAGMA database_list", "stopped by the sandbox"),
+    "pragma_ table function": ("SELECT 0 AS device_id, file AS note FROM pragma_database_list()",
+                               "the table function pragma_database_list()"),
+    "query() of the state": ("SELECT * FROM query('SELECT 0 AS device_id, value AS note FROM canon._state')",
+                             "the table function query()"),
+    "DESCRIBE": ("SELECT 0 AS device_id, column_name AS note FROM (DESCRIBE kernels)", "DESCRIBE, SHOW or SUMMARIZE"),
+    "a CTE in a subquery is not in scope outside": (
+        "SELECT device_id, (WITH s AS (SELECT 1) SELECT 'x' FROM s) AS note FROM s", "'s', which is neither"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(STATE_READS))
+def test_team_sql_reads_no_settings_catalog_or_internal_state(tmp_path, what):
+    sql, says = STATE_READS[what]
+    pack = _pack(tmp_path, sql, "device_id note")
+    check = run_cli("rules", "check", pack)
+    assert check.returncode == 2, check.stdout
+    (problem,) = [line for line in check.stdout.splitlines() if "team_fact" in line]
+    assert "was stopped by the sandbox" in problem and says in problem, problem
+    assert "team SQL may read only the canonical views (kernels," in problem  # what is allowed
+    done = run_cli(EXAMPLE, "--rule-dir", pack, "--no-cache", "-f", "json")
+    assert done.returncode == 2, done.stdout[:500]
+    assert done.stderr.startswith("diagnose: error: ") and done.stderr.count("\n") == 1
+    assert "was stopped by the sandbox" in done.stderr and says in done.stderr and "(needed by rule acme/leak)" in \
+        done.stderr
+    for secret in ("fingerprint", "seal", "temp_directory =", "secret_directory", str(Path.home() / ".cache")):
+        assert secret not in done.stdout + check.stdout.replace(str(pack), "")
+
+
+def test_the_sandbox_allows_what_team_facts_need(tmp_path):
+    """CTEs (recursive too), the facts, the runner's macros, range and unnest: no false refusal."""
+    sql = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3), "
+           "k AS (SELECT device_id, count(*) AS c FROM kernels GROUP BY device_id) "
+           "SELECT k.device_id, op_class_of('gemm') || phase_of('decode') || string_agg(r.range::VARCHAR, ',') "
+           "|| max(u.x) AS note FROM k, range(2) r, n, summary, unnest([1]) u(x) "
+           "GROUP BY k.device_id")
+    pack = _pack(tmp_path, sql, "device_id note")
+    check = run_cli("rules", "check", pack)
+    assert check.returncode == 0, check.stdout
+
+
+def test_every_bundled_fact_would_pass_the_team_sandbox():
+    """The guard refuses nothing the bundled facts (the model for team facts) read."""
+    from nsys_diagnose.facts import load_facts, team_sql_problem
+
+    facts = load_facts()
+    assert [p for f in facts.values() if (p := team_sql_problem(f, facts))] == []
+
+
+@pytest.mark.parametrize("statement, found", [("INSTALL httpfs", "INSTALL"), ("FORCE INSTALL httpfs", "FORCE INSTALL"),
+                                              ("LOAD httpfs", "LOAD"), ("ATTACH 'x.db'", "ATTACH")])
+def test_a_statement_that_is_no_select_is_named_as_written(tmp_path, statement, found):
+    pack = _pack(tmp_path, statement)
+    check = run_cli("rules", "check", pack)
+    assert check.returncode == 2
+    assert f"must be a single SELECT query over the canonical views and facts (found {found})" in check.stdout

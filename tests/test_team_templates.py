@@ -120,6 +120,8 @@ ATTACKS = {
     "''.__class__.__mro__": ("{{ ''.__class__.__mro__ }}", "uses attribute '__class__' of a str"),
     "str.format": ("{{ '{0.__class__}'.format(row) }}", "uses attribute 'format' of a str"),
     "type error": ("{{ row.kernel_count + 'a' }}", "failed: unsupported operand type(s) for +: 'int' and 'str'"),
+    "map of a computed private attribute": ("{{ [row] | map(attribute='_' ~ '_class__') | list }}",
+                                            "uses attribute '__class__' in map(), which rule templates may not use"),
 }
 
 
@@ -161,6 +163,29 @@ def test_a_template_that_does_not_compile_stops_diagnose_before_the_profile_is_r
     assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
     assert ('x.yaml:11:15: rule "acme/x": its remediation 1 template uses the unknown filter \'nmu\'; '
             "did you mean 'num'?") in unknown.stderr
+
+
+# Refused whatever the row, when the rule loads: by `rules check`, and by `diagnose` before the profile is read.
+REFUSED = {
+    "{{ self }}": "uses the name 'self', which rule templates may not use",
+    "{{ x | map(attribute='__class__') }}": "uses attribute '__class__' in map(), which rule templates may not use",
+    "{{ [row] | selectattr('__class__') | list }}": "uses attribute '__class__' in selectattr()",
+    "{{ [row] | sum('__class__.__name__') }}": "uses attribute '__class__' in sum()",
+    "{% filter map(attribute='__init__') %}x{% endfilter %}": "uses attribute '__init__' in map()",
+}
+
+
+@pytest.mark.parametrize("template", sorted(REFUSED))
+def test_self_and_private_filter_attributes_are_refused_by_rules_check_and_diagnose(tmp_path, template):
+    d = team_dir(tmp_path, message=template)
+    f = d / "x.yaml"
+    expected = f'{f}:9:1: rule "acme/x": its message template {REFUSED[template]}'
+    check = run_cli("rules", "check", str(d))
+    assert check.returncode == 2 and check.stdout.splitlines()[0].startswith(expected), check.stdout
+    done = run_cli(str(EXAMPLE), "--rule-dir", str(d), "--no-cache", "-q")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stdout[-500:]
+    assert done.stderr.startswith(f"diagnose: error: {expected}"), done.stderr
+    assert "TemplateReference" not in done.stdout + done.stderr and "Undefined" not in done.stdout
 
 
 CHECKED = """\

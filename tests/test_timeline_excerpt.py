@@ -210,3 +210,26 @@ def test_chromium_draws_the_profiles_own_events(tmp_path, name):
     assert drawn["idle"] == sum(1 for r in rows if r["track"] == "idle")
     assert drawn["page_px"] <= 1280
     assert (ARTIFACTS / f"timeline_excerpt_{name}.png").stat().st_size > 5_000
+
+
+def test_a_long_nvtx_label_is_cut_to_its_event_and_the_tooltip_keeps_it_whole():
+    """A long NVTX label written inside its range never runs past the range nor the chart's edge, at the charts'
+    upper bound of a character's advance; the range's tooltip keeps the whole name."""
+    from nsys_diagnose.reports.charts import CHAR_WIDTH
+
+    report = scenario_analysis("eager_decode")[1].model_copy(deep=True)
+    long = "WWWW decode_step_for_request_batch_" + "M" * 300
+    for r in report.facts["timeline_excerpt"]:
+        if r["track"] == "nvtx":
+            r["name"], r["label"] = long, long
+    tl = timeline.excerpt(report)
+    written = [e for lane in tl["lanes"] for e in lane["events"] if e["track"] == "nvtx" and e["text"]]
+    assert written, "no NVTX range wide enough to hold its name"
+    for e in written:
+        assert len(e["text"]) < len(long) and "…" in e["text"]
+        assert e["text_x"] + len(e["text"]) * CHAR_WIDTH <= e["x"] + e["w"] - timeline.LABEL_PAD + 0.05
+        assert e["text_x"] + len(e["text"]) * CHAR_WIDTH <= tl["width"]
+        assert long in e["tip"]
+    doc = render(report, "html")
+    assert long in doc  # in the <title> tooltip
+    assert f">{written[0]['text']}</text>" in doc

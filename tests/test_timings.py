@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from pathlib import Path
 
 import duckdb
@@ -104,8 +103,8 @@ def test_every_fact_has_a_spill_value_when_facts_run_side_by_side(tmp_path: Path
 
 
 @pytest.mark.slow
-def test_spill_is_the_temporary_space_duckdb_used_while_the_fact_ran() -> None:
-    spill_dir = tempfile.mkdtemp(prefix="nsys-diagnose-test-spill-")
+def test_spill_is_the_temporary_space_duckdb_used_while_the_fact_ran(tmp_path: Path) -> None:
+    spill_dir = str(tmp_path / "spill")  # pytest's: removed with the session's other temporary files
     con = duckdb.connect(config={"memory_limit": "48MB", "temp_directory": spill_dir, "threads": 1})
     timings = Timings()
     timings.sample(con)
@@ -124,3 +123,45 @@ def test_spill_is_the_temporary_space_duckdb_used_while_the_fact_ran() -> None:
     assert count.spill_bytes is not None and count.spill_bytes <= sort.spill_bytes
     text = render_timings(timings, total_s=sort.wall_s + count.wall_s)
     assert "2,000,000" in text and "MB" in text
+
+
+class _FakeSpill:
+    """A connection whose cursor reports `bytes` of DuckDB temporary files, as duckdb_temporary_files() would."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def cursor(self) -> _FakeSpill:
+        return self
+
+    def execute(self, _sql: str) -> _FakeSpill:
+        return self
+
+    def fetchone(self) -> tuple[int]:
+        return (self.bytes,)
+
+    def close(self) -> None:
+        pass
+
+
+def test_facts_side_by_side_that_end_in_the_other_order_keep_their_own_spill(monkeypatch) -> None:
+    """Two facts run side by side (engine/facts/parallel.py) begin at the same spill, so their watches hold equal
+    values; the second begun ends first, then the spill grows, then the first ends. Each fact must drop its own
+    watch: the first is charged the spill that grew while it ran, and its end raises nothing (a 450 k-kernel export
+    under a small memory limit crashed here with ValueError: list.remove(x): x not in list)."""
+    monkeypatch.setattr("nsys_diagnose.timings.SPILL_SAMPLE_S", 3600)  # only the facts' own ends sample
+    con = _FakeSpill()
+    timings = Timings()
+    timings.sample(con)
+    try:
+        first = timings.fact(con, "run", "first")
+        second = timings.fact(con, "run", "second")
+        first.__enter__()
+        second.__enter__()
+        second.__exit__(None, None, None)
+        con.bytes = 5_000_000
+        first.__exit__(None, None, None)
+    finally:
+        timings.close()
+    spill = {t.name: t.spill_bytes for t in timings.entries}
+    assert spill == {"second": 0, "first": 5_000_000}

@@ -416,3 +416,42 @@ def test_no_batch_projection_for_a_window_or_a_handful_of_steps():
     assert whatif.batch_projection(Facts({**row, "steps": 4}), 8, None, None) is None
     # a replay of another batch than the one asked is no projection of it
     assert whatif.batch_projection(Facts(row), 16, None, None) is None
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "examples" / "eager_decode.sqlite"
+
+
+def test_an_explicit_batch_what_if_is_shown_as_the_one_asked_for():
+    """`--what-if batch=8` asks for the projection the report makes by default: the report says so, rather than
+    printing the same bytes as without the option (docs/reports.md "One story per report")."""
+    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.reports.render import render
+
+    default, asked = diagnose(EXAMPLE), diagnose(EXAMPLE, what_if_batch=8)
+    assert default.batch_what_if is not None and asked.batch_what_if is not None
+    assert default.batch_what_if.batch == asked.batch_what_if.batch == 8
+    assert "--what-if" not in default.batch_what_if.line
+    assert "(--what-if batch=8, the default projection)" in asked.batch_what_if.line
+    for fmt in ("terminal", "md", "html"):
+        assert render(default, fmt) != render(asked, fmt), fmt
+    other = diagnose(EXAMPLE, what_if_batch=16).batch_what_if
+    assert other is not None and "(--what-if batch=16)" in other.line
+
+
+def test_a_range_whose_ends_print_alike_is_one_value_in_every_format():
+    """'4.19 ms..4.19 ms' or '8.0×..8.0×' says nothing a single value does not: each format shows one value."""
+    import re
+
+    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.reports.render import render
+    from nsys_diagnose.units import fmt_range, fmt_span
+
+    assert fmt_range(4_185_175, 4_192_723) == "4.19 ms" and fmt_range(1_380_000, 1_510_000) == "1.38..1.51 ms"
+    assert fmt_span(7.99, 8.0, lambda x: f"{x:.1f}×") == "8.0×"
+    report = diagnose(EXAMPLE)
+    b = report.batch_what_if
+    assert b is not None and b.projected_step_low_ns != b.projected_step_high_ns  # the ends differ, unprinted
+    degenerate = re.compile(r"(\d[\d.,]*)\s?([^\s\d.]*)\.\.\1\s?\2(?![\d.])")
+    for fmt in ("terminal", "md", "html", "json"):
+        text = render(report, fmt)
+        assert not degenerate.search(text), (fmt, degenerate.search(text))

@@ -19,6 +19,8 @@ from ..batch import (STATUS_OK, TABLE_FORMATS, check_config, diagnose_batch, fin
                      output_mode, summary, table_format, worker_count, write_table)
 from ..diagnosis.config import resolve_config
 from ..errors import InputError, OutputError
+from ..reading.cache import cache_problem
+from ..text import printable
 from ..units import fmt_ratio
 from .exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, one_line
 from .interrupt import StopRequest
@@ -75,7 +77,7 @@ class BatchProgress:
     def say(self, text: str) -> None:
         if not self.quiet:
             self.clear()
-            self.stream.write(f"{PROG}: {text}\n")
+            self.stream.write(f"{PROG}: {printable(text)}\n")
 
 
 def run(args: argparse.Namespace, stop: StopRequest) -> int:
@@ -103,6 +105,8 @@ def _run(args: argparse.Namespace, stop: StopRequest, progress: BatchProgress) -
     config = resolve_config(args.config, args.rule_dirs, args.sets)
     check_config(config)
     profiles = [p for p in found.profiles if args.shard.holds(p)] if args.shard else found.profiles
+    if args.cache and profiles and (why_not := cache_problem(args.cache_dir)):
+        progress.say(f"warning: reading the profiles without a cache: {why_not}.")  # the workers say nothing
     total = len(profiles)
     progress.begin(total)
     def check_stop() -> None:  # every fraction of a second while the workers run
@@ -160,4 +164,4 @@ def _check_results_path(output: Path, inputs: list[Path], cache_dir: Path | None
 
 def _error(message: str, progress: BatchProgress) -> None:
     progress.clear()
-    sys.stderr.write(f"{PROG}: {message}\n")
+    sys.stderr.write(f"{PROG}: {printable(message)}\n")

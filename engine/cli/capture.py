@@ -25,7 +25,7 @@ from ..timings import Timings
 from .deliver import deliver
 from .exits import EXIT_PROGRAM_FAILED, one_line
 from .interrupt import StopRequest
-from .output import check_output, emit, output_formats
+from .output import check_output, check_outside_cache, emit, output_formats
 from .progress import Progress
 
 PROG = "diagnose profile"
@@ -78,9 +78,10 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
         return _dry_run(plan, nsys.version, sets, args)
     outputs = output_formats(args.outputs, args.format)
     for output, _ in outputs:
-        check_output(output, [])
+        check_output(output, [], args.cache_dir)
     config = resolve_config(args.config, args.rule_dirs, [*sets, *args.sets])
     if explicit:
+        check_outside_cache(out_dir, args.cache_dir, "--out-dir")  # the capture and its report go there
         prepare_out_dir(out_dir, force=args.force)
     else:
         out_dir = create_default_out_dir()
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
     with _stage(timings, "export"):
         sqlite = export_sqlite(plan, lambda text: _say(text, quiet=quiet))
     stop.check()
-    progress = Progress(stop, quiet=quiet)
+    progress = Progress(stop, quiet=quiet, prog=PROG)
     document = diagnose(sqlite, config, tokens=args.tokens, progress=progress, cache=args.cache,
                         cache_dir=args.cache_dir, what_if_batch=args.what_if_batch, timings=timings,
                         capture_preset=preset.preset)

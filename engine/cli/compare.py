@@ -17,12 +17,14 @@ from ..reports.render import render
 from .exits import EXIT_FINDINGS, EXIT_OK
 from .interrupt import StopRequest
 from .output import check_output, emit, output_formats, wants_colour
+from .progress import Progress
 
 EXIT_GATE = EXIT_FINDINGS
 
 
 def run(args: argparse.Namespace, stop: StopRequest) -> int:
-    progress = lambda _stage: stop.check()  # noqa: E731 - no display, only the interrupt check
+    # no progress line, only the interrupt check and the warnings that the cache cannot be used (once for both)
+    progress = Progress(stop, quiet=args.quiet, prog="diagnose compare", lines=False)
     inputs = [args.before, args.after]
     outputs = output_formats(args.outputs, args.format)
     for output, _ in outputs:

@@ -10,7 +10,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from ..errors import DiagnoseError, error_sentence, one_line
+from ..errors import DiagnoseError, error_sentence, full_stop, one_line
 from .interrupt import StopRequest
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL, EXIT_PROGRAM_FAILED = 0, 1, 2, 3, 4
@@ -79,6 +79,6 @@ def finish(prog: str, body: Callable[[], int], stop: StopRequest | None = None, 
     except Exception as exc:  # noqa: BLE001 - the last line of defence: a crash must never look like a finding
         if debug:
             traceback.print_exc()
-        say(f"{error_sentence(exc)}. This is a bug in nsys-diagnose, not a finding about the profile; please "
-            f"report it with the output of the same command run with --debug.")
+        say(f"{full_stop(error_sentence(exc))} This is a bug in nsys-diagnose, not a finding about the profile; "
+            f"please report it with the output of the same command run with --debug.")
         return EXIT_INTERNAL

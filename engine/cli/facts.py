@@ -45,7 +45,7 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
     facts = load_facts(config.rule_dirs)
     if args.command == "list":
         return list_facts(facts, args.format)
-    progress = Progress(stop, quiet=args.quiet)
+    progress = Progress(stop, quiet=args.quiet, prog="diagnose facts")
     try:
         return show_fact(args, config, facts, progress)
     finally:

@@ -4,7 +4,7 @@
     diagnose compare BEFORE AFTER        compare.py
     diagnose batch PATHS... --out FILE   batch.py (many independent profiles, one row each)
     diagnose rules list|explain|check|test   rules.py, rules_check.py
-    diagnose facts list|show             facts.py
+    diagnose facts list|show|test        facts.py
 
 The command modules receive the parsed arguments and never import this one; diagnosing profiles, the
 default command, is implemented here.
@@ -324,7 +324,7 @@ def compare_parser() -> argparse.ArgumentParser:
     _add_set(p, "override a rule param for both runs (as for diagnose); repeatable")
     _add_cache(p)
     _add_colour(p, "terminal output")
-    _add_quiet(p, "accepted for uniformity; compare prints no progress messages")
+    _add_quiet(p, "no warnings that the cache cannot be used (compare prints no progress messages)")
     _add_debug(p)
     _add_version(p)
     return p
@@ -491,7 +491,8 @@ COMMANDS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Command, str, t
     "rules": (rules_parser, _rules, "diagnose",
               ("diagnose rules list|explain ID|check [PATHS]|test [PATHS]", "rule tooling")),
     "facts": (facts_parser, _facts, "diagnose",
-              ("diagnose facts list|show FACT PROFILE", "the facts rules read, and their rows on an export")),
+              ("diagnose facts list|show FACT PROFILE|test [FACTS]",
+               "the facts rules read, their rows on an export, and their tests")),
 }
 
 

@@ -2,8 +2,10 @@
 
 `check_output` runs before the diagnosis starts (fail fast) and again inside `emit`, right before writing:
 the output must not resolve, through symbolic links or as a hard link, to an input export, the SQLite files
-beside it (`-wal`, `-shm`, `-journal`), or its cache (and the cache's `.wal`); it must not be a directory or a
-block device, and its directory must exist. Then `emit` writes:
+beside it (`-wal`, `-shm`, `-journal`), or its cache (and the cache's `.wal`); it must not lie in the cache
+directory of nsys-diagnose nor be a file of the caches in a directory named with --cache-dir (a cache, or the key
+that seals them all); it must not be a directory or a block device, and its directory must exist. Then `emit`
+writes:
 
 - `-`, /dev/stdout, /dev/fd/1 and /proc/self/fd/1 (and no `-o` at all): standard output;
 - a character device, FIFO or socket: opened and streamed into, never replaced;
@@ -31,7 +33,8 @@ from pathlib import Path
 
 from ..errors import InputError, OutputError
 from ..reading.ranks import exports_in
-from ..reading.cache import FACTS_SUFFIX, cache_location
+from ..reading.cache import FACTS_SUFFIX, _chosen_dir, cache_file_kind, cache_location, key_path, user_cache_dir
+from ..text import printable
 
 STDOUT_ALIASES = frozenset({"-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"})
 SQLITE_SIDE_FILES = {"-wal": "SQLite write-ahead log", "-shm": "SQLite shared-memory file",
@@ -124,10 +127,34 @@ def check_output(output: Path | None, inputs: Inputs, cache_dir: str | os.PathLi
     """Raise OutputError (one sentence) unless a report can go to `output` without harming any input."""
     protected = protected_files(inputs, cache_dir)
     if output is None or is_stdout(output):
-        _check_stdout(protected)
+        _check_stdout(protected + _cache_keys(cache_dir))
         return
     _check_not_protected(output, protected)
+    check_outside_cache(output, cache_dir)
     _check_place(output)
+
+
+def _cache_keys(cache_dir: str | os.PathLike[str] | None) -> list[Protected]:
+    """The keys that seal the caches, in the user's own cache directory and in the one named (--cache-dir)."""
+    directories = dict.fromkeys(d for d in (user_cache_dir(), _chosen_dir(cache_dir)) if d is not None)
+    return [Protected(key_path(d), f"the key that seals the caches in {d}") for d in directories]
+
+
+def check_outside_cache(output: Path, cache_dir: str | os.PathLike[str] | None = None, option: str = "-o") -> None:
+    """Nothing is written into nsys-diagnose's own cache directory ($XDG_CACHE_HOME/nsys-diagnose), nor over a file
+    of the caches kept in a directory the user named (--cache-dir, NSYS_DIAGNOSE_CACHE_DIR), which may be the
+    profiles' own: a report there would replace the key that seals every cache there (docs/security.md), or a
+    cache. Symbolic links are followed, as the report would be."""
+    real = Path(_real(output))
+    own = Path(_real(user_cache_dir()))
+    if real == own or own in real.parents:
+        raise OutputError(f"{option} {output} is in the cache directory of nsys-diagnose, {own}; give another path "
+                          f"(the caches, and the key that seals them, are never overwritten).")
+    chosen = _chosen_dir(cache_dir)
+    what = cache_file_kind(real.name)
+    if chosen is not None and what is not None and real.parent == Path(_real(chosen)):
+        raise OutputError(f"{option} {output} is {what} in the cache directory {chosen}; give another path (the "
+                          f"caches, and the key that seals them, are never overwritten).")
 
 
 def _identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
@@ -203,6 +230,7 @@ def emit(text: str, output: Path | None, *, inputs: Inputs = (),
     """Write a rendered report to `output` (None or `-`: standard output), checking it again first: the
     diagnosis can take long enough for the file system to change."""
     check_output(output, inputs, cache_dir)
+    text = printable(text)  # a file name that is not UTF-8 never makes a report unwritable (text.printable)
     if output is None or is_stdout(output):
         sys.stdout.write(text)
         return

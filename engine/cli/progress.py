@@ -1,10 +1,14 @@
-"""Progress on stderr while a command reads an export: one line, rewritten in place, on a terminal only."""
+"""Progress on stderr while a command reads an export: one line, rewritten in place, on a terminal only; and the
+warnings that a cache cannot be used (reading.cache.CacheWarning), each once, as lasting lines, on a terminal or not."""
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
+from ..errors import full_stop, one_line
+from ..reading.cache import CacheWarning
 from .interrupt import StopRequest, reached
 
 
@@ -12,16 +16,33 @@ class Progress:
     """Call it with each stage; every call also checks for a stop request (Ctrl-C that DuckDB swallowed).
     `clear()` wipes the line before the command writes its result or its error."""
 
-    def __init__(self, stop: StopRequest, *, quiet: bool = False) -> None:
-        self.stop = stop
-        self.shown = not quiet and sys.stderr.isatty()
+    def __init__(self, stop: StopRequest, *, quiet: bool = False, prog: str = "diagnose", lines: bool = True) -> None:
+        """`lines`: show the stages (on a terminal); without, only the warnings are written."""
+        self.stop, self.quiet, self.prog = stop, quiet, prog
+        self.shown = lines and not quiet and sys.stderr.isatty()
         self._start = time.monotonic()
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()  # the ranks of a run report from threads of their own
 
     def __call__(self, stage: str) -> None:
         self.stop.check()
+        if isinstance(stage, CacheWarning):
+            self.warn(stage)
+            return
         reached(stage)
         if self.shown:
             sys.stderr.write(f"\r\x1b[2K[{time.monotonic() - self._start:5.1f}s] {stage}")
+            sys.stderr.flush()
+
+    def warn(self, text: str) -> None:
+        """`prog: warning: text.` on a line of its own that stays, once per text (the ranks of a run, or the two
+        profiles of a comparison, share one cache directory); nothing with --quiet."""
+        with self._lock:
+            if self.quiet or text in self._warned:
+                return
+            self._warned.add(text)
+            self.clear()
+            sys.stderr.write(f"{self.prog}: warning: {full_stop(one_line(text))}\n")
             sys.stderr.flush()
 
     def clear(self) -> None:

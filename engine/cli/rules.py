@@ -12,6 +12,8 @@ from ..vocabulary import STACKS
 from ..diagnosis.config import Config, resolve_config
 from ..diagnosis.rules import Rule, StepSpec, bundled_rules_dir, load_rules
 from ..diagnosis.ruleset import RuleSet
+from ..diagnosis import templating
+from ..model import Finding
 from ..ruletest import FactCache, example_finding, find_test_files, load_test_file, run_rule_tests
 from ..errors import DiagnoseError
 from ..facts.opclasses import load_operation_classes
@@ -20,6 +22,7 @@ from ..text import did_you_mean
 from ..text import term
 from .exits import EXIT_FINDINGS, EXIT_OK
 from .interrupt import StopRequest
+from .progress import Progress
 from .rules_check import check_rules, refuse_missing, team_dirs
 from .tables import aligned
 
@@ -34,7 +37,7 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
         return cmd_explain(config, args.rule_id)
     if args.command == "check":
         return check_rules(config, args.paths)
-    return cmd_test(config, args.paths, quiet=args.quiet)
+    return cmd_test(config, args.paths, quiet=args.quiet, progress=Progress(stop, quiet=args.quiet))
 
 
 def cmd_list(config: Config) -> int:
@@ -87,32 +90,52 @@ def cmd_explain(config: Config, rule_id: str) -> int:
                      f"in diagnose.yaml")
     else:
         lines.append("  none")
-    lines += ["", "Remediation:"]
+    example = _example(rule, rules, facts)
+    step_line = lambda number, step: _step_line(number, step, example)  # noqa: E731
+    lines += ["", "Remediation:" if example is None else
+              f"Remediation (as its example finding shows it, on {example[0]}; a step whose condition fails there "
+              f"is shown as well):"]
     if spec.capture is not None:
         lines.append(wrap("0. " + capture_line(["cuda"], spec.capture.profile, spec.capture.pass_switches,
                                                 spec.capture.nsys)
                           + " The preset follows the profile's stack."))
-    lines += [wrap(_step_line(i, step)) for i, step in enumerate(spec.remediation, 1)]
+    lines += [wrap(step_line(i, step)) for i, step in enumerate(spec.remediation, 1)]
     labels = {s.key: s.label for s in STACKS}
     for stack, steps in spec.stack_remediation.items():
         lines += ["", f"Remediation for {labels[stack]} profiles "
                       f"(shown before the steps above when the profile comes from it):"]
-        lines += [wrap(_step_line(i, step)) for i, step in enumerate(steps, 1)]
+        lines += [wrap(step_line(i, step)) for i, step in enumerate(steps, 1)]
     if spec.references:
         lines += ["", "References:"] + [f"  {ref}" for ref in spec.references]
     for stack, refs in spec.stack_references.items():
         lines += ["", f"References for {labels[stack]} profiles:"] + [f"  {ref}" for ref in refs]
     lines += ["", "Example:"]
-    lines.append(wrap(_example_message(rule, rules, facts) or spec.message))
+    lines.append(wrap(f"[{example[0]}] {example[1].message}" if example is not None
+                      else templating.readable(spec.message)))
     print("\n".join(term(line) if "\n" not in line else line for line in lines))
     return EXIT_OK
 
 
-def _step_line(number: int, step: str | StepSpec) -> str:
-    """'2. Pin host buffers ... (only when pageable_bytes > 0)'."""
+def _step_line(number: int, step: str | StepSpec, example: _Example | None = None) -> str:
+    """'2. Pin host buffers ... (only when pageable_bytes > 0)', its template rendered on the `example`'s row,
+    else written with placeholders (templating.readable): never raw Jinja."""
+    text = step if isinstance(step, str) else step.text
+    text = _readable(text, example)
     if isinstance(step, str):
-        return f"{number}. {step}"
-    return f"{number}. {step.text} (only when {' and '.join(step.when)})"
+        return f"{number}. {text}"
+    return f"{number}. {text} (only when {' and '.join(step.when)})"
+
+
+def _readable(source: str, example: _Example | None) -> str:
+    """A remediation template as a reader should see it: rendered as the example finding's own steps are (its
+    row, the case's params and its impact), else, or when it fails on that row, with placeholders."""
+    if example is not None and "{" in source:
+        _, finding, params = example
+        try:
+            return templating.render(source, {"row": finding.row, "params": params, "impact": finding.impact})
+        except templating.TemplateFailure:
+            pass
+    return templating.readable(source)
 
 
 def _where(origin: str) -> str:
@@ -120,8 +143,12 @@ def _where(origin: str) -> str:
     return "--set" if origin == "command line" else origin
 
 
-def _example_message(rule: Rule, rules: dict[str, Rule], facts: dict[str, Fact]) -> str | None:
-    """The message of the rule's example case (engine/ruletest.py example_finding), to show a real one."""
+_Example = tuple[str, Finding, dict[str, float]]
+
+
+def _example(rule: Rule, rules: dict[str, Rule], facts: dict[str, Fact]) -> _Example | None:
+    """The rule's example case (engine/ruletest.py example_finding): where it comes from, the first finding the
+    rule makes on it and the params it was judged with, to show a real message and real remediation steps."""
     test_file = Path(rule.path).with_name(f"{Path(rule.path).stem}.test.yaml")
     if not test_file.is_file():
         return None
@@ -135,10 +162,13 @@ def _example_message(rule: Rule, rules: dict[str, Rule], facts: dict[str, Fact])
         return None
     case, finding = example
     where = case.get("scenario") or case.get("profile") or "inline rows"
-    return f"[{where}] {finding.message}"
+    params = {k: float(v) for k, v in (case.get("params") or {}).items()}
+    return str(where), finding, dict(RuleSet.resolve({rule.id: rule}, {rule.id: params}).params[rule.id])
 
 
-def cmd_test(config: Config, paths: list[Path], *, quiet: bool = False) -> int:
+def cmd_test(config: Config, paths: list[Path], *, quiet: bool = False, progress: Progress | None = None) -> int:
+    """Run the rule tests; `progress`: one line on stderr, rewritten in place on a terminal, while each case runs
+    (as `diagnose` shows its stages, engine/cli/progress.py)."""
     refuse_missing(paths)
     extra = list(dict.fromkeys(config.rule_dirs + team_dirs(paths)))
     facts = load_facts(extra)
@@ -146,7 +176,11 @@ def cmd_test(config: Config, paths: list[Path], *, quiet: bool = False) -> int:
     files = find_test_files(paths or [bundled_rules_dir(), *config.rule_dirs])
     if not files:
         raise DiagnoseError(f"no *.test.yaml files in {', '.join(map(str, paths)) or 'the loaded rule directories'}")
-    results = run_rule_tests(files, rules, facts, op_classes=load_operation_classes(extra))
+    try:
+        results = run_rule_tests(files, rules, facts, op_classes=load_operation_classes(extra), progress=progress)
+    finally:
+        if progress is not None:
+            progress.clear()
     failed = [r for r in results if not r.passed]
     for r in results:
         if quiet and r.passed:

@@ -115,18 +115,35 @@ def _owner(override: ParamOverride) -> str:
     return override.target.rpartition(".")[0]
 
 
+def _settings_of(config: Config) -> list[tuple[str, str, Setting, str]]:
+    """(rule id, key, setting, the value as written) of every rule setting: params, severities, disabled rules."""
+    return ([(rule_id, name, setting, fmt_limit(setting.value))
+             for rule_id, params in config.rule_params.items() for name, setting in params.items()]
+            + [(rule_id, "severity", setting, str(setting.value)) for rule_id, setting in config.severities.items()]
+            + [(rule_id, "enabled", setting, "false") for rule_id, setting in config.disabled.items()])
+
+
+def _place(setting: Setting, rule_id: str, key: str, written: str) -> str:
+    """Where a rule setting was made: `--set RULE.KEY=VALUE` or `diagnose.yaml: rules.RULE.KEY`."""
+    if setting.origin == "command line":
+        return f"--set {rule_id}.{key}={written}"
+    return f"{setting.origin}: rules.{rule_id}.{key}"
+
+
 def _validate(config: Config, rules: Mapping[str, Rule], facts: Mapping[str, Fact]) -> None:
     ids = sorted(rules)
-    for rule_id in list(config.rule_params) + list(config.severities) + list(config.disabled):
+    for rule_id, key, setting, written in _settings_of(config):
         if rule_id not in rules:
-            raise ConfigError(f"unknown rule {rule_id!r} in the configuration{did_you_mean(rule_id, ids)}")
+            hint = did_you_mean(rule_id, ids) or "; `diagnose rules list` lists the rules"
+            raise ConfigError(f"{_place(setting, rule_id, key, written)}: unknown rule {rule_id!r}{hint}")
     for rule_id, params in config.rule_params.items():
         known = list(rules[rule_id].spec.params)
-        for name in params:
+        for name, setting in params.items():
             if name not in known:
                 hint = did_you_mean(name, known) or (f"; its params are {', '.join(known)}" if known else
                                                  "; it has no params")
-                raise ConfigError(f"rule {rule_id!r} has no param {name!r}{hint}")
+                raise ConfigError(f"{_place(setting, rule_id, name, fmt_limit(setting.value))}: rule {rule_id!r} "
+                                  f"has no param {name!r}{hint}")
     fact_params = sorted({p for f in facts.values() for p in f.params})
     for name in config.fact_params:
         if name not in fact_params:

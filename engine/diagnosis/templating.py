@@ -338,6 +338,30 @@ def _check_sum(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
 
 _PRECHECKS: dict[str, Callable[[tuple[Any, ...], dict[str, Any]], None]] = {"sum": _check_sum}
 
+# The filters that read an attribute of each item (`map(attribute='x')`, `selectattr('x')`, `sum('x')` ...), with
+# the position of that argument after the value (Jinja's signatures, https://jinja.palletsprojects.com/en/stable/
+# templates/#list-of-builtin-filters): Jinja reads it through the sandbox's getattr, whose refusal is an undefined
+# value the filter passes on silently, so the attribute is checked here, as `x.attr` is.
+ATTRIBUTE_FILTERS: dict[str, int | None] = {"map": None, "selectattr": 0, "rejectattr": 0, "sort": 2, "unique": 1,
+                                            "min": 1, "max": 1, "sum": 0, "join": 1}
+
+
+def private_attribute(path: Any) -> str | None:
+    """The first private part (`__class__`) of a filter's dotted attribute path ('a.__class__'), or None."""
+    if not isinstance(path, str):
+        return None
+    return next((part for part in path.split(".") if part.startswith("_")), None)
+
+
+def _check_filter_attribute(name: str, rest: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    position = ATTRIBUTE_FILTERS[name]
+    path = kwargs.get("attribute", rest[position] if position is not None and len(rest) > position else None)
+    if name == "map" and not kwargs.get("attribute"):
+        return  # map('upper') applies a filter, not an attribute
+    part = private_attribute(path)
+    if part is not None:
+        raise SecurityError(f"uses attribute {part!r} in {name}(), which rule templates may not use")
+
 
 def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     skip = 0 if _PassArg.from_obj(func) is None else 1  # the environment or context Jinja passes first
@@ -351,6 +375,8 @@ def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
                 _check_width(arg, f"a width of {name}()")
         if precheck is not None:
             precheck(rest, kwargs)
+        if name in ATTRIBUTE_FILTERS:
+            _check_filter_attribute(name, rest, kwargs)
         return built(func(*args, **kwargs))
 
     return wrapper
@@ -500,6 +526,9 @@ _ITERATING_FILTERS = frozenset({"dictsort", "join", "list", "map", "max", "min",
 def _compile(source: str) -> tuple[Template, bool]:
     """The compiled template, and whether its renders need the trace function (see _needs_trace)."""
     ast = _ENV.parse(source)
+    refused = _refused_construct(ast)
+    if refused is not None:
+        raise SecurityError(refused)
     traced = _needs_trace(ast)
     return _ENV.from_string(ast), traced
 
@@ -536,6 +565,27 @@ def compile_problem(source: str) -> str | None:
             if node.name not in table:
                 hint = did_you_mean(node.name, table, f"; the {kind}s are: {', '.join(sorted(table))}")
                 return f"uses the unknown {kind} {node.name!r}{hint}"
+    refused = _refused_construct(ast)
+    return None if refused is None else f"{refused}; {_SANDBOX_ADVICE}"
+
+
+def _refused_construct(ast: nodes.Template) -> str | None:
+    """What the sandbox refuses whatever the row: Jinja's `self` (the template's own reference object, which
+    prints as an object and leads to its internals) and a private attribute given to a filter as a constant
+    (`map(attribute='__class__')`), which Jinja would read silently as an undefined value."""
+    if any(node.name == "self" and node.ctx == "load" for node in ast.find_all(nodes.Name)):
+        return "uses the name 'self', which rule templates may not use"
+    for f in ast.find_all(nodes.Filter):  # `x|map(...)` and `{% filter map(...) %}` alike
+        if f.name not in ATTRIBUTE_FILTERS:
+            continue
+        position = ATTRIBUTE_FILTERS[f.name]
+        given = [kw.value for kw in f.kwargs if kw.key == "attribute"]
+        if not given and position is not None and len(f.args) > position:
+            given = [f.args[position]]
+        for value in given:
+            part = private_attribute(value.value) if isinstance(value, nodes.Const) else None
+            if part is not None:
+                return f"uses attribute {part!r} in {f.name}(), which rule templates may not use"
     return None
 
 
@@ -569,6 +619,22 @@ def forbidden_attributes(source: str, data_names: Iterable[str]) -> list[str]:
     return found
 
 
+_EXPRESSION = re.compile(r"\{\{-?(.*?)-?\}\}", re.S)
+_STATEMENT = re.compile(r"\{%.*?%\}|\{#.*?#\}", re.S)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def readable(source: str) -> str:
+    """A template as plain text for a reader, when there is no row to render it on: each `{{ row.x | pct }}`
+    becomes `<x>` (the last name before any filter), `{% ... %}` tags and `{# ... #}` comments are dropped, so
+    the text of every branch is shown; whitespace collapsed."""
+    def placeholder(m: re.Match[str]) -> str:
+        names = _NAME.findall(m.group(1).split("|")[0])
+        return f"<{names[-1] if names else 'value'}>"
+
+    return " ".join(_STATEMENT.sub(" ", _EXPRESSION.sub(placeholder, source)).split())
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Rendering
 
@@ -583,6 +649,8 @@ def render(source: str, context: Mapping[str, Any], *, not_after: float | None =
     except TemplateSyntaxError as exc:  # load_rule_file reports these first, with the file's position
         raise TemplateFailure(f"has a syntax error: {_syntax_message(exc, source)}", "fix the template",
                               "syntax") from None
+    except SecurityError as exc:  # `self`, a private filter attribute: load_rule_file reports these first too
+        raise describe(exc) from None
     now = time.monotonic()
     own = now + RENDER_SECONDS
     budget = _Budget(deadline=min(own, not_after) if not_after is not None else own,

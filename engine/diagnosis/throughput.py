@@ -9,17 +9,30 @@ from typing import Any
 from ..model import Throughput
 
 
-def throughput(duration_ns: float | None, steps: list[dict[str, Any]], tokens: int | None) -> Throughput | None:
-    """`steps`: the rows of the `steps` fact. Decode numbers only where steps were found to be decode, by their NVTX
-    text or their shape: an unclassified step may be a prefill."""
+def decode_row(steps: list[dict[str, Any]], tokens: int | None) -> dict[str, Any] | None:
+    """The row of the `steps` fact whose steps generated the tokens: the decode phase's, found by their NVTX text or
+    their shape. Without any phase, an unclassified step may be a prefill, so the steps count as decode only when
+    --tokens says the run generated tokens and no step looked like a prefill (fact _steps found none, so the
+    steps are alike): then every step is a decode step, the 'all' row."""
     decode = next((s for s in steps if s.get("phase") == "decode" and (s.get("step_count") or 0) > 0), None)
+    if decode is None and tokens and [s.get("phase") for s in steps] == ["all"]:
+        decode = steps[0] if (steps[0].get("step_count") or 0) > 0 else None
+    return decode
+
+
+def throughput(duration_ns: float | None, steps: list[dict[str, Any]], tokens: int | None) -> Throughput | None:
+    """`steps`: the rows of the `steps` fact (decode_row picks the decode steps). The time per output token is per
+    request, as `vllm bench serve` measures TPOT: every request in a decode step gets one token per step, so it is
+    the median decode step, which the tokens of a step (the batch) share; tokens/s counts every request's tokens.
+    Only without decode steps is it duration / tokens, the run taken as one stream of tokens."""
+    decode = decode_row(steps, tokens)
     count = int(decode["step_count"]) if decode else None
     step_ns = decode.get("median_step_ns") if decode else None
     if count is None and not tokens:
         return None
     per_s = tokens / duration_ns * 1e9 if tokens and duration_ns else None
-    return Throughput(tokens=tokens, duration_ns=duration_ns, tokens_per_s=per_s,
-                      time_per_token_ns=duration_ns / tokens if tokens and duration_ns else None,
+    per_token = step_ns if tokens and step_ns else duration_ns / tokens if tokens and duration_ns else None
+    return Throughput(tokens=tokens, duration_ns=duration_ns, tokens_per_s=per_s, time_per_token_ns=per_token,
                       decode_steps=count, step_time_ns=step_ns,
                       steps_per_s=1e9 / step_ns if step_ns else None,
-                      inferred=decode.get("phase_source") == "inferred" if decode else None)
+                      inferred=decode.get("phase_source") in ("inferred", None) if decode else None)

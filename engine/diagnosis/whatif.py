@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from ..facts.compute import FactSet
 from ..model import BatchWhatIf, Finding, Throughput, WhatIf
-from ..units import fmt_ratio, fmt_value
+from ..units import fmt_range, fmt_ratio, fmt_span, fmt_step
 from ..vocabulary import Kind, Severity
 
 FACT = "whatif_replay"
@@ -85,25 +85,6 @@ FIT_MIN_STEPS = 5
 MIN_STEPS = 5
 # The largest batch projected (`--what-if batch=N`): far beyond any measured step.
 MAX_BATCH = 4096
-
-
-def fmt_step(ns: float | None) -> str:
-    """A step time to three significant digits ('1.02 ms', '543 µs'): projections compare close values."""
-    if ns is None:
-        return fmt_value(ns, "ns")
-    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if abs(ns) >= scale:
-            v = ns / scale
-            return f"{v:.{2 if v < 10 else 1 if v < 100 else 0}f} {unit}"
-    return f"{ns:.0f} ns"
-
-
-def fmt_range(low: float, high: float) -> str:
-    """'1.38..1.51 ms': both ends in the unit of the higher one."""
-    unit = fmt_step(high).split()[-1]
-    scale = {"s": 1e9, "ms": 1e6, "µs": 1e3, "ns": 1.0}[unit]
-    digits = lambda v: f"{v:.{2 if v < 10 else 1 if v < 100 else 0}f}"  # noqa: E731
-    return f"{digits(low / scale)}..{digits(high / scale)} {unit}"
 
 
 def _factor(x: float) -> str:
@@ -247,7 +228,7 @@ def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None =
     per = "steps/s" if basis == "steps" else "faster"
     gain = f"~{_factor(speedup)} {per}" if model.gains and speedup is not None else "no measurable gain"
     if slow is not None and slow > projected and model.gains and speedup is not None:
-        gain = f"~{_factor(measured / slow)}..{_factor(speedup)} {per}"
+        gain = f"~{fmt_span(measured / slow, speedup, _factor)} {per}"
     if model.why_not is not None:
         gain += f": {model.why_not}"
     elif not model.gains and share is not None and share >= 0.005:
@@ -331,12 +312,21 @@ def batch_projection(facts: FactSet, batch: int | None, primary: Finding | None,
     replayed = row.get("batch_factor")
     # the batch the replay (_whatif_steps, facts.whatif_batch) ran: --what-if batch=N sets it, else its default
     replayed_batch = round(replayed * (current or 1)) if replayed else None
+    default = (None if not serving or primary_transform not in BATCH_TRANSFORMS
+               or (current is not None and current > SMALL_BATCH) else DEFAULT_BATCH)
+    requested = batch is not None
     if batch is None:
-        if (not serving or primary_transform not in BATCH_TRANSFORMS
-                or (current is not None and current > SMALL_BATCH)):
+        if default is None:
             return None
-        batch = replayed_batch or DEFAULT_BATCH
-    return _project(row, batch, current, serving, replayed_batch == batch)
+        batch = replayed_batch or default
+    projection = _project(row, batch, current, serving, replayed_batch == batch)
+    if projection is None or not requested:
+        return projection
+    # An option the user passes visibly does something (docs/reports.md "One story per report"): the line names
+    # the request, and says so when it is the projection the report makes by default.
+    asked = f"--what-if batch={batch}" + (", the default projection" if batch == default else "")
+    label, _, rest = projection.line.partition(": ")
+    return projection.model_copy(update={"line": f"{label} ({asked}): {rest}"})
 
 
 def _project(row: dict[str, Any], batch: int, current: float | None, serving: bool = True,
@@ -390,11 +380,9 @@ def _project(row: dict[str, Any], batch: int, current: float | None, serving: bo
     rise_low, rise_high = low / now - 1, high / now - 1
     label = f"batch {batch}" if current else f"batch {batch}× current"
     # A range whose ends print alike is one value (the kernels fill the launch gaps at both ends of the model).
-    single = method == "fit" or fmt_range(low, high).split("..")[0] == fmt_range(low, high).split("..")[1].split()[0]
-    span = fmt_step(low) if single else fmt_range(low, high)
-    gains = (f"~{gain_low:.1f}×" if method == "fit" or f"{gain_low:.1f}" == f"{gain_high:.1f}"
-             else f"~{gain_low:.1f}×..{gain_high:.1f}×")
-    rises = f"{rise_low * 100:.0f} %" if method == "fit" else f"{rise_low * 100:.0f}..{rise_high * 100:.0f} %"
+    span = fmt_step(low) if method == "fit" else fmt_range(low, high)
+    gains = f"~{fmt_span(gain_low, gain_high, lambda x: f'{x:.1f}×')}"
+    rises = fmt_span(rise_low * 100, rise_high * 100, lambda x: f"{x:.0f}") + " %"
     rate, latency = ("tokens/s", "TPOT") if serving else ("work per second", "the step time")
     # below half a per cent both ways the longer kernels fit in the step's idle gaps: nothing to rise
     cost = (f"so {latency} stays as measured" if max(abs(rise_low), abs(rise_high)) < 0.005

@@ -17,7 +17,7 @@ import duckdb
 
 from ..duck import insert_rows, scalar, sql_literal
 from ..facts import (Fact, FactError, check_documented_columns, check_rows, load_facts, materialize,
-                     run_order, table_columns, with_needs)
+                     run_order, table_columns, team_sql_problem, with_needs)
 from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
 from .compact import Compactor
@@ -107,9 +107,14 @@ TEAM_LIMITS = TeamLimits()
 
 
 def _materialize_bounded(con: Any, fact: Fact, params: dict[str, float] | None, limits: TeamLimits, *,
-                         keep_lines: bool = False, check_columns: bool = True) -> None:
+                         readable: Collection[str], keep_lines: bool = False, check_columns: bool = True) -> None:
     """materialize() a team fact, stopped when it runs past `limits.seconds`, runs out of memory, or returns
-    more rows or longer text than the limits allow; each is one sentence naming the fact."""
+    more rows or longer text than the limits allow; each is one sentence naming the fact. Before it runs, the
+    sandbox refuses a query that reads anything but the canonical views and the facts `readable` (names), or
+    calls a function that reads the database's state (team_sql_problem)."""
+    problem = team_sql_problem(fact, readable)
+    if problem is not None:
+        raise FactError(problem, fact.name)
     timed_out = threading.Event()
 
     def stop() -> None:
@@ -349,7 +354,7 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
         for fact in team:
             announce(fact)
             with timed(timings, con, RUN, fact) as timing:
-                _materialize_bounded(con, fact, params, TEAM_LIMITS)
+                _materialize_bounded(con, fact, params, TEAM_LIMITS, readable=facts.keys())
                 found = None if fact.is_helper and fact.name not in helpers else _rows(con, fact)
                 timing["rows"] = len(found[1]) if found else timing["rows"]
             record(fact, found)
@@ -463,7 +468,8 @@ def compile_facts(con: Any, ordered: list[Fact], limits: TeamLimits = TEAM_LIMIT
             continue
         try:
             if fact.team:
-                _materialize_bounded(con, fact, None, limits, keep_lines=True, check_columns=False)
+                _materialize_bounded(con, fact, None, limits, readable={f.name for f in ordered}, keep_lines=True,
+                                     check_columns=False)
             else:
                 materialize(con, fact, None, keep_lines=True, check_columns=False)
         except FactError as exc:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
+from ..units import fmt_range, fmt_span, fmt_step
 from ..vocabulary import Kind, Severity
 
 REPORT_SCHEMA_VERSION = "2.6"
@@ -134,6 +135,21 @@ class BatchWhatIf(Model):
     tpot_rise_high: float
     assumptions: list[str]
     line: str
+
+    @property
+    def measured_display(self) -> str:
+        """The measured step to the precision of the projection beside it ('4.19 ms')."""
+        return fmt_step(self.measured_step_ns)
+
+    @property
+    def projected_display(self) -> str:
+        """The projected step as the reports show it: '4.19 ms', or '4.19..4.61 ms' where the ends differ."""
+        return fmt_range(self.projected_step_low_ns, self.projected_step_high_ns)
+
+    @property
+    def gain_display(self) -> str:
+        """The throughput gain as the reports show it: '8.0×', or '7.2×..8.0×' where the ends differ."""
+        return fmt_span(self.throughput_gain_low, self.throughput_gain_high, lambda x: f"{x:.1f}×")
 
 
 class Finding(Model):
@@ -340,9 +356,12 @@ class Throughput(Model):
     tokens: int | None = Field(None, description="Output tokens generated in the profiled run (--tokens).")
     duration_ns: float | None = Field(None, description="Profiled duration the rates are computed over (ns).")
     tokens_per_s: float | None = Field(None, description="tokens / duration.")
-    time_per_token_ns: float | None = Field(None, description="duration / tokens (ns).")
+    time_per_token_ns: float | None = Field(None, description="Time per output token of a request (ns): the median "
+                                                            "decode-step period, each request getting one token per "
+                                                            "step; duration / tokens without decode steps.")
     decode_steps: int | None = Field(None, description="Decode steps, when steps were found to be decode by their "
-                                                       "NVTX text or their shape.")
+                                                       "NVTX text or their shape, or, with --tokens, every step of a "
+                                                       "run whose steps have no phase and none looks like a prefill.")
     step_time_ns: float | None = Field(None, description="Median decode-step period, start to the next step's start "
                                                          "(ns): a lower bound on the time per output token.")
     steps_per_s: float | None = Field(None, description="Decode steps per second at the median step period.")

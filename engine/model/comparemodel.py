@@ -8,7 +8,7 @@ from typing import Literal
 from . import Document, MetricInfo, Model
 from ..vocabulary import Severity
 
-COMPARISON_SCHEMA_VERSION = "1.2"
+COMPARISON_SCHEMA_VERSION = "1.3"
 Assessment = Literal["improved", "regressed", "unchanged", "changed", "n/a"]
 GateUnit = Literal["percent", "points", "absolute", "ns", "us", "ms", "s"]
 
@@ -28,6 +28,10 @@ class MetricDelta(MetricInfo):
     before_display: str
     after_display: str
     change_display: str
+    note: str | None = None
+    """Why the assessment is not what the metric's own change says: a per-call mean judged with the calls it
+    multiplies ('per call, but 262× fewer calls: total -99 %'), a count with its rate per second of work; null
+    otherwise."""
 
 
 class FindingChange(Model):

@@ -21,7 +21,9 @@ Trust (the cache is private to its user; see docs/security.md):
 - Every cache is sealed with the user's random key, kept in the cache directory itself (`.nsys-diagnose-key-<uid>`,
   0600): nothing is written outside the directory the user chose, and users sharing a directory have a key each.
 - A cache file is used only when it is a regular file owned by this user that nobody else may write, in a
-  directory nobody else may write (or one with the sticky bit, where others cannot replace our files).
+  directory nobody else may write (or one with the sticky bit, where others cannot replace our files). One of this
+  user's that others may write (or, the key, read) is never read but replaced; one of another user's is left alone.
+  Whatever keeps the cache from being used is said as a CacheWarning, which the command line prints once.
 - Its catalog must hold exactly the canonical tables, created by exactly the statements this version writes:
   no view, macro, sequence, index, constraint, default or generated column, which could run SQL when read.
 - It is read by a DuckDB instance that never loads the SQLite extension and has external access disabled, so
@@ -58,6 +60,7 @@ from . import canonical
 from .canonical import database_ddl
 from ..duck import insert_rows, offline_connection, reraise_interrupt, sql_literal, sqlite_reader_connection
 from ..errors import DiagnoseError, SetupError
+from ..text import is_utf8, printable, shown_path
 
 # The code that decides what a cache holds, besides the canonical definitions: part of format_version().
 FILLING_CODE = ("adapters.py", "loader.py", "metadata.py")
@@ -76,6 +79,13 @@ _LEGACY_LEFTOVER = re.compile(r"^" + re.escape(SCRATCH_PREFIX) + r"[a-z0-9_]{8}$
 LEGACY_LEFTOVER_AGE_S = 86_400
 # Below this address-space limit (ulimit -v) DuckDB cannot even load its SQLite extension: it aborts.
 MIN_ADDRESS_SPACE = 1 << 30
+
+
+class CacheWarning(str):
+    """A progress message saying that the cache cannot be used and what to do about it. It goes through the same
+    progress callback as the stages (a plain string to any caller that only collects them), but the command line
+    prints it once as a lasting warning line, on a terminal or not, where a stage is only shown on a terminal and
+    then erased (docs/performance.md)."""
 
 
 def _size_bytes(text: str) -> float | None:
@@ -177,19 +187,55 @@ def cache_dir(override: str | os.PathLike | None = None) -> Path | None:
 
 
 def usable_cache_dir(override: str | os.PathLike | None = None) -> tuple[Path | None, str | None]:
-    """cache_dir, and when there is none, why (for the progress line). A directory the user named must exist."""
+    """cache_dir, and when there is none, why and what to do about it (one clause, for the warning the command line
+    prints: CacheWarning). A directory the user named must exist."""
     d = _chosen_dir(override)
     if d is None:
         private = cache_dir_private()
-        return (private, None) if private is not None else \
-            (None, f"the cache directory {user_cache_dir()} cannot be created or is not private to you")
+        if private is not None and not is_utf8(str(private)):
+            return None, (f"the cache directory {shown_path(private)} has a name that is not valid UTF-8, which "
+                          f"DuckDB cannot open; choose another with --cache-dir or {CACHE_DIR_ENV}")
+        if private is not None:
+            return private, None
+        own = user_cache_dir()
+        return None, (f"the cache directory {own} cannot be created, or is not yours alone (0700); create it "
+                      f"(mkdir -p -m 0700 {own}) or choose another with --cache-dir or {CACHE_DIR_ENV}")
+    named, undo = (("--cache-dir", "drop --cache-dir") if override not in (None, "")
+                   else (CACHE_DIR_ENV, f"unset {CACHE_DIR_ENV}"))
     if not d.is_dir():
-        state = "is not a directory" if d.exists() else "does not exist"
-        return None, f"the cache directory {d} {state} (create it, or drop --cache-dir / {CACHE_DIR_ENV})"
+        if d.exists():
+            return None, f"the cache directory {d} ({named}) is not a directory; name a directory, or {undo}"
+        return None, f"the cache directory {d} ({named}) does not exist; create it (mkdir -p {d}), or {undo}"
     if not _safe_directory(d, private=False):
-        return None, (f"the cache directory {d} is not writable for you, or others may replace files in it (no "
-                      f"sticky bit)")
+        return None, f"the cache directory {d} ({named}) {_unsafe_because(d)}, or {undo}"
+    if not is_utf8(str(d)):
+        return None, (f"the cache directory {shown_path(d)} ({named}) has a name that is not valid UTF-8, which "
+                      f"DuckDB cannot open; give another directory, or {undo}")
     return d, None
+
+
+def cache_problem(override: str | os.PathLike | None = None) -> str | None:
+    """Why no cache can be kept in the cache directory (usable_cache_dir) or under its key (key_problem), and what
+    to do; None when caching works. The key is made if need be."""
+    d, why_not = usable_cache_dir(override)
+    if d is not None and cache_secret(d) is None:
+        return key_problem(d)
+    return why_not
+
+
+def _unsafe_because(d: Path) -> str:
+    """Why `d`, an existing directory, fails _safe_directory(private=False), and what to do: the start of a clause
+    that ends with the alternative of not using it."""
+    try:
+        st = os.stat(d)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror}); give another directory"
+    if not os.access(d, os.W_OK | os.X_OK):
+        return "is not writable for you; give a directory you can write to"
+    if st.st_uid not in (os.geteuid(), 0):
+        return "belongs to another user, who could replace the caches in it; give a directory of your own"
+    return (f"may be written by others and has no sticky bit, so they could replace the caches in it: "
+            f"chmod +t {d} (as /tmp has) or chmod 0700 {d} (if it is yours alone)")
 
 
 def cache_dir_private() -> Path | None:
@@ -204,7 +250,8 @@ def cache_dir_private() -> Path | None:
 
 
 def _short_name(name: str) -> str:
-    data = name.encode("utf-8", "surrogateescape")
+    name = printable(name)  # DuckDB opens the cache by its name, which it takes as UTF-8 text only
+    data = name.encode("utf-8")
     if len(data) <= _NAME_BYTES:
         return name
     return data[:_NAME_BYTES].decode("utf-8", "ignore")
@@ -239,6 +286,20 @@ def key_path(directory: Path) -> Path:
     return Path(directory) / f"{KEY_PREFIX}{os.geteuid()}"
 
 
+def cache_file_kind(name: str) -> str | None:
+    """What a file of this name in a cache directory is to caching (for a message), None when it is none of its
+    files: a report written over one would replace the key that seals every cache there, or a cache."""
+    if name.startswith(KEY_PREFIX):
+        return "the key that seals the caches"
+    if name.startswith(BUILD_PREFIX):
+        return "a cache being built"
+    for suffix, what in ((CACHE_SUFFIX, "a cache"), (CACHE_SUFFIX + ".wal", "a cache's write-ahead log"),
+                         (CACHE_SUFFIX + FACTS_SUFFIX, "the facts kept beside a cache")):
+        if name.endswith(suffix):
+            return what
+    return None
+
+
 @functools.lru_cache(maxsize=16)
 def cache_secret(directory: Path) -> bytes | None:
     """This user's random key for the caches in `directory` (a usable cache directory, see cache_dir), kept there,
@@ -252,7 +313,12 @@ def cache_secret(directory: Path) -> bytes | None:
     # No key yet, or a private one of the wrong size that never sealed anything (an empty file left by a run
     # killed between creating and writing it, in versions that wrote the key in place): a complete key is written
     # aside and linked into place, so no run ever reads half a key, and of two first runs racing, both use the
-    # key linked first.
+    # key linked first. A regular file of this user's that others may read or write (chmod, or a report written
+    # over it) is no secret any more: it is replaced by a fresh private key in the same way (its caches are then
+    # rebuilt), rather than turning caching off for good. A file of another user's, or anything but a regular
+    # file, is left alone: key_problem says so.
+    if found is None and own_unsafe_file(path):
+        found = b""
     try:
         build = new_build_dir(path)
     except OSError:
@@ -282,6 +348,45 @@ def cache_secret(directory: Path) -> bytes | None:
 def _read_secret(path: Path) -> bytes | None:
     """The bytes of the key file when it is this user's private regular file, else None (also when missing)."""
     return read_own_file(path, _SECRET_BYTES + 1, private=True)
+
+
+def own_unsafe_file(path: Path) -> bool:
+    """`path` is a regular file (not a link) of this user's that others may write, or, for the key, read: never
+    trusted, but this user's to replace, in a directory where nobody else can swap it (usable_cache_dir)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and bool(st.st_mode & 0o077)
+
+
+def _not_trusted_because(path: Path) -> str:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "could not be created"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_uid != os.geteuid():
+        return "belongs to another user"
+    return "may be written by others"
+
+
+def key_problem(directory: Path) -> str:
+    """Why cache_secret found no key for `directory`, and what to do: one clause for the warning (CacheWarning)."""
+    path = key_path(directory)
+    return (f"the key that seals the caches in {directory}, {path}, {_not_trusted_because(path)}, so it is never "
+            f"trusted; remove it (a new private key is then made), or choose another cache directory")
+
+
+def cache_file_problem(path: Path) -> str:
+    """Why the file at a cache's path is neither reused nor replaced, and what to do (one clause, CacheWarning)."""
+    return (f"the cache file {path} {_not_trusted_because(path)}, so it is never trusted; remove it, or choose "
+            f"another cache directory")
 
 
 def read_own_file(path: Path, limit: int, *, private: bool = False) -> bytes | None:
@@ -430,6 +535,9 @@ class Workspace:
 
     @classmethod
     def create(cls, threads: int | None = None, share: int = 1) -> "Workspace":
+        if not is_utf8(tempfile.gettempdir()):
+            raise SetupError(f"the temporary directory {shown_path(tempfile.gettempdir())} has a name that is not "
+                             f"valid UTF-8, which DuckDB cannot open; point TMPDIR at another directory.")
         return cls(Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")), threads, share)
 
     @property

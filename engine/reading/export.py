@@ -24,6 +24,7 @@ from .metadata import ProfileInfo
 from .profile_file import ProfileFile
 from ..duck import insert_rows, load_sqlite_scanner, reraise_interrupt, sql_literal
 from ..errors import DiagnoseError, InputError
+from ..text import is_utf8, shown_path
 
 Progress = Callable[[str], None]
 
@@ -85,14 +86,15 @@ def open_export(path: str | os.PathLike, *, threads: int | None = None, progress
     say = progress or (lambda _stage: None)
     directory, why_not = store.usable_cache_dir(cache_dir) if cache else (None, None)
     if why_not:
-        say(f"{why_not}; reading the export without a cache")
+        say(store.CacheWarning(f"reading the export without a cache: {why_not}"))
     store.sweep_once(directory)
     try:
         return _open(p, threads, say, directory, share, opened)
     except DiskFullError:
         if directory is None:
             raise
-        say("no space for the cache; reading the export without one")
+        say(store.CacheWarning(f"reading the export without a cache: there is no space left for it in {directory}; "
+                               f"free some, or choose another directory with --cache-dir or {store.CACHE_DIR_ENV}"))
         return _open(p, threads, say, None, share, opened)
 
 
@@ -163,7 +165,7 @@ def _open(p: Path, threads: int | None, say: Progress, directory: Path | None, s
                 profile.start_hashing()
             else:
                 profile.stop_hashing()  # begun by prefetch_profile, but no cache will be keyed on it
-            if final is not None and final.exists():
+            if final is not None and store.trusted_cache_file(final):
                 reused = _reuse(workspace, final, profile)
                 if reused is not None:
                     say(f"reusing the canonical tables cached in {final.name}")
@@ -200,13 +202,16 @@ def _cache_file(p: Path, profile: ProfileFile, directory: Path | None, say: Prog
         say(f"{p.name} has {profile.live}: reading it afresh, without a cache")
         return None
     if store.cache_secret(directory) is None:
-        say(f"no private key for caches in {directory} ({store.key_path(directory).name}); reading the export "
-            f"without a cache")
+        say(store.CacheWarning(f"reading the export without a cache: {store.key_problem(directory)}"))
         return None
     final = store.cache_path(p, directory)
     if final is not None and os.path.lexists(final) and not store.trusted_cache_file(final):
-        say(f"{final} was not written by this user; reading the export without a cache")
-        return None
+        if not store.own_unsafe_file(final):
+            say(store.CacheWarning(f"reading the export without a cache: {store.cache_file_problem(final)}"))
+            return None
+        # This user's, but others may write it: never read (_open reuses only a trusted file), and replaced
+        # atomically by the cache built now (store.publish), so caching is not lost for good.
+        say(f"rebuilding {final.name}, which others may write")
     return final
 
 
@@ -271,13 +276,15 @@ def _build_canonical(workspace: Workspace, target: Path, p: Path, profile: Profi
             converted = profile.private_copy(workspace.root)
             profile.check_unchanged()
             scan = str(converted)
+        elif not is_utf8(scan):
+            scan = profile.link_into(workspace.root)  # a name DuckDB cannot take (ProfileFile.link_into)
         try:
             info, views = _build(con, p, say, scan, profile.live)
         except DiagnoseError:
             profile.check_unchanged()  # an export replaced mid-read explains a failure better than its symptom
             raise
         profile.check_unchanged()
-        info.path = str(p)
+        info.path = shown_path(p)
         key = _cache_key(profile) if cached else ""
         store.write_state(con, "canon", {"fingerprint": key,
                                          "seal": (store.seal(key, cache_dir) if cache_dir is not None else None) or "",
@@ -321,11 +328,11 @@ def _finish(workspace: Workspace, p: Path, info: ProfileInfo, views: dict[str, V
             cache_file: Path | None, cache_hit: bool, cache_key: str = "") -> Export:
     """Views in the scratch database over the canonical tables; the profile path is today's, not the cached."""
     con = workspace.con
-    info.path = str(p)
+    info.path = shown_path(p)
     for name in VIEWS:
         if name == "profile_info":
             con.execute(f"CREATE OR REPLACE VIEW profile_info AS SELECT key, CASE WHEN key = 'path' THEN "
-                        f"{sql_literal(str(p))} ELSE value END AS value FROM canon.profile_info")
+                        f"{sql_literal(info.path)} ELSE value END AS value FROM canon.profile_info")
         else:
             con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {view_sql(name, "canon")}')
     return Export(con, info, views, workspace, cache_file, cache_hit, cache_key)

@@ -146,8 +146,11 @@ def live_reason(path: Path, fd: int) -> str | None:
     return None
 
 
-def sqlite_uri(scan: str) -> str:
-    return Path(scan).as_uri() + "?mode=ro"
+def sqlite_uri(scan: str | os.PathLike[str]) -> str:
+    """The read-only `file:` URI of `scan` (https://www.sqlite.org/uri.html). A URI names an absolute path, so a
+    relative one is made absolute first; the name's bytes are percent-encoded, so one that is not valid UTF-8
+    (held in a str by surrogate escapes, https://peps.python.org/pep-0383/) reaches SQLite unchanged."""
+    return Path(os.path.abspath(scan)).as_uri() + "?mode=ro"
 
 
 def source_columns(scan: str) -> dict[str, list[str]]:

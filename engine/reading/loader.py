@@ -22,9 +22,11 @@ from .inputs import sqlite_uri, unreadable
 from .metadata import ProfileInfo, read_metadata, read_window_and_graph_mode, write_profile_info
 from ..duck import one_row, reraise_interrupt, scalar
 from ..errors import InputError
+from ..text import shown_path
 
 # Tables whose rows are intervals on the capture timeline; rows with impossible times are dropped from them.
 _TIMED_TABLES = ("kernels", "api_calls", "memcpys", "memsets", "syncs", "graph_launches")
+_PLACED_TABLES = ("kernels", "memcpys", "memsets", "graph_launches")  # the GPU work every per-GPU number counts
 # The time columns of every table on the capture timeline, checked against TIME_LIMIT_NS.
 _TIME_COLUMNS = {**{t: ("start_ns", "end_ns") for t in _TIMED_TABLES}, "nvtx_ranges": ("start_ns", "end_ns"),
                  "osrt_calls": ("start_ns", "end_ns"), "gpu_metrics": ("ts_ns",), "cpu_samples": ("ts_ns",)}
@@ -54,16 +56,20 @@ class Loader:
         self.source = Source(tables)
         self.progress = progress or (lambda _msg: None)
         self.views: dict[str, ViewStatus] = {}
-        self.info = ProfileInfo(path=str(path), source_tables=sorted(tables))
+        self.info = ProfileInfo(path=shown_path(path), source_tables=sorted(tables))
         self.invalid_times: dict[str, int] = {}
+        self.placement: dict[str, int] = {}  # profile_info keys of _place_deviceless, e.g. no_device:kernels
 
     def build(self) -> tuple[ProfileInfo, dict[str, ViewStatus]]:
         read_metadata(self.con, self.source, self.info)
         self._strings()
         for table in adapt.ADAPTERS:
+            if table == "devices":  # the GPUs that did work are those of the placed rows
+                self._place_deviceless()
             self._fill_table(table)
         read_window_and_graph_mode(self.con, self.source, self.info, self.views["graph_launches"].rows)
-        self.views["profile_info"] = ViewStatus(write_profile_info(self.con, self.info, self.invalid_times))
+        self.views["profile_info"] = ViewStatus(write_profile_info(self.con, self.info, self.invalid_times,
+                                                                   self.placement))
         self.con.execute("DROP TABLE _strings")
         return self.info, self.views
 
@@ -171,6 +177,59 @@ class Loader:
                              f"{worst / 86_400e9:,.0f} days from the session's start, which no capture reaches; the "
                              f"export looks damaged or hand-edited, so export the profile again with "
                              f"`nsys export --type sqlite`.")
+
+    def _place_deviceless(self) -> None:
+        """GPU work whose deviceId is NULL (nsys declares the column NOT NULL, so only a post-processed export holds
+        such rows) is put on its GPU when the export says which: its context's (a CUDA context belongs to one
+        device, engine/reading/nsys-schema.md), else its stream's (a stream belongs to one context), taken from the
+        rows of the same process that name a device, when they all name the same one; else the only GPU, when the
+        export lists or uses just one. Rows still without a device cannot be put on any GPU's timeline: they are
+        left out of every number and counted, with their duration, like the rows of impossible times (profile_info
+        `no_device:<view>`, `no_device_ns:<view>`, and `device_recovered:<view>` for those placed here; read by
+        the invalid_timestamps fact)."""
+        missing = {t: n for t in _PLACED_TABLES
+                   if (n := scalar(self.con, f'SELECT count(*) FROM "{t}" WHERE device_id IS NULL'))}
+        if not missing:
+            return
+        placed = " UNION ALL ".join(f'SELECT pid, stream_id, device_id FROM "{t}" WHERE device_id IS NOT NULL'
+                                    for t in _PLACED_TABLES)
+        self.con.execute(f"""CREATE TEMP TABLE _stream_device AS SELECT pid, stream_id, min(device_id) AS device_id
+            FROM ({placed}) WHERE stream_id IS NOT NULL GROUP BY pid, stream_id
+            HAVING count(DISTINCT device_id) = 1""")
+        self.con.execute("""CREATE TEMP TABLE _context_device AS SELECT pid, context_id, min(device_id) AS device_id
+            FROM kernels WHERE device_id IS NOT NULL AND context_id IS NOT NULL GROUP BY pid, context_id
+            HAVING count(DISTINCT device_id) = 1""")
+        gpus = [f"SELECT device_id FROM ({placed})"]
+        if self.source.has("TARGET_INFO_GPU"):
+            column = next((c for c in ("id", "deviceId") if c in self.source.tables["TARGET_INFO_GPU"]), None)
+            if column:
+                gpus.append(f'SELECT "{column}" FROM src."TARGET_INFO_GPU"')
+        only = scalar(self.con, f"SELECT CASE WHEN count(DISTINCT device_id) = 1 THEN min(device_id) END "
+                                f"FROM ({' UNION ALL '.join(gpus)}) g(device_id) WHERE device_id IS NOT NULL")
+        try:
+            for table, before in missing.items():
+                if table == "kernels":
+                    self.con.execute("""UPDATE kernels SET device_id = c.device_id FROM _context_device c
+                        WHERE kernels.device_id IS NULL AND kernels.pid = c.pid
+                          AND kernels.context_id = c.context_id""")
+                self.con.execute(f"""UPDATE "{table}" SET device_id = s.device_id FROM _stream_device s
+                    WHERE "{table}".device_id IS NULL AND "{table}".pid = s.pid
+                      AND "{table}".stream_id = s.stream_id""")
+                if only is not None:
+                    self.con.execute(f'UPDATE "{table}" SET device_id = {int(only)} WHERE device_id IS NULL')
+                left, left_ns = one_row(self.con, f'SELECT count(*), coalesce(sum(dur_ns), 0) FROM "{table}" '
+                                                  f"WHERE device_id IS NULL")
+                if before - left:
+                    self.placement[f"device_recovered:{table}"] = before - left
+                if left:
+                    self.con.execute(f'DELETE FROM "{table}" WHERE device_id IS NULL')
+                    self.placement[f"no_device:{table}"] = left
+                    self.placement[f"no_device_ns:{table}"] = left_ns
+                    self.views[table] = ViewStatus(self.views[table].rows - left,
+                                                   self.views[table].reason)
+        finally:
+            self.con.execute("DROP TABLE _stream_device")
+            self.con.execute("DROP TABLE _context_device")
 
     def _drop_impossible_times(self, table: str) -> None:
         """Rows that end before they start, or start before the capture's time origin, cannot be placed on the

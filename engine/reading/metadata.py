@@ -88,9 +88,11 @@ def read_window_and_graph_mode(con: duckdb.DuckDBPyConnection, source: Source, i
         info.graph_trace_mode = info.graph_trace_setting if launches else None
 
 
-def write_profile_info(con: duckdb.DuckDBPyConnection, info: ProfileInfo, invalid_times: dict[str, int]) -> int:
+def write_profile_info(con: duckdb.DuckDBPyConnection, info: ProfileInfo, invalid_times: dict[str, int],
+                       placement: dict[str, int] | None = None) -> int:
     """Fill the canonical profile_info table; returns its row count. `invalid_times`: rows left out of each
-    view for impossible times, read by the invalid_timestamps fact as `invalid_times:<view>`."""
+    view for impossible times, read by the invalid_timestamps fact as `invalid_times:<view>`. `placement`: the
+    counts of GPU work without a device, under their own keys (`no_device:<view>` ..., Loader._place_deviceless)."""
     pairs = {
         "path": info.path,
         "nsys_version": info.nsys_version,
@@ -106,6 +108,7 @@ def write_profile_info(con: duckdb.DuckDBPyConnection, info: ProfileInfo, invali
         "session_start_ns": info.session_start_ns,
         "session_end_ns": info.session_end_ns,
         **{f"invalid_times:{view}": count for view, count in sorted(invalid_times.items())},
+        **dict(sorted((placement or {}).items())),
     }
     con.execute(VIEWS["profile_info"].ddl())
     insert_rows(con, "profile_info", [(k, None if v is None else str(v)) for k, v in pairs.items()],

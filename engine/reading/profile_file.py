@@ -102,6 +102,20 @@ class ProfileFile:
                              f"leave WAL mode with `sqlite3 {self.path} 'PRAGMA journal_mode=DELETE'`.") from None
         return target
 
+    def link_into(self, directory: Path) -> str:
+        """A symbolic link in `directory`, under an ASCII name, to the file at the scanned path; for a name that is
+        not valid UTF-8 (kept in a str by surrogate escapes, https://peps.python.org/pep-0383/), which DuckDB
+        cannot take: it passes file names on as UTF-8 text. SQLite follows the link to the file itself, so its
+        side files are looked for beside the file, never beside the link (https://www.sqlite.org/c3ref/open.html)."""
+        link = directory / "export-link.sqlite"
+        try:
+            os.symlink(self.scan_path, link)
+        except OSError as exc:
+            raise InputError(f"{self.path}: its name is not valid UTF-8 and cannot be read through a link in the "
+                             f"temporary directory {tempfile.gettempdir()} ({exc.strerror}); rename the file and "
+                             f"run again.") from None
+        return str(link)
+
     def start_hashing(self) -> None:
         """Hash the content in a background thread (hashlib releases the GIL), e.g. while the export is read."""
         if self._hasher is None and self._digest is None:

@@ -84,10 +84,16 @@ def step_rows(report: Report) -> list[StepRow]:
     phased = [r for r in rows if r.get("phase") != ALL]
     serving = serves_tokens(report)
     out = []
+    # The steps that generated the tokens, as the throughput counts them (a run without phases whose --tokens make
+    # its alike steps decode steps: diagnosis/throughput.py decode_row), so the STEPS block and the key metrics
+    # give one TPOT.
+    rates = report.throughput
+    decode_all = not phased and rates is not None and rates.decode_steps is not None and rates.step_time_ns
     for r in phased or rows:
         phase = str(r.get("phase"))
         # A run without phases: the median step bounds the time per token only if its steps are decode steps.
-        tpot = r.get("tpot_proxy_ns") if phase == _DECODE and serving else None
+        tpot = (r.get("tpot_proxy_ns") if phase == _DECODE and serving
+                else rates.step_time_ns if decode_all and rates is not None and phase == ALL else None)
         out.append(StepRow(phase=phase, inferred=r.get("phase_source") == "inferred", evidence=evidence.get(phase),
                            steps=int(r.get("step_count") or 0), median_ns=r.get("median_step_ns"),
                            p90_ns=r.get("p90_step_ns"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .charts import PART_COLOURS, nice_ticks
+from .charts import CHAR_WIDTH, PART_COLOURS, nice_ticks
 from ..model import Report
 from ..text import shorten
 from ..units import fmt_duration
@@ -24,6 +24,7 @@ LANE_GAP = 4
 AXIS_H = 30
 TEXT_COLS = 96       # width of the Markdown strip
 MIN_LABEL_W = 56     # an event gets its name written inside when at least this wide
+LABEL_PAD = 3        # between an event's edge and the name written inside it
 TIP_CHARS = 400      # a tooltip shows this much of a name (C++ template names run to megabytes)
 
 EVENT_COLOURS = {
@@ -119,6 +120,13 @@ def _window(report: Report) -> tuple[list[dict[str, Any]], int, int, int]:
     return rows, w0, w1, max(w1 - w0, 1)
 
 
+def fitting_chars(width: float) -> int:
+    """How many characters of a name fit in `width` SVG units with LABEL_PAD on both sides, at the charts' upper
+    bound of a character's advance (charts.CHAR_WIDTH): a name written inside an event never runs past it, nor
+    past the chart's edge; the event's tooltip keeps the whole name."""
+    return max(int((width - 2 * LABEL_PAD) / CHAR_WIDTH), 0)
+
+
 def excerpt(report: Report) -> dict[str, Any] | None:
     """Geometry of the excerpt's SVG: lanes with their events (x, width, colour, tooltip), idle bands behind each
     GPU's lanes, a time axis relative to the excerpt's start, and a legend of the kinds drawn."""
@@ -139,10 +147,12 @@ def excerpt(report: Report) -> dict[str, Any] | None:
             x, x_end = x_of(r["start_ns"]), x_of(r["end_ns"])
             w = round(max(x_end - x, 0.6), 1)
             kinds.add("nvtx" if r["track"] == "nvtx" else r["kind"])
+            label = r.get("label") or r["name"]
+            chars = fitting_chars(w) if w >= MIN_LABEL_W else 0
             events.append(dict(x=x, w=w, colour=_colour(r, level), tip=_tip(r, w0), kind=r["kind"],
                                track=r["track"], start_ns=r["start_ns"], dur_ns=r["dur_ns"], name=r["name"],
-                               label=r.get("label") or r["name"],
-                               chars=int((w - 6) / 6.2) if w >= MIN_LABEL_W else 0))
+                               label=label, chars=chars, text=shorten(label, chars) if chars >= 4 else "",
+                               text_x=round(x + LABEL_PAD, 1)))
         drawn.append(dict(label=lane.label, title=lane.title, y=y, events=events, key="-".join(map(str, lane.key))))
         if lane.key[0] == "gpu":
             device_rows.setdefault(lane.key[1], []).append(y)
