@@ -162,22 +162,31 @@ def connect(scheduler: str | None, workers: int, distributed: Any) -> tuple[Any,
         # to a dask-scratch-space left in the temporary directory.
         scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-dask-")
         where = Cluster(describe_local(workers), workers, scratch)
-        settings = {"distributed.scheduler.worker-saturation": 1.0, "temporary-directory": scratch}
+        # No web server: the scheduler and every worker start an HTTP server whatever the dashboard setting, with
+        # the routes of `distributed.{scheduler,worker}.http.routes` (the scheduler's identity, the workers' call
+        # stacks, a sitemap, https://distributed.dask.org/en/stable/http_services.html), and HTTP has no TLS
+        # credentials to ask for: any local user could read them. No routes (nothing but 404) until they are
+        # closed below, and no Bokeh dashboard.
+        settings = {"distributed.scheduler.worker-saturation": 1.0, "temporary-directory": scratch,
+                    "distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
         try:
             with dask.config.set(settings), stop_signals_held():
-                # Loopback only, and the scheduler's web server on a free port: Dask's default, 8787, may belong to
-                # another cluster on this machine, and taking it would print a warning. Loopback is not private:
-                # any local user could connect and run code as this user, so the cluster speaks TLS with throwaway
-                # credentials that only this process and its workers hold (security=True, Security.temporary in
-                # https://distributed.dask.org/en/stable/tls.html).
+                # Loopback only, and the scheduler's HTTP server (closed once started) on a free port: Dask's
+                # default, 8787, may belong to another cluster on this machine, and taking it would print a warning.
+                # Loopback is not private: any local user could connect and run code as this user, so the cluster
+                # speaks TLS with throwaway credentials that only this process and its workers hold (security=True,
+                # Security.temporary in https://distributed.dask.org/en/stable/tls.html).
                 cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                    host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                                                   security=True, silence_logs=logging.CRITICAL)
+                                                   scheduler_kwargs={"dashboard": False}, security=True,
+                                                   silence_logs=logging.CRITICAL)
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
         try:
-            return distributed.Client(cluster, security=cluster.security), cluster, where
+            client = distributed.Client(cluster, security=cluster.security)
+            _close_http_servers(client, cluster, distributed)
+            return client, cluster, where
         except BaseException:
             close_local(cluster, where)
             raise
@@ -193,6 +202,24 @@ def connect(scheduler: str | None, workers: int, distributed: Any) -> tuple[Any,
     count = len(client.scheduler_info().get("workers", {}))
     return client, None, Cluster(f"the Dask cluster at {scheduler} ({count} worker{'s' if count != 1 else ''} when "
                                  f"the batch started)", count)
+
+
+def _close_http_servers(client: Any, cluster: Any, distributed: Any) -> None:
+    """Stop the HTTP servers of a LocalCluster listening: the scheduler's (in this process, on the cluster's event
+    loop) and every worker's, now and whenever a nanny restarts one (a worker plugin, set up on each worker that
+    joins: https://distributed.dask.org/en/stable/plugins.html#worker-plugins). Only the TLS ports stay open."""
+
+    async def stop_scheduler_http() -> None:
+        cluster.scheduler.http_server.stop()
+
+    class WithoutHttp(distributed.WorkerPlugin):  # type: ignore[name-defined,misc]
+        name = "nsys-diagnose-without-http"
+
+        def setup(self, worker: Any) -> None:
+            worker.http_server.stop()
+
+    cluster.sync(stop_scheduler_http)
+    client.register_plugin(WithoutHttp())
 
 
 def close_local(cluster: Any, where: Cluster) -> None:

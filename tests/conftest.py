@@ -391,6 +391,54 @@ def shared_directory() -> Path:
     return d
 
 
+# Temporary directories the tests make themselves. A test takes pytest's `tmp_path`; a directory that must be
+# elsewhere (a short path, one shared by the session) is made in the temporary directory and removed by whoever
+# made it: its fixture, or the end of the session (_CLEANUP). Every directory that code in tests/ makes directly in
+# the temporary directory with tempfile (mkdtemp, TemporaryDirectory) is recorded through Python's audit event
+# `tempfile.mkdtemp` (https://docs.python.org/3/library/tempfile.html#tempfile.mkdtemp), in this process (the
+# controller, or each xdist worker), and `_no_temporary_directory_outlives_the_session` fails the session, naming
+# and removing them, when any is still there once its owner's teardown has run.
+_TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+_MADE_IN_TEMP: list[Path] = []
+
+
+def _record_temporary_directory(event: str, args: tuple) -> None:
+    if event != "tempfile.mkdtemp":
+        return  # the first thing done: the hook sees every audit event of the process
+    import sys
+
+    path = Path(args[0])
+    if os.path.realpath(path.parent) != os.path.realpath(tempfile.gettempdir()):
+        return  # inside a directory someone else removes (tmp_path, a scenario directory)
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == tempfile.__file__:
+        frame = frame.f_back  # TemporaryDirectory and mkdtemp itself
+    if frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _TESTS_DIR:
+        _MADE_IN_TEMP.append(path)
+
+
+def temporary_directories_left() -> list[Path]:
+    """The directories that code in tests/ made in the temporary directory in this process and that are still
+    there, bar those the end of the session removes (_CLEANUP, the cache and scenario directories)."""
+    removed_at_the_end = {os.path.realpath(d) for d in [_OWN_CACHE_DIR, *_SCENARIO_DIR, *_CLEANUP]}
+    return [d for d in _MADE_IN_TEMP if os.path.lexists(d) and os.path.realpath(d) not in removed_at_the_end]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_temporary_directory_outlives_the_session():
+    import shutil
+    import sys
+
+    sys.addaudithook(_record_temporary_directory)  # once per process: an audit hook cannot be removed
+    yield
+    if left := temporary_directories_left():
+        for d in left:
+            shutil.rmtree(d, ignore_errors=True)
+        pytest.fail(f"this test session left {len(left)} temporary director{'ies' if len(left) != 1 else 'y'} "
+                    f"(now removed): {', '.join(map(str, left))}; make them in pytest's tmp_path, or remove them "
+                    f"where they are made", pytrace=False)
+
+
 def start_and_wait_for(command: list[str], stage: str, ready_file: Path, *, timeout: float = 120,
                        **popen) -> "subprocess.Popen[str]":
     """Start a command-line run and return once it has reached `stage` (the first line it announces that starts
@@ -414,3 +462,136 @@ def start_and_wait_for(command: list[str], stage: str, ready_file: Path, *, time
     proc.kill()
     proc.communicate()
     pytest.fail(f"the run did not reach {stage!r} within {timeout} s")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Processes the tests start. This pytest process (the controller, or each xdist worker: this module is imported once
+# per process) puts PROCESS_MARK_ENV, with a value of its own, into its environment, and every process it starts
+# inherits it, and every process those start, daemons included: nsys 2022.4 runs its agent (`nsys --start-agent`)
+# in a session of its own whose parent is PID 1, and a Dask LocalCluster's worker processes are spawned
+# interpreters. A process that carries this process's value (/proc/PID/environ) was started by one of its tests,
+# whoever its parent is now: `leftover_processes` lists them, the `reaped` fixture fails a test that leaves one
+# running (and stops it), and the session ends the same way for what a module or session fixture left.
+# A deadline below is a last resort for a hung test: nothing waits it out but a run that is stuck or a leak.
+# ------------------------------------------------------------------------------------------------------------
+PROCESS_MARK_ENV = "NSYS_DIAGNOSE_TEST_PROCESS_MARK"
+os.environ[PROCESS_MARK_ENV] = f"{os.getpid()}-{os.urandom(6).hex()}"
+LAST_RESORT_S = 600.0
+# Helpers that multiprocessing keeps for the whole life of the process that started them, which end with it
+# (https://docs.python.org/3/library/multiprocessing.html#contexts-and-start-methods): a test that uses the
+# spawn or forkserver start method (a Dask LocalCluster does) leaves them, and they are no leak.
+INTERPRETER_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
+def leftover_processes(mark: str | None = None) -> dict[int, str]:
+    """pid -> command line of each live process, other than this one, that carries PROCESS_MARK_ENV=mark (this
+    process's value by default), bar INTERPRETER_HELPERS; a zombie (whose environment is gone) is not listed."""
+    entry = f"{PROCESS_MARK_ENV}={mark or os.environ[PROCESS_MARK_ENV]}".encode()
+    found: dict[int, str] = {}
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            if entry not in Path(f"/proc/{name}/environ").read_bytes().split(b"\0"):
+                continue
+            command = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        if command and not any(helper in command for helper in INTERPRETER_HELPERS):
+            found[int(name)] = command.strip()
+    return found
+
+
+def _still_there(pids: set[int], seconds: float, mark: str | None = None) -> dict[int, str]:
+    """Those of `pids` still running after up to `seconds` (returns as soon as none is)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        left = {pid: cmd for pid, cmd in leftover_processes(mark).items() if pid in pids}
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.05)
+
+
+def stop_processes(pids: set[int], mark: str | None = None) -> dict[int, str]:
+    """SIGTERM, then SIGKILL, to those of `pids` that still carry the mark; returns any that survived both."""
+    import signal
+
+    left = leftover_processes(mark)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids & set(left):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        left = _still_there(pids, 10.0, mark)
+    return left
+
+
+def check_nothing_left(before: set[int], what: str, mark: str | None = None) -> None:
+    """Fail, naming them, when processes carrying the mark other than `before` are still running once those about
+    to exit have (a finaliser that ran returns after its processes are gone; this only waits for a leak). They are
+    stopped first, so one test's leak does not fail the next."""
+    left = _still_there(set(leftover_processes(mark)) - before, 30.0, mark)
+    if left:
+        stop_processes(set(left), mark)
+        listing = "; ".join(f"{pid}: {cmd[:160]}" for pid, cmd in sorted(left.items()))
+        pytest.fail(f"{what} left {len(left)} process{'es' if len(left) != 1 else ''} running (now stopped): "
+                    f"{listing}", pytrace=False)
+
+
+@pytest.fixture
+def reaped():
+    """Fails the test (at its teardown, after its other fixtures' finalisers) when a process it started is still
+    running, daemons and processes of other sessions included."""
+    before = set(leftover_processes())
+    yield
+    check_nothing_left(before, "the test")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _nothing_outlives_the_session():
+    yield
+    check_nothing_left(set(), "this test session (a module or session fixture, or a test without `reaped`)")
+
+
+def kill_group(proc: "subprocess.Popen") -> None:
+    """Kill the process group of `proc` (started with start_new_session=True) and collect `proc`, whatever state
+    it is in."""
+    import signal
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.communicate(timeout=LAST_RESORT_S)
+
+
+def run_in_own_session(command: list[str], **popen) -> "subprocess.CompletedProcess[str]":
+    """Run `command` to its end in a session (and process group) of its own and return what it printed: waited
+    for, not timed (LAST_RESORT_S only ends a hung run, as a failure). Its process group is killed before this
+    returns, however it returns; what left the group (a daemon) is for `reaped` to find."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **popen)
+    try:
+        out, err = proc.communicate(timeout=LAST_RESORT_S)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        pytest.fail(f"{' '.join(map(str, command))[:200]} was still running after {LAST_RESORT_S:g} s: hung")
+    finally:
+        kill_group(proc)
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+@pytest.fixture
+def spawn(reaped):
+    """Start a process in a session of its own (`spawn(command, **popen)` -> Popen) whose process group is killed
+    when the test ends, however it ends; `reaped` then checks that nothing it started is left."""
+    started: list[subprocess.Popen] = []
+
+    def start(command: list[str], **popen) -> "subprocess.Popen":
+        proc = subprocess.Popen(command, start_new_session=True, **popen)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        kill_group(proc)

@@ -57,6 +57,11 @@ with open(os.path.join(HERE, "fake.json")) as f:
 with open(CONF["log"], "a") as f:
     f.write(json.dumps({{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in CONF["watch_env"]}}}}) + "\n")
 args = sys.argv[1:]
+if args == ["--start-agent"]:  # the agent: a daemon that waits for nsys until it is stopped
+    with open(os.path.join(HERE, "agent.pid"), "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        signal.pause()
 if args == ["--version"]:
     if CONF.get("broken"):
         print("nsys: error while loading shared libraries: libQt6Core.so.6", file=sys.stderr); sys.exit(127)
@@ -88,9 +93,19 @@ if args[:1] == ["profile"]:
     base = next(a.split("=", 1)[1] for a in args if a.startswith("--output="))
     if CONF.get("say"):
         print(CONF["say"], flush=True)
-    stopped = []
-    signal.signal(signal.SIGINT, lambda s, f: stopped.append(s))
-    child = subprocess.Popen(rest)
+    if CONF.get("agent"):  # as nsys 2022.4 does: its agent in a session of its own, not waited for
+        subprocess.Popen([sys.executable, os.path.abspath(__file__), "--start-agent"], start_new_session=True,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while not os.path.exists(os.path.join(HERE, "agent.pid")):
+            time.sleep(0.01)
+    if CONF.get("agent_lost"):  # nsys's own transient failure: no report, the agent left behind
+        print("Connection to the Agent lost", flush=True)
+        sys.exit(1)
+    stopped, started = [], []
+    own = CONF.get("own_session")  # the launcher runs the program in a session of its own: nsys passes Ctrl-C on
+    signal.signal(signal.SIGINT, lambda s, f: (stopped.append(s), own and started and started[0].send_signal(s)))
+    child = subprocess.Popen(rest, start_new_session=bool(own))
+    started.append(child)
     duration = next((float(a.split("=", 1)[1]) for a in args if a.startswith("--duration=")), None)
     try:
         code = child.wait(timeout=duration)
@@ -122,15 +137,20 @@ WATCH_ENV = ["VLLM_WORKER_MULTIPROC_METHOD", "TLLM_LLMAPI_ENABLE_NVTX"]
 
 def make_fake_nsys(root: Path, version: str, export_from: Path | None = None, *, qdstrm: bool = False,
                    write_nothing: bool = False, finish_delay: float = 0, broken: bool = False,
-                   say: str = "") -> tuple[Path, Path]:
+                   say: str = "", agent: bool = False, agent_lost: bool = False,
+                   own_session: bool = False) -> tuple[Path, Path]:
     """A fake nsys in root/nsight/bin/nsys (with a QdstrmImporter in root/nsight/host-linux-x64, where Debian's
-    package keeps it); returns (nsys, log of its calls, one JSON line each)."""
+    package keeps it); returns (nsys, log of its calls, one JSON line each). `agent`: a capture starts an agent
+    daemon in a session of its own, as nsys 2022.4 does (its pid in agent_pid(nsys)), which only a signal stops;
+    `agent_lost`: then fails as nsys does when it loses that agent, leaving it running; `own_session`: the program
+    runs in a session of its own, as under nsys's launcher, and nsys passes Ctrl-C on to it."""
     bin_dir = root / "nsight" / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     log = root / "nsys-calls.jsonl"
     conf = {"version": version, "profile_help": profile_help(version), "export": VERSIONS[version]["export"],
             "export_from": str(export_from or ""), "log": str(log), "watch_env": WATCH_ENV, "qdstrm": qdstrm,
-            "write_nothing": write_nothing, "finish_delay": finish_delay, "broken": broken, "say": say}
+            "write_nothing": write_nothing, "finish_delay": finish_delay, "broken": broken, "say": say,
+            "agent": agent or agent_lost, "agent_lost": agent_lost, "own_session": own_session}
     (bin_dir / "fake.json").write_text(json.dumps(conf))
     nsys = bin_dir / "nsys"
     nsys.write_text(SCRIPT.format(python=sys.executable))
@@ -141,6 +161,12 @@ def make_fake_nsys(root: Path, version: str, export_from: Path | None = None, *,
     importer.write_text(IMPORTER.format(python=sys.executable))
     importer.chmod(importer.stat().st_mode | stat.S_IXUSR)
     return nsys, log
+
+
+def agent_pid(nsys: Path) -> int | None:
+    """The pid of the agent the fake nsys started, if it started one."""
+    pid_file = nsys.with_name("agent.pid")
+    return int(pid_file.read_text()) if pid_file.is_file() else None
 
 
 def calls(log: Path) -> list[dict]:

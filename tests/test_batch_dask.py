@@ -18,6 +18,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+import conftest
 from nsys_diagnose import batch
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.diagnosis.config import Config
@@ -32,7 +33,9 @@ except ImportError:  # CI installs the dask extra (.ci/run); elsewhere these tes
                 allow_module_level=True)
 
 # Slow tier: the optional executor starts a cluster of worker processes, each diagnosing profiles; the fast tier
-# keeps local batches (tests/test_batch.py), which share the row building these tests compare against.
+# keeps local batches (tests/test_batch.py), which share the row building these tests compare against. No test may
+# leave a worker process running: `reaped` (tests/conftest.py) checks each test that starts a cluster, and the module's
+# cluster checks its own processes once it is closed (its nannies restart the workers a test kills, in between).
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,10 +45,12 @@ EXAMPLES = REPO / "fixtures" / "examples"
 @pytest.fixture(scope="module")
 def scheduler():
     config = {"distributed.scheduler.worker-saturation": 1.0, "distributed.scheduler.allowed-failures": 1}
+    before = set(conftest.leftover_processes())
     with dask.config.set(config), distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
             silence_logs=logging.CRITICAL) as cluster:
         yield cluster.scheduler_address
+    conftest.check_nothing_left(before, "the module's Dask cluster")
 
 
 def _rows(results: Path) -> dict[str, dict]:
@@ -95,14 +100,14 @@ def test_the_rows_on_a_dask_cluster_are_the_rows_of_local_mode(scheduler, inputs
     assert f"on the Dask cluster at {scheduler} (2 workers when the batch started)" in err
 
 
-def test_the_local_cluster_gives_the_rows_of_local_mode(inputs, local, tmp_path, monkeypatch):
+def test_the_local_cluster_gives_the_rows_of_local_mode(inputs, local, tmp_path, monkeypatch, reaped):
     monkeypatch.chdir(inputs)
     code, err = _batch(*GIVEN, "--out", str(tmp_path / "dask.parquet"), "--executor", "dask", "-j", "2")
     assert code == 2 and "on a local Dask cluster of 2 worker processes" in err, err
     assert _rows(tmp_path / "dask.parquet") == local
 
 
-def test_the_local_cluster_refuses_a_client_without_its_credentials():
+def test_the_local_cluster_refuses_a_client_without_its_credentials(reaped):
     """Any local user can reach a loopback port: without the cluster's throwaway TLS credentials no client may
     connect and run code as the batch's user, neither over plain TCP nor with TLS credentials of its own."""
     from nsys_diagnose.batch_dask import close_local, connect
@@ -118,6 +123,62 @@ def test_the_local_cluster_refuses_a_client_without_its_credentials():
             with pytest.raises((OSError, TimeoutError, ValueError)):
                 with distributed.Client(target, security=security, timeout=2) as intruder:
                     intruder.run(os.getuid)
+    finally:
+        client.close()
+        close_local(cluster, where)
+
+
+def _listening_ports(pid: int) -> set[int]:
+    """The TCP ports process `pid` listens on: its sockets (/proc/PID/fd) that /proc/net/tcp{,6} lists in state 0A,
+    LISTEN (https://www.kernel.org/doc/html/latest/networking/proc_net_tcp.html)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            if (target := os.readlink(fd)).startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def _http_answer(port: int) -> str | None:
+    """The status line an HTTP request for /sitemap.json on the loopback port gets, or None when nothing answers
+    in HTTP (a TLS port closes the connection)."""
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=conftest.LAST_RESORT_S)
+    try:
+        connection.request("GET", "/sitemap.json")
+        response = connection.getresponse()
+        return f"{response.status} {response.reason}"
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        connection.close()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/net"), reason="reads the listening sockets from /proc (Linux)")
+def test_the_local_cluster_serves_no_http(reaped):
+    """Dask's scheduler and workers start HTTP servers (the scheduler's identity, the workers' call stacks, a
+    sitemap) that ask no credentials: the local cluster of a batch keeps none listening, only its TLS ports (the
+    scheduler's, the workers' and their nannies'), and none of those answers HTTP."""
+    from nsys_diagnose.batch_dask import close_local, connect
+
+    before = _listening_ports(os.getpid())
+    client, cluster, where = connect(None, 2, distributed)
+    try:
+        workers = client.scheduler_info()["workers"]
+        tls = {cluster.scheduler_address, *workers, *(info["nanny"] for info in workers.values())}
+        assert all(address.startswith("tls://127.0.0.1:") for address in tls), tls
+        # the scheduler and the nannies run in this process (beside another test's cluster, maybe: `before`)
+        pids = {os.getpid(), *client.run(os.getpid).values(), *client.run(os.getpid, nanny=True).values()}
+        listening = set().union(*map(_listening_ports, pids)) - before
+        assert listening == {int(address.rsplit(":", 1)[1]) for address in tls}
+        assert {port: _http_answer(port) for port in listening} == dict.fromkeys(listening)
     finally:
         client.close()
         close_local(cluster, where)
@@ -179,7 +240,7 @@ def _slow(path: str, settings: batch.WorkerSettings, check) -> dict:
     return batch.error_row(path, "diagnosed")
 
 
-def test_a_scheduler_that_goes_away_leaves_a_row_for_every_profile(tmp_path):
+def test_a_scheduler_that_goes_away_leaves_a_row_for_every_profile(tmp_path, reaped):
     """The cluster's scheduler stops once the first row is back: the profiles it had not finished are rows that
     say so (not "internal error:": the cluster's trouble, not a bug), and the batch returns."""
     from nsys_diagnose.batch_dask import diagnose_batch_dask
@@ -262,7 +323,7 @@ def test_the_real_exports_give_the_rows_of_local_mode_on_a_dask_cluster(schedule
     assert sorted(expected) == sorted(exports) and _rows(on_dask) == expected
 
 
-def test_ctrl_c_stops_the_local_cluster_and_leaves_nothing(tmp_path):
+def test_ctrl_c_stops_the_local_cluster_and_leaves_nothing(tmp_path, spawn):
     """Ctrl-C reaches the whole process group, the local Dask cluster's workers too: each stops its diagnosis at
     the next stage and removes its temporary files, then the cluster is shut down; no results file is written."""
     import shutil
@@ -276,17 +337,16 @@ def test_ctrl_c_stops_the_local_cluster_and_leaves_nothing(tmp_path):
         d.mkdir()
     generate_large(profiles / "a.sqlite", kernels=400_000)
     shutil.copyfile(profiles / "a.sqlite", profiles / "b.sqlite")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "diagnose"), "batch", str(profiles), "--executor",
-                             "dask", "-j", "2", "--no-cache", "-q", "--out", str(out / "results.parquet")],
-                            env=dict(os.environ, TMPDIR=str(scratch)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    deadline = time.monotonic() + 60
+    proc = spawn([str(Path(sys.executable).parent / "diagnose"), "batch", str(profiles), "--executor", "dask", "-j",
+                  "2", "--no-cache", "-q", "--out", str(out / "results.parquet")],
+                 env=dict(os.environ, TMPDIR=str(scratch)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + conftest.LAST_RESORT_S
     diagnosing = lambda: [p for p in scratch.iterdir() if "-dask-" not in p.name]  # noqa: E731
     while proc.poll() is None and len(diagnosing()) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)  # until both workers are reading their export
+        time.sleep(0.05)  # until both workers are reading their export (what they wrote, not a guessed delay)
     if proc.poll() is not None:
         pytest.skip("the batch finished before the signal could be sent")
     os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=conftest.LAST_RESORT_S)
     assert proc.returncode == 130 and err.strip().splitlines()[-1] == "diagnose batch: interrupted", err
     assert "Traceback" not in err and list(scratch.iterdir()) == [] and list(out.iterdir()) == []

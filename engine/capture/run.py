@@ -28,6 +28,19 @@ LOG_TAIL = 200  # lines of nsys's output kept to explain a failure
 # The message of nsys (and of CUPTI) when GPU performance counters need privileges the user lacks.
 COUNTER_PERMISSION = ("ERR_NVGPUCTRPERM", "Insufficient privilege", "insufficient privilege",
                       "profiling permission", "not permitted to access GPU performance counters")
+# nsys's own failure to start or keep its agent (the daemon it starts as `nsys --start-agent`): it says one of these and
+# writes no report. Seen on a busy machine, where the agent starts too slowly for nsys; running again usually works.
+AGENT_FAILURES = ("Connection to the Agent lost", "The timeout expired", "Agent launcher failed",
+                  "Failed to start the agent")
+AGENT_HINT = ("nsys could not start or keep its agent process, which a busy machine can cause: run the capture "
+              "again")
+# Every process of a capture carries this variable, one value per capture, in its environment (/proc/PID/environ):
+# nsys 2022.4 starts its agent as a daemon in a session of its own (`nsys --start-agent`, its parent PID 1), and
+# its launcher runs the program in another session, so neither nsys's process group nor a signal to nsys reaches
+# them once nsys is gone; this variable finds them.
+CAPTURE_ID_ENV = "NSYS_DIAGNOSE_CAPTURE_ID"
+LEFTOVER_SETTLE_S = 2.0   # how long what nsys left may take to exit on its own once nsys has
+LEFTOVER_GRACE_S = 5.0    # between SIGTERM and SIGKILL for what is still there
 COUNTER_HINT = ("GPU metrics need access to the GPU performance counters: run the capture as root (sudo), or let "
                 "every user read them (as root: `options nvidia NVreg_RestrictProfilingToAdminUsers=0` in "
                 "/etc/modprobe.d/, then reload the driver or reboot; "
@@ -158,7 +171,8 @@ def run_capture(plan: Plan, say, environ: dict[str, str], window_end_s: float | 
     """Run nsys in a process group of its own. The first Ctrl-C (or SIGTERM, SIGHUP) is passed to that group:
     the program stops and nsys writes what it has; a second one kills the group and aborts (KeyboardInterrupt)."""
     log = plan.report.parent / "capture.log"
-    env = {**environ, **plan.env}
+    capture_id = f"{os.getpid()}-{os.urandom(8).hex()}"
+    env = {**environ, **plan.env, CAPTURE_ID_ENV: capture_id}
     started = time.monotonic()
     try:
         # a process group of its own (POSIX), so that a terminal's Ctrl-C reaches nsys only through us
@@ -198,6 +212,9 @@ def run_capture(plan: Plan, say, environ: dict[str, str], window_end_s: float | 
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+        # nsys is gone: what it started and did not stop (its agent after a failure, the program after a second
+        # Ctrl-C) is stopped here, before the output's reader waits for the pipe a leftover may still hold open.
+        stop_leftovers(capture_id, say, settle=0 if len(received) >= 2 else LEFTOVER_SETTLE_S)
         tee.join(timeout=5)
     if len(received) >= 2:
         raise KeyboardInterrupt
@@ -206,6 +223,67 @@ def run_capture(plan: Plan, say, environ: dict[str, str], window_end_s: float | 
     if any(marker in line for line in tee.tail for marker in COUNTER_PERMISSION):
         result.notes.append(COUNTER_HINT)
     return result
+
+
+def capture_processes(capture_id: str) -> dict[int, str]:
+    """pid -> command (its first two words) of each live process, other than this one, whose environment holds
+    CAPTURE_ID_ENV=capture_id: what a capture started and what those processes started in turn, daemons included.
+    Empty where there is no /proc; a zombie (its environment is gone) or another user's process is not listed."""
+    entry = f"{CAPTURE_ID_ENV}={capture_id}".encode()
+    found: dict[int, str] = {}
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if entry not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                words = [w.decode("utf-8", "replace") for w in f.read().split(b"\0") if w]
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if words:
+            found[pid] = " ".join([os.path.basename(words[0]), *words[1:2]])
+    return found
+
+
+def _wait_gone(capture_id: str, pids: set[int], seconds: float) -> set[int]:
+    deadline = time.monotonic() + seconds
+    while True:
+        pids &= set(capture_processes(capture_id))
+        if not pids or time.monotonic() >= deadline:
+            return pids
+        time.sleep(0.05)
+
+
+def stop_leftovers(capture_id: str, say, *, settle: float = LEFTOVER_SETTLE_S) -> dict[int, str]:
+    """Stop what a capture left running once nsys has exited, and say so: each process that still carries the
+    capture's id gets `settle` seconds to exit on its own, then SIGTERM, then SIGKILL after LEFTOVER_GRACE_S.
+    nsys waits for the program's processes (`--wait`, `nsys profile --help`) and stops its agent itself when the
+    capture succeeds, so this finds nothing then; it finds the agent nsys loses on "Connection to the Agent lost",
+    and the program nsys could not stop when a second Ctrl-C killed nsys. Returns what it stopped."""
+    left = capture_processes(capture_id)
+    if not left:
+        return {}
+    alive = _wait_gone(capture_id, set(left), settle)
+    for sig, wait in ((signal.SIGTERM, LEFTOVER_GRACE_S), (getattr(signal, "SIGKILL", signal.SIGTERM), 1.0)):
+        if not alive:
+            break
+        for pid in alive:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        alive = _wait_gone(capture_id, alive, wait)
+    stopped = {pid: name for pid, name in left.items() if pid not in alive}
+    named = ", ".join(f"{name} (pid {pid})" for pid, name in sorted(left.items()))
+    say(f"stopped what nsys left running: {named}" if not alive else
+        f"could not stop what nsys left running: {named}; stop it by hand (kill {' '.join(map(str, sorted(alive)))})")
+    return stopped
 
 
 def _nsys_said(lines: list[str]) -> str:
@@ -235,9 +313,13 @@ def finish_report(plan: Plan, result: CaptureResult, say) -> Path:
         said = _nsys_said((done.stdout + done.stderr).decode("utf-8", "replace").splitlines())
         raise NsysError(f"{importer} could not import {qdstrm} (it said: {said}); the capture is incomplete.")
     what = f"the program {result.program_status()}" if result.returncode else "nsys exited"
+    if any(marker in line for line in result.log_tail for marker in AGENT_FAILURES):
+        advice = AGENT_HINT
+    else:
+        advice = ("check that nsys can profile on this machine (`nsys status -e`) and that the command runs outside "
+                  "nsys")
     raise NsysError(f"nsys wrote no report ({what}; nsys said: {_nsys_said(result.log_tail)}), so there is "
-                    f"nothing to diagnose; check that nsys can profile on this machine (`nsys status -e`) and that "
-                    f"the command runs outside nsys. Its output is in {plan.report.parent / 'capture.log'}.")
+                    f"nothing to diagnose; {advice}. Its output is in {plan.report.parent / 'capture.log'}.")
 
 
 def export_sqlite(plan: Plan, say) -> Path:
