@@ -30,7 +30,7 @@ from .diagnosis.ruleset import RuleSet
 from .reading.export import Export, open_export, prefetch_profile
 from .reading.profile_file import ProfileFile
 from .diagnosis.startup import startup_summary
-from .diagnosis.throughput import throughput
+from .diagnosis.throughput import check_tokens, throughput
 from .diagnosis import whatif
 
 
@@ -105,6 +105,7 @@ def build_report(export: Export, facts: FactSet, pack: Pack, tokens: int | None 
             reported[name] = result.rows[:fact_defs[name].report_rows or 200]
     per_phase = [f.name for f in shown if f.report_per_phase]
     startup = startup_summary(facts)
+    check_tokens(facts.rows("steps") if "steps" in facts.results else [], tokens)
     report = Report(
         tool_version=tool_version(), profile=profile_summary(export, stack),
         verdict=verdict(evaluation, facts, blocking, idle_cause_rules(rules), pack.headlines,

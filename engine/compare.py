@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from .model.comparemodel import (Assessment, Comparison, FindingChange, Gate, GateUnit, MetricDelta, ProjectionCheck,
                                  Side, TimeBin)
-from .diagnosis.throughput import throughput
+from .diagnosis.throughput import check_tokens, throughput
 from .diagnosis.whatif import fmt_step
 from .errors import DiagnoseError
 from .text import did_you_mean
@@ -38,6 +38,7 @@ class GateError(DiagnoseError):
 
 def extract(report: Report, tokens: int | None = None) -> dict[str, float | None]:
     """The compared values of one report (None where the profile has no such number)."""
+    check_tokens(report.facts.get("steps") or [], tokens, PurePath(report.profile.path).name)
     metrics = compared()
     out = {m.key: number(raw_value(m, report)) for m in metrics if not m.is_throughput}
     out.update(phase_values(report))
@@ -74,6 +75,11 @@ PER_CALL = {"launch_mean_ns": "launch_calls"}
 # A count that grows with the length of the capture is judged by its rate per second of active work, the fact
 # column given: more steps captured make more synchronisations, not more per step.
 PER_SECOND = {"sync_calls": ("sync_overview", "calls_per_s")}
+# A time that grows with the length of the capture is judged per second of active work (fact sync_overview's
+# active_ns, the span synchronisations are counted over): 28 steps copy more than 25, not more per step. A change
+# under WORK_FLOOR of the longer active span is noise whatever its relative size (12.7 µs in 117 ms).
+PER_WORK = {"pcie_ns"}
+WORK_FLOOR = 0.001
 
 
 def _times(x: float) -> str:
@@ -118,6 +124,24 @@ def _per_second(d: MetricDelta, before: float | None, after: float | None) -> Me
     return _rejudged(d, before, after, note)
 
 
+def _per_work(d: MetricDelta, before_active: float | None, after_active: float | None) -> MetricDelta:
+    """A capture-length time judged by its share of the active span, and unchanged under WORK_FLOOR of it."""
+    if d.before is None or d.after is None or not before_active or not after_active or d.better is None:
+        return d
+    span = max(before_active, after_active)
+    if d.assessment in ("improved", "regressed") and abs(float(d.after) - float(d.before)) < WORK_FLOOR * span:
+        return d.model_copy(update={"assessment": "unchanged",
+                                    "note": f"{fmt_metric(abs(float(d.after) - float(d.before)), 'ns')} is under "
+                                            f"{WORK_FLOOR * 100:g} % of the {fmt_metric(span, 'ns')} of active work"})
+    b, a = float(d.before) / before_active * 1e9, float(d.after) / after_active * 1e9
+
+    def note(relative: float) -> str:
+        return (f"but per second of work {fmt_metric(b, 'ns')}/s → {fmt_metric(a, 'ns')}/s "
+                f"({round(relative * 100):+d} %)")
+
+    return _rejudged(d, b, a, note)
+
+
 def _judged_as_it_matters(deltas: list[MetricDelta], before: Report, after: Report) -> list[MetricDelta]:
     """Each per-call mean judged with its count (PER_CALL), each capture-length count by its rate (PER_SECOND)."""
     by_key = {d.key: d for d in deltas}
@@ -133,6 +157,8 @@ def _judged_as_it_matters(deltas: list[MetricDelta], before: Report, after: Repo
         elif d.key in PER_SECOND:
             fact, column = PER_SECOND[d.key]
             d = _per_second(d, rate(before, fact, column), rate(after, fact, column))
+        elif d.key in PER_WORK:
+            d = _per_work(d, rate(before, "sync_overview", "active_ns"), rate(after, "sync_overview", "active_ns"))
         out.append(d)
     return out
 
@@ -326,16 +352,21 @@ def _missing_in(lacking: list[SideName], key: str, about: Absence) -> str:
 
 
 def check_gates(gates: list[Gate], before: Mapping[str, float | None], after: Mapping[str, float | None],
-                about: Absence = _unknown_absence) -> list[Gate]:
+                about: Absence = _unknown_absence, unjudged: Mapping[str, str] | None = None) -> list[Gate]:
     """Each gate evaluated on the compared values of the two profiles (as extract() returns them). A gate that
     cannot be evaluated (its metric missing in a profile, a percent gate on a before value of 0) is an error,
     one sentence per gate naming the metric and the profile that lacks it (`about` names that profile and says
-    why), unless the gate is optional: then it passes, not evaluated."""
+    why), unless the gate is optional: then it passes, not evaluated. `unjudged`: metrics whose change means
+    nothing on these two profiles, with why (one --tokens N for captures of different decode steps)."""
     checked: list[Gate] = []
     problems: list[str] = []
     for gate in gates:
         b, a = before.get(gate.metric), after.get(gate.metric)
-        if b is None or a is None:
+        if unjudged and gate.metric in unjudged:
+            reason = f"{gate.metric} cannot be compared: it {unjudged[gate.metric]}"
+            fix = (f"give each run's tokens as --tokens BEFORE,AFTER, gate on time_per_token_ns or step_time_ns, "
+                   f"or mark the gate optional as {_optional_spec(gate)!r}")
+        elif b is None or a is None:
             sides: tuple[tuple[SideName, float | None], ...] = (("before", b), ("after", a))
             lacking: list[SideName] = [side for side, value in sides if value is None]
             reason = f"{gate.metric} is missing in {_missing_in(lacking, gate.metric, about)}"
@@ -411,6 +442,32 @@ def _applied(f: Finding, after: Report) -> bool:
     return f.impact is not None and same.impact is not None and same.impact <= f.impact / 2
 
 
+# A projection removes a cost from the before run's step and keeps its GPU work; an after run whose GPU work per
+# step moved by more than this (a larger batch, another model) is another workload to check it against.
+WORKLOAD_CHANGE = 0.25
+
+
+def _gpu_per_step(report: Report, phase: str | None) -> float | None:
+    """GPU busy time of the median step (its period x busy share, fact `steps`) of the phase, else of decode or
+    the only steps."""
+    rows = [r for r in report.facts.get("steps") or [] if (r.get("step_count") or 0) > 0]
+    row = (next((r for r in rows if phase is not None and r.get("phase") == phase), None)
+           or next((r for r in rows if r.get("phase") == "decode"), None) or (rows[0] if len(rows) == 1 else None))
+    if row is None:
+        return None
+    step, busy = number(row.get("median_step_ns")), number(row.get("median_busy_share"))
+    return step * busy if step and busy is not None else None
+
+
+def _workload_changed(before: Report, after: Report, phase: str | None) -> str | None:
+    """Why the after run cannot test a projection: its GPU work per step differs by more than WORKLOAD_CHANGE."""
+    b, a = _gpu_per_step(before, phase), _gpu_per_step(after, phase)
+    if not b or a is None or abs(a / b - 1) <= WORKLOAD_CHANGE:
+        return None
+    return (f"measured {{}}, not checked: GPU work per step {fmt_step(b)} → {fmt_step(a)} "
+            f"({a / b - 1:+.0%}), another workload than the one projected").replace("%", " %")
+
+
 def _projections(before: Report, after: Report) -> list[ProjectionCheck]:
     out = []
     for f in before.findings:
@@ -421,8 +478,13 @@ def _projections(before: Report, after: Report) -> list[ProjectionCheck]:
         applied = _applied(f, after)
         measured = row.get("measured_step_ns") if row is not None and applied else None
         error = measured / w.projected_step_ns - 1 if measured and w.projected_step_ns else None
+        changed = _workload_changed(before, after, w.phase) if measured else None
+        if changed:
+            error = None
         where = f"{w.phase} step" if w.phase else ("step" if w.basis == "steps" else "window")
-        if not applied:
+        if changed:
+            seen = changed.format(fmt_step(measured))
+        elif not applied:
             seen = "cause still present in the after run (the finding remains at more than half its cost): not checked"
         elif error is not None:
             seen = f"measured {fmt_step(measured)} ({error:+.0%})".replace("%", " %")
@@ -447,19 +509,52 @@ def _side(report: Report) -> Side:
                 duration_ns=report.profile.duration_ns, findings=len(report.findings))
 
 
-def compare(before: Report, after: Report, *, tokens: int | None = None, gates: Sequence[str] = ()) -> Comparison:
-    vb, va = extract(before, tokens), extract(after, tokens)
+# One --tokens N for two runs says each generated N; tokens/s then compares the captures' lengths, not the
+# runs' throughput, unless both captures hold the same decode steps (docs/compare-ci.md).
+ONE_N_METRICS = ("tokens_per_s", "time_per_token_ns")
+
+
+def _one_n_for_two(tokens: int, vb: Mapping[str, float | None], va: Mapping[str, float | None]) -> dict[str, str]:
+    """The metrics one N makes meaningless on these two profiles, with why: tokens/s when the decode steps differ
+    (a step emits a token per sequence, so 25 and 28 steps did not both generate N tokens unless the batches
+    differ), and, without decode steps, time per output token too (then duration / N) when the durations differ."""
+    sb, sa = vb.get("decode_steps"), va.get("decode_steps")
+    if sb is not None and sa is not None:
+        if sb == sa:
+            return {}
+        why = (f"assumes both captures generated {tokens:,} tokens, yet they hold {sb:,.0f} and {sa:,.0f} "
+               f"decode steps")
+        return {"tokens_per_s": why}
+    db, da = vb.get("duration_ns"), va.get("duration_ns")
+    if not db or not da or abs(da - db) / db < NOISE:
+        return {}
+    why = (f"assumes both captures generated {tokens:,} tokens, yet they last {fmt_metric(db, 'ns')} and "
+           f"{fmt_metric(da, 'ns')}")
+    return {key: why for key in ONE_N_METRICS}
+
+
+def compare(before: Report, after: Report, *, tokens: int | tuple[int, int] | None = None,
+            gates: Sequence[str] = ()) -> Comparison:
+    """`tokens`: the output tokens of both runs (one N) or of each (BEFORE, AFTER)."""
+    tb, ta = tokens if isinstance(tokens, tuple) else (tokens, tokens)
+    vb, va = extract(before, tb), extract(after, ta)
+    unjudged = _one_n_for_two(tokens, vb, va) if isinstance(tokens, int) else {}
     order = [m.key for m in compared()]
     keys = order + sorted(k for k in set(vb) | set(va) if k not in order)
     deltas = _judged_as_it_matters([_delta(k, vb.get(k), va.get(k)) for k in keys
                                     if vb.get(k) is not None or va.get(k) is not None], before, after)
+    deltas = [d.model_copy(update={"assessment": "changed" if d.change else d.assessment,
+                                   "note": f"{unjudged[d.key]}; give each run's as --tokens BEFORE,AFTER"})
+              if d.key in unjudged else d for d in deltas]
     parsed = [parse_gate(s, known_metrics()) for s in gates]
     sides = {"before": before, "after": after}
-    checked = check_gates(parsed, vb, va, lambda side, key: _absence(sides[side], key, tokens))
+    checked = check_gates(parsed, vb, va, lambda side, key: _absence(sides[side], key, tb if side == "before" else ta),
+                          unjudged)
     findings = _finding_changes(before, after)
     verdict, reason = _verdict(deltas, findings)
-    return Comparison(tool_version=after.tool_version, before=_side(before), after=_side(after), tokens=tokens,
-                      verdict=verdict, reason=reason, metrics=deltas, findings=findings,
+    return Comparison(tool_version=after.tool_version, before=_side(before), after=_side(after), tokens=tb,
+                      tokens_after=ta if ta != tb else None, verdict=verdict, reason=reason, metrics=deltas,
+                      findings=findings,
                       projections=_projections(before, after), gates=checked,
                       gate_crossed=any(g.crossed for g in checked),
                       timeline={"before": _timeline(before), "after": _timeline(after)})

@@ -178,7 +178,8 @@ def run_verdict(findings: Sequence[Finding], ranks: Sequence[RankRow], balance: 
     primary = max(counts, key=lambda p: (counts[p], p is not None, -order[p]))
     agreeing = [r for r in ranks if r.verdict.primary == primary]
     first = agreeing[0]
-    who = say("run_all_ranks", count=str(len(ranks))) if len(agreeing) == len(ranks) else \
+    every = say("run_both_ranks") if len(ranks) == 2 else say("run_all_ranks", count=str(len(ranks)))
+    who = every if len(agreeing) == len(ranks) else \
         say("run_some_ranks", count=str(len(agreeing)), total=str(len(ranks)),
             ranks=_ranks_text([r.rank for r in agreeing]))
     spread = (say("run_spread", imbalance=fmt_ratio(balance.imbalance), ranks=plural(balance.rank_count, "rank"))

@@ -126,6 +126,15 @@ def test_tokens_turn_time_into_throughput():
     assert bad.returncode == 2 and "positive whole number" in bad.stderr
 
 
+def test_fewer_tokens_than_decode_steps_is_refused_in_one_sentence():
+    # 25 decode steps emit at least 25 tokens: --tokens 10 would print tokens/s beside a time per output token
+    # that contradicts it, so it is a usage error (exit 2), not a report
+    p = run(str(EXAMPLES / "eager_decode.sqlite"), "--tokens", "10")
+    assert p.returncode == 2, p.stdout
+    assert p.stderr.count("\n") == 1 and "fewer than the 25 decode steps" in p.stderr
+    assert "tokens/s" not in p.stdout
+
+
 CLI = REPO / "engine" / "cli"
 
 

@@ -235,3 +235,41 @@ def test_a_per_call_latency_is_judged_with_the_calls_it_multiplies(improved, reg
     # the other way round, the total rose: a regression, with the same reasoning
     back = metric(regressed, "launch_mean_ns")
     assert back.assessment == "regressed" and "more calls: total +" in (back.note or "")
+
+
+def test_one_token_count_for_captures_of_different_steps_is_not_judged(reports):
+    # 25 and 28 decode steps cannot both have generated 4,096 tokens at one batch: tokens/s would compare the
+    # captures' lengths, so it is shown unjudged, out of the verdict, and a gate on it cannot run (exit 2)
+    c = compare(reports["eager"], reports["graphs"], tokens=4096)
+    tps = metric(c, "tokens_per_s")
+    assert tps.assessment == "changed" and "25 and 28 decode steps" in (tps.note or "")
+    assert "--tokens BEFORE,AFTER" in (tps.note or "") and "tokens" not in c.reason
+    with pytest.raises(GateError, match="cannot be compared"):
+        compare(reports["eager"], reports["graphs"], tokens=4096, gates=["tokens_per_s:-5%"])
+    optional = compare(reports["eager"], reports["graphs"], tokens=4096, gates=["tokens_per_s?:-5%"])
+    assert not optional.gate_crossed and "not evaluated" in optional.gates[0].message
+    # each run's own tokens: judged (8x the sequences per step in the after run)
+    per_run = compare(reports["eager"], reports["graphs"], tokens=(4096, 8 * 4096 * 28 // 25),
+                      gates=["tokens_per_s:-5%"])
+    assert metric(per_run, "tokens_per_s").assessment == "improved" and not per_run.gate_crossed
+    assert per_run.tokens == 4096 and per_run.tokens_after == 8 * 4096 * 28 // 25
+
+
+def test_cli_takes_tokens_per_run(exports):
+    eager, graphs = str(exports["eager"]), str(exports["graphs"])
+    ok = cli(eager, graphs, "--tokens", "4096,36700", "--fail-on-regression", "tokens_per_s:-5%")
+    assert ok.returncode == 0, ok.stderr
+    refused = cli(eager, graphs, "--tokens", "4096", "--fail-on-regression", "tokens_per_s:-5%")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "BEFORE,AFTER" in refused.stderr
+
+
+def test_copy_time_is_judged_per_unit_of_work(improved):
+    # +12.7 µs of copies in a 117 ms capture of 28 steps against 25 is no regression
+    pcie = metric(improved, "pcie_ns")
+    assert pcie.change and pcie.change > 0 and pcie.assessment == "unchanged" and pcie.note
+
+
+def test_projection_is_not_checked_against_another_workload(improved):
+    # the after run does 2.5x the GPU work per step (a larger batch): its step cannot test the projection
+    check = next(p for p in improved.projections if p.rule == "launch-bound")
+    assert check.error is None and "GPU work per step" in check.line and "+118" not in check.line

@@ -323,6 +323,7 @@ def test_documented_commands_run_with_relative_paths_from_the_files_directory(tm
     p = cli("rank0.sqlite", "rank1.sqlite", "--no-cache", cwd=run)
     assert p.returncode == 0, p.stderr
     assert "run of 2 ranks" in p.stdout
+    assert "both ranks" in p.stdout and "all 2 ranks" not in p.stdout  # rules/headlines.yaml run_both_ranks
     p = cli("mr/", "--no-cache", "-f", "json", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["source"] == "mr/"

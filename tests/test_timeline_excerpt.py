@@ -233,3 +233,8 @@ def test_a_long_nvtx_label_is_cut_to_its_event_and_the_tooltip_keeps_it_whole():
     doc = render(report, "html")
     assert long in doc  # in the <title> tooltip
     assert f">{written[0]['text']}</text>" in doc
+
+
+def test_a_range_that_began_before_the_excerpt_reads_as_a_negative_offset():
+    from nsys_diagnose.reports.timeline import _offset
+    assert _offset(-4_100_000) == "-4.1 ms" and _offset(4_100_000) == "+4.1 ms"

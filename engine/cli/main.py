@@ -74,6 +74,17 @@ def _positive_int_of(what: str) -> Callable[[str], int]:
     return parse
 
 
+def _tokens_per_run(text: str) -> int | tuple[int, int]:
+    """compare's --tokens: N (each run generated N tokens) or BEFORE,AFTER (docs/compare-ci.md)."""
+    parse = _positive_int_of("tokens")
+    parts = text.split(",")
+    if len(parts) == 1:
+        return parse(text)
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"{text!r} is not N or BEFORE,AFTER (output tokens of each run)")
+    return parse(parts[0].strip()), parse(parts[1].strip())
+
+
 def _shard(text: str) -> "Shard":
     from ..batch import Shard  # only `diagnose batch` needs it
 
@@ -318,8 +329,9 @@ def compare_parser() -> argparse.ArgumentParser:
                         "a 0-1 metric (gpu_utilization:-5pt), ns/us/ms/s for *_ns metrics (step_time_ns:+2ms); "
                         "none: absolute in the metric's unit (overhead_ratio:+0.05; ns for times). A metric "
                         "missing in either profile exits 2 unless marked optional: phase_decode_ns?:+5%%")
-    p.add_argument("--tokens", type=_positive_int_of("tokens"), metavar="N",
-                   help="output tokens generated in each run: adds tokens/s and time per output token")
+    p.add_argument("--tokens", type=_tokens_per_run, metavar="N|BEFORE,AFTER",
+                   help="output tokens of each run (BEFORE,AFTER) or of both (N): adds tokens/s and time per "
+                        "output token; one N for captures of different decode steps shows tokens/s unjudged")
     _add_config(p)
     _add_set(p, "override a rule param for both runs (as for diagnose); repeatable")
     _add_cache(p)

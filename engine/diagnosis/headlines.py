@@ -38,6 +38,7 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {key: frozenset(names.split()) for key
     "run_healthy": "who spread rank rank_headline",
     "run_common": "spread primary who rank rank_headline",
     "run_all_ranks": "count",
+    "run_both_ranks": "",
     "run_some_ranks": "count total ranks",
     "run_spread": "imbalance ranks",
     "run_no_kernels": "",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import InputError
 from ..model import Throughput
 
 
@@ -18,6 +19,19 @@ def decode_row(steps: list[dict[str, Any]], tokens: int | None) -> dict[str, Any
     if decode is None and tokens and [s.get("phase") for s in steps] == ["all"]:
         decode = steps[0] if (steps[0].get("step_count") or 0) > 0 else None
     return decode
+
+
+def check_tokens(steps: list[dict[str, Any]], tokens: int | None, name: str = "") -> None:
+    """Refuse (InputError, exit 2) a --tokens N below the decode steps found: a decode step emits at least one token
+    per sequence in it (docs/measures.md "Steps and phases"), so the captured window alone holds at least that many
+    tokens, and tokens/s from N would contradict the time per output token beside it."""
+    decode = decode_row(steps, tokens)
+    count = int(decode["step_count"]) if decode else 0
+    if tokens and tokens < count:
+        where = f" of {name}" if name else ""
+        raise InputError(f"--tokens {tokens:,} is fewer than the {count:,} decode steps{where} captured, and every "
+                         f"decode step emits at least one token per sequence: give the output tokens of the "
+                         f"profiled run, at least {count:,}.")
 
 
 def throughput(duration_ns: float | None, steps: list[dict[str, Any]], tokens: int | None) -> Throughput | None:

@@ -127,7 +127,9 @@ class Comparison(Document):
     before: Side
     after: Side
     tokens: int | None
-    """Output tokens of each run (--tokens), for tokens/s and time per output token."""
+    """Output tokens of the before run, or of each run when --tokens gave one N (tokens/s, time per output token)."""
+    tokens_after: int | None = None
+    """Output tokens of the after run when --tokens BEFORE,AFTER gave one per run; None: the same as tokens."""
     verdict: Literal["improved", "regressed", "unchanged"]
     reason: str
     """The main change behind the verdict, in words."""

@@ -98,10 +98,15 @@ def lanes(rows: list[dict[str, Any]]) -> list[Lane]:
     return out
 
 
+def _offset(ns: float) -> str:
+    """'+4.1 ms', or '-4.1 ms' for a range that began before the excerpt (never '+-4.1 ms')."""
+    return f"-{fmt_duration(-ns)}" if ns < 0 else f"+{fmt_duration(ns)}"
+
+
 def _tip(r: dict[str, Any], w0: int) -> str:
     what = f"idle, cause: {r['kind']}" if r["track"] == "idle" else KIND_WORDS.get(r["kind"], r["kind"])
     return (f"{shorten(r['name'], TIP_CHARS)} ({what}): {fmt_duration(r['dur_ns'])}, "
-            f"starts at +{fmt_duration(r['start_ns'] - w0)} in the excerpt, "
+            f"starts at {_offset(r['start_ns'] - w0)} in the excerpt, "
             f"{r['start_ns'] / 1e9:.6f} s into the capture")
 
 
