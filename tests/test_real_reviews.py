@@ -116,13 +116,17 @@ def test_the_idle_symptom_is_never_the_verdict_when_a_traced_cause_explains_it(p
 
 
 @pytest.mark.skipif(shutil.which("nsys") is None, reason="no nsys on PATH to convert the .nsys-rep report")
-def test_openacc_cublas_report_is_allocation_bound():
-    """teektonik…openacc-cublas.nsys-rep: 78 % of the window is idle in 19 allocation calls (12 after warm-up)."""
+def test_openacc_cublas_report_is_start_up_then_a_busy_gpu():
+    """teektonik…openacc-cublas.nsys-rep: 735 ms of one-off set-up before the first kernel (cudaFree 434.5 ms, the
+    context's creation, a second cudaFree 243 ms, cuMemHostAlloc 25 ms, the cudaMalloc of the data), then 209
+    kernels in 9.8 ms that keep the GPU ~93 % busy. The allocations all come before the loop, so no data region
+    would remove them: the start-up is reported apart and the loop has no bottleneck."""
     report = next(REAL_DIR.glob("teektonik*.nsys-rep"))
     done = run_cli(str(report), "--no-cache", "-f", "json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert data["verdict"]["rule"] == "allocator-churn", data["verdict"]
-    churn = next(f for f in data["findings"] if f["rule"] == "allocator-churn")
-    assert churn["severity"] == "warning" and churn["impact"] > 0.7
-    assert "data region" in churn["remediation"][0]
+    startup = data["startup"]
+    assert startup["found_by"] == "shape" and startup["startup_fraction"] > 0.95, startup
+    assert "cudaFree 434.5 ms" in startup["line"]
+    assert data["verdict"]["rule"] is None and data["metrics"]["gpu_utilization"] > 0.9, data["verdict"]
+    assert not any(f["rule"] == "allocator-churn" for f in data["findings"])

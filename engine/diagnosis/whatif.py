@@ -82,7 +82,7 @@ GEMM_GROWTH_HIGH = 0.05
 # Fits of step time against batch size need this many steps and two sizes; no projection, per finding or of the
 # batch, is made from fewer steps (a one-step estimate says too little).
 FIT_MIN_STEPS = 5
-MIN_STEPS = 5
+MIN_STEPS = 5  # as facts.whatif_min_steps: fewer steps on a GPU replay its whole window
 # The largest batch projected (`--what-if batch=N`): far beyond any measured step.
 MAX_BATCH = 4096
 

@@ -10,14 +10,15 @@
 -- @doc sync, a copy, the host's scheduling between steps) keeps its delay; the replayed chain is the sum of the
 -- @doc re-timed pieces, never a total subtracted from the run. An operation belongs to the step whose range
 -- @doc (_steps: from its start to
--- @doc the end of its iteration, span_end_ns) holds its issuing call on the same thread, and its gap with it; without any step on a
--- @doc device, all of its operations form one step (step_id -1 - device_id) spanning the judged window.
+-- @doc the end of its iteration, span_end_ns) holds its issuing call on the same thread, and its gap with it; on a
+-- @doc device with fewer than whatif_min_steps steps, all of its operations form one step (step_id -1 - device_id) spanning the judged window.
 -- @needs _timeline _idle_gaps _sync_calls _steps _glue_runs _kernel_classes
 -- @param whatif_node_gap_ns 1000 range 0 1000000
 -- @param whatif_pinned_gbps 25 range 0.1 10000
 -- @param whatif_pinned_gbps_low 12 range 0.1 10000
 -- @param whatif_batch 8 range 2 4096
 -- @param whatif_gemm_growth 0.05 range 0 1
+-- @param whatif_min_steps 5 range 1 1000
 -- @column device_id CUDA device index.
 -- @column step_id The step (_steps.step_id); -1 - device_id for the whole window when the device has no step.
 -- @column source How the step was found: nvtx, graph-launch, sync, or window (no steps: the judged window).
@@ -89,7 +90,10 @@ ops AS MATERIALIZED (
                AS is_attention
     FROM _timeline t ASOF LEFT JOIN steps s ON s.global_tid = t.global_tid AND t.api_start_ns >= s.start_ns
 ),
-devices AS (SELECT device_id, bool_or(step_id IS NOT NULL) AS has_steps FROM ops GROUP BY device_id),
+-- A device replays its steps when it has enough of them for a median (whatif_min_steps, as
+-- engine/diagnosis/whatif.py MIN_STEPS); with fewer (one NVTX range around a short loop) its whole window is
+-- replayed, so work outside those ranges (a load before them) is not left out of every projection.
+devices AS (SELECT device_id, count(DISTINCT step_id) >= ${whatif_min_steps} AS has_steps FROM ops GROUP BY device_id),
 placed AS MATERIALIZED (
     SELECT o.*, CASE WHEN d.has_steps THEN o.step_id ELSE -1 - o.device_id END AS step_key,
            g.cause, c.bytes AS pageable_bytes, c.dur_ns AS copy_dur_ns,
