@@ -439,6 +439,18 @@ def _no_temporary_directory_outlives_the_session():
                     f"where they are made", pytrace=False)
 
 
+def default_stop_signals() -> None:
+    """A preexec_fn: the run starts with Ctrl-C, SIGTERM and SIGHUP at their default dispositions, as from a terminal.
+    A shell's background job inherits SIGINT ignored, and a suite started under nohup SIGHUP ignored; the program
+    rightly keeps a signal ignored that it was started with (engine/cli/console.py), so a test that sends it one
+    must start it as a user's terminal would."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, signal.SIG_DFL)
+
+
 def start_and_wait_for(command: list[str], stage: str, ready_file: Path, *, timeout: float = 120,
                        **popen) -> "subprocess.Popen[str]":
     """Start a command-line run and return once it has reached `stage` (the first line it announces that starts
@@ -588,7 +600,7 @@ def spawn(reaped):
     started: list[subprocess.Popen] = []
 
     def start(command: list[str], **popen) -> "subprocess.Popen":
-        proc = subprocess.Popen(command, start_new_session=True, **popen)
+        proc = subprocess.Popen(command, start_new_session=True, **{"preexec_fn": default_stop_signals, **popen})
         started.append(proc)
         return proc
 

@@ -29,6 +29,8 @@ from nsys_diagnose.errors import InputError
 from nsys_diagnose.reading.inputs import check_profile_path
 from nsys_diagnose.reports.metrics import METRICS
 
+from conftest import default_stop_signals
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "fixtures" / "examples"
 EAGER = EXAMPLES / "eager_decode.sqlite"
@@ -263,7 +265,7 @@ def test_a_stop_signal_stops_the_workers_and_leaves_nothing(tmp_path, two_big, w
     env = dict(os.environ, TMPDIR=str(scratch))
     proc = subprocess.Popen([str(DIAGNOSE), "batch", str(two_big), "-j", "2", "--no-cache", "-q", "--out",
                              str(out / "results.parquet")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=default_stop_signals)
     deadline = time.monotonic() + 60
     while proc.poll() is None and len(list(scratch.iterdir())) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)  # until both workers are reading their export

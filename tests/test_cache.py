@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import start_and_wait_for
+from conftest import default_stop_signals, start_and_wait_for
 from nsys_diagnose.reading import cache as store
 from nsys_diagnose.api import diagnose
 from nsys_diagnose.fixtures.generator import generate, generate_large
@@ -279,7 +279,7 @@ def test_ctrl_c_stops_promptly_and_leaves_no_temporary_files(tmp_path, stage):
     # As from a terminal: Ctrl-C handled by default even when this suite runs as a background job (which
     # starts with SIGINT ignored, and children inherit that).
     proc = start_and_wait_for([str(DIAGNOSE), str(big), "-q"], stage, tmp_path / "stages", env=env,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                              preexec_fn=default_stop_signals)
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import slow_but, start_and_wait_for
+from conftest import default_stop_signals, slow_but, start_and_wait_for
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.reading import cache as store
 from nsys_diagnose.fixtures.generator import generate_large
@@ -47,7 +47,7 @@ def test_a_stop_signal_exits_128_plus_n_and_leaves_nothing(tmp_path, big, sig, c
     scratch.mkdir()
     env = dict(os.environ, TMPDIR=str(scratch), XDG_CACHE_HOME=str(xdg))
     proc = start_and_wait_for([str(DIAGNOSE), str(big), "-q"], stage, tmp_path / "stages", env=env,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                              preexec_fn=default_stop_signals)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
@@ -69,7 +69,7 @@ def test_a_stop_signal_right_after_start_exits_128_plus_n_without_a_traceback(tm
     for _ in range(3):
         proc = subprocess.Popen([str(DIAGNOSE), str(EXAMPLE), "-q", "--no-cache"], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                                preexec_fn=default_stop_signals)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
         shell_status = 128 - proc.returncode if proc.returncode < 0 else proc.returncode
