@@ -588,3 +588,22 @@ def test_the_capture_line_keeps_the_preset_the_capture_ran_with(tmp_path):
     assert finding["remediation"][0] == ("Capture again with: diagnose profile --preset vllm -- <your command> (by "
                                          "hand: VLLM_WORKER_MULTIPROC_METHOD=spawn nsys profile "
                                          "--trace=cuda,nvtx,osrt ...).")
+
+
+def test_a_leftover_counts_as_stopped_only_once_it_is_gone_or_a_zombie(spawn):
+    """stop_leftovers waits on /proc/PID/stat, not on the environment a dying process has already dropped, and
+    never takes a pid reused by another process for the capture's."""
+    from nsys_diagnose.capture.run import CAPTURE_ID_ENV, _running
+
+    entry = f"{CAPTURE_ID_ENV}=test-id".encode()
+    ours = spawn(["sleep", "30"], env={**os.environ, CAPTURE_ID_ENV: "test-id"})
+    other = spawn(["sleep", "30"], env={k: v for k, v in os.environ.items() if k != CAPTURE_ID_ENV})
+    assert _running(ours.pid, entry) and not _running(other.pid, entry)
+    ours.kill()
+    deadline = time.monotonic() + LAST_RESORT_S
+    while Path(f"/proc/{ours.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)  # killed, not yet waited for: a zombie, which runs no more
+    assert not _running(ours.pid, entry)
+    ours.wait()
+    assert not _running(ours.pid, entry)

@@ -251,10 +251,26 @@ def capture_processes(capture_id: str) -> dict[int, str]:
     return found
 
 
+def _running(pid: int, entry: bytes) -> bool:
+    """Whether `pid` is still the capture's and runs: not gone, not a zombie (Z) nor dead (X) in /proc/PID/stat
+    (proc(5)), and its environment holds `entry` or is already empty. A process on its way out drops its
+    environment before it turns zombie, so the environment alone would call it gone early; a pid taken again by
+    an unrelated process has an environment without `entry`, and is never signalled."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read()
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X") and (not environ or entry in environ.split(b"\0"))
+
+
 def _wait_gone(capture_id: str, pids: set[int], seconds: float) -> set[int]:
+    entry = f"{CAPTURE_ID_ENV}={capture_id}".encode()
     deadline = time.monotonic() + seconds
     while True:
-        pids &= set(capture_processes(capture_id))
+        pids = {pid for pid in pids if _running(pid, entry)}
         if not pids or time.monotonic() >= deadline:
             return pids
         time.sleep(0.05)
