@@ -32,11 +32,8 @@ def printable(text: str) -> str:
     """`text` encodable as UTF-8: a byte of a file name that is not valid UTF-8, which Python keeps in a str as a
     surrogate escape (https://peps.python.org/pep-0383/), is shown as a backslash escape (`na\\xffme.sqlite`), the
     way Python's own `backslashreplace` error handler shows it; any other lone surrogate as `\\udXXX`."""
-    try:
-        text.encode("utf-8")
+    if is_utf8(text):
         return text
-    except UnicodeEncodeError:
-        pass
     try:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:  # a lone surrogate that no file name decoded into

@@ -97,14 +97,18 @@ def fmt_duration(ns: float | None) -> str:
     return f"{ns / 1e9:.2f} s"
 
 
+def _three_figures(v: float) -> str:
+    """'1.02', '54.3', '543': three significant digits for a value below 1000 in its unit."""
+    return f"{v:.{2 if v < 10 else 1 if v < 100 else 0}f}"
+
+
 def fmt_step(ns: float | None) -> str:
     """A step time to three significant digits ('1.02 ms', '543 µs'): projections compare close values."""
     if ns is None:
         return fmt_value(ns, "ns")
     for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
         if abs(ns) >= scale:
-            v = ns / scale
-            return f"{v:.{2 if v < 10 else 1 if v < 100 else 0}f} {unit}"
+            return f"{_three_figures(ns / scale)} {unit}"
     return f"{ns:.0f} ns"
 
 
@@ -119,7 +123,7 @@ def fmt_range(low: float, high: float) -> str:
     """'1.38..1.51 ms': both ends in the unit of the higher one; '4.19 ms' where they print alike."""
     unit = fmt_step(high).split()[-1]
     scale = {"s": 1e9, "ms": 1e6, "µs": 1e3, "ns": 1.0}[unit]
-    return fmt_span(low / scale, high / scale, lambda v: f"{v:.{2 if v < 10 else 1 if v < 100 else 0}f}") + f" {unit}"
+    return fmt_span(low / scale, high / scale, _three_figures) + f" {unit}"
 
 
 def fmt_bytes(n: float | None) -> str:

@@ -33,7 +33,8 @@ from pathlib import Path
 
 from ..errors import InputError, OutputError
 from ..reading.ranks import exports_in
-from ..reading.cache import FACTS_SUFFIX, _chosen_dir, cache_file_kind, cache_location, key_path, user_cache_dir
+from ..reading.cache import (FACTS_SUFFIX, cache_file_kind, cache_location, chosen_cache_dir, key_path,
+                             user_cache_dir)
 from ..text import printable
 
 STDOUT_ALIASES = frozenset({"-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"})
@@ -136,7 +137,7 @@ def check_output(output: Path | None, inputs: Inputs, cache_dir: str | os.PathLi
 
 def _cache_keys(cache_dir: str | os.PathLike[str] | None) -> list[Protected]:
     """The keys that seal the caches, in the user's own cache directory and in the one named (--cache-dir)."""
-    directories = dict.fromkeys(d for d in (user_cache_dir(), _chosen_dir(cache_dir)) if d is not None)
+    directories = dict.fromkeys(d for d in (user_cache_dir(), chosen_cache_dir(cache_dir)) if d is not None)
     return [Protected(key_path(d), f"the key that seals the caches in {d}") for d in directories]
 
 
@@ -150,7 +151,7 @@ def check_outside_cache(output: Path, cache_dir: str | os.PathLike[str] | None =
     if real == own or own in real.parents:
         raise OutputError(f"{option} {output} is in the cache directory of nsys-diagnose, {own}; give another path "
                           f"(the caches, and the key that seals them, are never overwritten).")
-    chosen = _chosen_dir(cache_dir)
+    chosen = chosen_cache_dir(cache_dir)
     what = cache_file_kind(real.name)
     if chosen is not None and what is not None and real.parent == Path(_real(chosen)):
         raise OutputError(f"{option} {output} is {what} in the cache directory {chosen}; give another path (the "

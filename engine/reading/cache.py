@@ -173,7 +173,7 @@ def _safe_directory(d: Path, *, private: bool) -> bool:
     return not (st.st_mode & 0o022) or bool(st.st_mode & stat.S_ISVTX)
 
 
-def _chosen_dir(override: str | os.PathLike | None) -> Path | None:
+def chosen_cache_dir(override: str | os.PathLike | None) -> Path | None:
     """The cache directory the user chose: `override` (--cache-dir), else NSYS_DIAGNOSE_CACHE_DIR; None for the
     default."""
     chosen = override if override not in (None, "") else os.environ.get(CACHE_DIR_ENV) or None
@@ -189,7 +189,7 @@ def cache_dir(override: str | os.PathLike | None = None) -> Path | None:
 def usable_cache_dir(override: str | os.PathLike | None = None) -> tuple[Path | None, str | None]:
     """cache_dir, and when there is none, why and what to do about it (one clause, for the warning the command line
     prints: CacheWarning). A directory the user named must exist."""
-    d = _chosen_dir(override)
+    d = chosen_cache_dir(override)
     if d is None:
         private = cache_dir_private()
         if private is not None and not is_utf8(str(private)):
@@ -271,7 +271,7 @@ def cache_path(profile: Path, directory: str | os.PathLike | None = None) -> Pat
 
 def cache_location(profile: Path, directory: str | os.PathLike | None = None) -> Path:
     """Where the cache of `profile` is or would be, without creating or checking anything."""
-    return (_chosen_dir(directory) or user_cache_dir()) / _cache_name(profile)
+    return (chosen_cache_dir(directory) or user_cache_dir()) / _cache_name(profile)
 
 
 _SECRET_BYTES = 32
