@@ -78,8 +78,13 @@ def profile_summary(export: Export, stack: StackInfo | None = None) -> ProfileSu
                for device_id, name, used, sm_count, bandwidth in export.query(
                    "SELECT device_id, name, used, sm_count, memory_bandwidth_bytes_per_s FROM devices "
                    "ORDER BY device_id")]
+    if info.source_format == "kineto":
+        producer = f"{info.producer or 'PyTorch profiler'} trace"
+    else:
+        producer = f"nsys {info.nsys_version}" if info.nsys_version else "nsys version not recorded"
     return ProfileSummary(
-        path=info.path, nsys_version=info.nsys_version, schema_version=info.schema_version,
+        path=info.path, source_format="kineto" if info.source_format == "kineto" else "nsys", producer=producer,
+        rank=info.rank, world_size=info.world_size, nsys_version=info.nsys_version, schema_version=info.schema_version,
         export_time_utc=info.export_time_utc, graph_trace_mode=info.graph_trace_mode,
         duration_ns=info.duration_ns, stack=stack, devices=devices,
         views={name: {"rows": s.rows, "reason": s.reason} for name, s in export.views.items()})

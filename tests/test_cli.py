@@ -96,7 +96,8 @@ def test_not_a_sqlite_file(tmp_path):
     bogus = tmp_path / "report.sqlite"
     bogus.write_text("not a database")
     p = run(str(bogus))
-    assert p.returncode == 2 and "not a SQLite database" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 2 and "neither an nsys SQLite export nor a PyTorch-profiler trace" in p.stderr
+    assert "Traceback" not in p.stderr
 
 
 @pytest.mark.slow

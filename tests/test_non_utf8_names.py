@@ -111,7 +111,8 @@ def test_batch_rows_for_odd_names_good_and_broken(odd):
     rows = {r["path"]: r for r in map(json.loads, lines)}
     assert rows[SHOWN]["status"] == "ok" and rows[SHOWN]["verdict"] == "launch-bound"
     broken = rows["bro\\xfeken.sqlite"]
-    assert broken["status"] == "error" and broken["error"].startswith("bro\\xfeken.sqlite is not a SQLite database")
+    assert broken["status"] == "error" and broken["error"].startswith(
+        "bro\\xfeken.sqlite is neither an nsys SQLite export nor a PyTorch-profiler trace")
     with open(odd / "r.csv", encoding="utf-8", newline="") as fh:
         assert {r["path"]: r["status"] for r in csv.DictReader(fh)} == {SHOWN: "ok", "bro\\xfeken.sqlite": "error"}
     assert duckdb.sql(f"SELECT count(*) FROM '{odd / 'r.jsonl'}'").fetchone() == (2,)

@@ -40,7 +40,7 @@ def test_directory(tmp_path):
 def test_not_sqlite(tmp_path):
     bad = tmp_path / "profile.sqlite"
     bad.write_text("hello, I am a text file\n" * 20)
-    with pytest.raises(InputError, match="not a SQLite database"):
+    with pytest.raises(InputError, match="neither an nsys SQLite export nor a PyTorch-profiler trace"):
         open_export(bad)
 
 

@@ -220,8 +220,9 @@ def profile_parser() -> argparse.ArgumentParser:
                + exit_codes_help("diagnose"))
     p.add_argument("profiles", nargs="+", metavar="PROFILE",
                    help="SQLite export written by `nsys export --type sqlite` (read-only); two or more, or a "
-                        "directory of *.sqlite / *.nsys-rep exports, diagnose one multi-rank run (rank numbers from "
-                        "names such as rank0, rank_3, -r2, .3.sqlite, else sorted order)")
+                        "directory of *.sqlite / *.nsys-rep exports or of PyTorch-profiler traces "
+                        "(*.pt.trace.json.gz), diagnose one multi-rank run (rank numbers from the traces' "
+                        "distributedInfo, else from names such as rank0, rank_3, -r2, .3.sqlite, else sorted order)")
     _add_report_options(p, jobs=True)
     return p
 
@@ -351,9 +352,9 @@ def batch_parser() -> argparse.ArgumentParser:
         epilog="A profile that cannot be diagnosed is a row with its error, never the end of the batch. "
                + exit_codes_help("batch"))
     p.add_argument("inputs", nargs="+", metavar="PROFILE|DIR|GLOB",
-                   help="SQLite exports (or .nsys-rep reports), directories of them (not their subdirectories; "
-                        "other files are skipped and counted) and glob patterns, expanded here so quoted globs work "
-                        "('runs/**/*.sqlite' descends)")
+                   help="SQLite exports (or .nsys-rep reports) and PyTorch-profiler traces (*.pt.trace.json.gz), "
+                        "directories of them (not their subdirectories; other files are skipped and counted) and "
+                        "glob patterns, expanded here so quoted globs work ('runs/**/*.sqlite' descends)")
     p.add_argument("-o", "--out", dest="output", type=Path, required=True, metavar="FILE",
                    help="results file; the format follows the extension: .parquet, .csv (findings as a JSON string) "
                         "or .jsonl; written atomically, never over an input")
@@ -434,7 +435,8 @@ def facts_parser() -> argparse.ArgumentParser:
                                       "two or more, or their directory.")
     show.add_argument("fact", metavar="FACT", help="a fact name, as `diagnose facts list` shows it")
     show.add_argument("profiles", nargs="+", metavar="PROFILE", help="SQLite export written by `nsys export --type "
-                                                                     "sqlite` (read-only)")
+                                                                     "sqlite`, or PyTorch-profiler trace "
+                                                                     "(*.pt.trace.json.gz); read-only")
     show.add_argument("-f", "--format", choices=ROW_FORMATS, default="terminal",
                       help="aligned table (default), JSON ({fact, columns, row_count, rows, skipped}) or CSV")
     show.add_argument("-o", "--output", type=Path, help="write the rows to this file instead of standard output")
@@ -596,6 +598,11 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -
         report = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
                           cache=args.cache, cache_dir=args.cache_dir, what_if_batch=args.what_if_batch,
                           timings=timings)
+        rank, size = report.profile.rank, report.profile.world_size
+        if rank is not None and size is not None and 0 <= rank < size and size > 1:
+            progress.note(f"{args.profiles[0]} is rank {rank} of a run of {size} ranks (its trace's "
+                          f"distributedInfo), and this report is that rank alone; give every rank's trace "
+                          f"(`diagnose DIR` or `diagnose RANK0 RANK1 ...`) to see the balance across the ranks")
         findings = report.findings
         document = report
     return deliver(args, document, findings, outputs, args.profiles, stop, progress, timings, begin)

@@ -27,8 +27,8 @@
 -- @column text The NVTX range's text; NULL for steps found from calls.
 -- @column source nvtx, sync or graph-launch: how the step was found.
 -- @column label_phase The phase the text names (phase_of(), including TensorRT-LLM's `N ctx reqs`), else NULL.
--- @column ctx_reqs Context (prefill) requests in the step, when the text carries TensorRT-LLM's `N ctx reqs`.
--- @column gen_reqs Generation (decode) requests in the step, when the text carries TensorRT-LLM's `N gen reqs`.
+-- @column ctx_reqs Context (prefill) requests in the step, when the text carries TensorRT-LLM's `N ctx reqs` or vLLM's `execute_context_N(...)`.
+-- @column gen_reqs Generation (decode) requests in the step, when the text carries TensorRT-LLM's `N gen reqs` or vLLM's `_generation_N(...)`.
 WITH classified AS MATERIALIZED (
     SELECT text, phase_of(text) AS label_phase
     FROM (SELECT DISTINCT text FROM nvtx_ranges WHERE text IS NOT NULL)
@@ -116,6 +116,9 @@ call_steps AS (
 steps AS (SELECT * FROM nvtx_steps UNION ALL SELECT * FROM call_steps)
 SELECT row_number() OVER (ORDER BY start_ns, global_tid, end_ns) AS step_id, pid, global_tid, start_ns, end_ns, text,
        source, label_phase,
-       CAST(nullif(regexp_extract(text, '(^|[^0-9])([0-9]+) ctx req', 2), '') AS INTEGER) AS ctx_reqs,
-       CAST(nullif(regexp_extract(text, '(^|[^0-9])([0-9]+) gen req', 2), '') AS INTEGER) AS gen_reqs
+       CAST(coalesce(nullif(regexp_extract(text, '(^|[^0-9])([0-9]+) ctx req', 2), ''),
+                     nullif(regexp_extract(text, '^\s*execute_([0-9]+_)?context_([0-9]+)\(', 2), '')) AS INTEGER)
+           AS ctx_reqs,
+       CAST(coalesce(nullif(regexp_extract(text, '(^|[^0-9])([0-9]+) gen req', 2), ''),
+                     nullif(regexp_extract(text, '\)_generation_([0-9]+)\(', 1), '')) AS INTEGER) AS gen_reqs
 FROM steps

@@ -42,6 +42,9 @@ from ..text import did_you_mean
 #            only as the whole range text or followed by phase/step/stage (`context_phase`, `generation step`).
 #   TensorRT-LLM's PyTorch executor labels each step `[Executor] _forward_step N: C ctx reqs, G gen reqs`
 #            (tensorrt_llm/_torch/pyexecutor/): a step with C > 0 carries prefill work, C = 0 is generation only.
+#   vLLM's torch-profiler traces label each step `execute_context_C(...)_generation_G(...)` (C prefill and G decode
+#            requests; `execute_N_context_...` with --profiler-config.detailed_trace_annotation): C > 0 carries
+#            prefill work, C = 0 with G > 0 is decode only.
 #   `generate` is deliberately no decode word: Hugging Face's `generate()` is the whole loop, prefill and every
 #            decode step, so a range named after it is not a step and would hide the prefill inside it.
 _WORD_START, _WORD_END = r"(^|[^a-z])", r"([^a-z]|$)"
@@ -55,8 +58,9 @@ def _phase_words(words: str, phase_words: str) -> str:
 
 DEFAULT_PHASE_PATTERNS: dict[str, str] = {
     "prefill": r"(?i)" + _phase_words("prefill|prefilling|extend|prompt", "context")
-               + r"|(^|[^0-9])[1-9][0-9]* ctx req",
-    "decode": r"(?i)" + _phase_words("decode|decoding", "generation") + r"|(^|[^0-9])0 ctx req",
+               + r"|(^|[^0-9])[1-9][0-9]* ctx req|^\s*execute_([0-9]+_)?context_[1-9][0-9]*\(",
+    "decode": r"(?i)" + _phase_words("decode|decoding", "generation") + r"|(^|[^0-9])0 ctx req"
+              + r"|^\s*execute_([0-9]+_)?context_0\(.*\)_generation_[1-9]",
 }
 
 # Default NVTX start-up patterns (case-insensitive RE2 on the range text): `load` for loading and initialising the
@@ -82,14 +86,17 @@ DEFAULT_STARTUP_PATTERNS: dict[str, str] = {
 #   execute_model: the worker method that runs one step in vLLM (V0 and V1), and a common label of wrappers.
 #   tensorrt-llm: TensorRT-LLM's PyTorch executor labels each step `[Executor] _forward_step N: C ctx reqs, G gen
 #            reqs` (tensorrt_llm/_torch/pyexecutor/).
+#   vllm-profiler: the step label of vLLM's torch-profiler traces, `execute_context_C(...)_generation_G(...)`.
 #   generic: a range named only step or iteration, optionally numbered and prefixed with engine/model/inference/
-#            serving (`step 12`, `engine_step`, `iteration #3`): PyTorch loops labelled with torch.cuda.nvtx.
+#            serving/profiler (`step 12`, `engine_step`, `iteration #3`): PyTorch loops labelled with torch.cuda.nvtx,
+#            and torch.profiler's `ProfilerStep#N`, one per prof.step() call of a loop.
 # SGLang's batch ranges (`forward_extend`, `forward_decode`) name their phase, so the phase patterns find them.
 DEFAULT_STEP_PATTERNS: dict[str, str] = {
     "vllm-v1": r"(?i)^\s*gpu_model_runner\s*:\s*forward\s*$",
     "execute_model": r"(?i)(^|[^a-z_])execute_model([^a-z_]|$)",
     "tensorrt-llm": r"(?i)(^|[^a-z])_?forward_step([^a-z]|$)",
-    "generic": r"(?i)^\s*((engine|model|inference|serving)[ _-]?)?(step|iteration)[ _:#-]*[0-9]*\s*$",
+    "vllm-profiler": r"(?i)^\s*execute_([0-9]+_)?context_[0-9]+\(.*\)_generation_[0-9]+\(",
+    "generic": r"(?i)^\s*((engine|model|inference|serving|profiler)[ _-]?)?(step|iteration)[ _:#-]*[0-9]*\s*$",
 }
 
 

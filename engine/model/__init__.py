@@ -335,6 +335,15 @@ class ProfileSummary(Model):
 
     path: str
     """The export as given on the command line."""
+    source_format: Literal["nsys", "kineto"] = "nsys"
+    """What was read: an nsys export ('nsys') or a PyTorch-profiler trace ('kineto')."""
+    producer: str = ""
+    """What wrote it, for the report's header: 'nsys 2024.6.2', 'nsys version not recorded' or
+    'PyTorch profiler trace'."""
+    rank: int | None = None
+    """The rank of a distributed run the profile is, when it records one (a trace's distributedInfo)."""
+    world_size: int | None = None
+    """The ranks of that run."""
     nsys_version: str | None
     schema_version: str | None
     """The export's own schema version."""

@@ -63,7 +63,7 @@ from ..errors import DiagnoseError, SetupError
 from ..text import is_utf8, printable, shown_path
 
 # The code that decides what a cache holds, besides the canonical definitions: part of format_version().
-FILLING_CODE = ("adapters.py", "loader.py", "metadata.py")
+FILLING_CODE = ("adapters.py", "loader.py", "metadata.py", "kineto.py", "kineto_adapters.py", "kineto_file.py")
 CACHE_SUFFIX = ".nsys-diagnose.duckdb"
 FACTS_SUFFIX = ".facts.json"  # the computed facts kept beside a cache (engine/facts/results_cache.py)
 CACHE_DIR_ENV = "NSYS_DIAGNOSE_CACHE_DIR"
@@ -86,6 +86,12 @@ class CacheWarning(str):
     progress callback as the stages (a plain string to any caller that only collects them), but the command line
     prints it once as a lasting warning line, on a terminal or not, where a stage is only shown on a terminal and
     then erased (docs/performance.md)."""
+
+
+class Note(str):
+    """A progress message the user should read but that is no warning: a trace left out of a multi-rank run, the
+    rank of a run one trace is (engine/reading/ranks.py). Like a CacheWarning, the command line prints it once, as
+    a lasting `note:` line on standard error (a plain string to any caller that only collects the stages)."""
 
 
 def _size_bytes(text: str) -> float | None:

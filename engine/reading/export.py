@@ -18,7 +18,9 @@ from . import cache as store
 from .cache import Workspace
 from .canonical import VIEWS, database_ddl, stored_rows, view_sql
 from .inputs import (DiskFullError, check_nsys_export, check_profile_path, convert_report, describe_sqlite_failure,
-                     is_report, source_columns, unreadable)
+                     is_report, is_trace, source_columns, unreadable)
+from .kineto import KinetoLoader
+from .kineto_file import split_trace
 from .loader import Loader, ViewStatus
 from .metadata import ProfileInfo
 from .profile_file import ProfileFile
@@ -264,7 +266,14 @@ def _build_canonical(workspace: Workspace, target: Path, p: Path, profile: Profi
         con.execute(f"ATTACH {sql_literal(str(target))} AS canon")
         con.execute("USE canon")
         scan = profile.scan_path
-        if is_report(p):
+        if is_trace(p):
+            try:
+                info, views = _build_kineto(con, p, say, profile, workspace.root)
+            except DiagnoseError:
+                profile.check_unchanged()
+                raise
+            scan = ""
+        elif is_report(p):
             say("converting with nsys export")
             converted = convert_report(p, workspace.root / "converted.sqlite")
             profile.check_unchanged()  # nsys read the report through its path
@@ -278,11 +287,12 @@ def _build_canonical(workspace: Workspace, target: Path, p: Path, profile: Profi
             scan = str(converted)
         elif not is_utf8(scan):
             scan = profile.link_into(workspace.root)  # a name DuckDB cannot take (ProfileFile.link_into)
-        try:
-            info, views = _build(con, p, say, scan, profile.live)
-        except DiagnoseError:
-            profile.check_unchanged()  # an export replaced mid-read explains a failure better than its symptom
-            raise
+        if scan:
+            try:
+                info, views = _build(con, p, say, scan, profile.live)
+            except DiagnoseError:
+                profile.check_unchanged()  # an export replaced mid-read explains a failure better than its symptom
+                raise
         profile.check_unchanged()
         info.path = shown_path(p)
         key = _cache_key(profile) if cached else ""
@@ -301,6 +311,22 @@ def _build_canonical(workspace: Workspace, target: Path, p: Path, profile: Profi
             for suffix in ("", "-wal", "-shm", "-journal"):  # with the side files SQLite made beside the copy
                 Path(str(converted) + suffix).unlink(missing_ok=True)
     return info, views
+
+
+def _build_kineto(con: duckdb.DuckDBPyConnection, p: Path, say: Progress, profile: ProfileFile,
+                  scratch: Path) -> tuple[ProfileInfo, dict[str, ViewStatus]]:
+    """Read the PyTorch-profiler trace `p` (from the descriptor `profile` holds) into the canonical tables of the
+    current database: its events are split into a private file of `scratch` first (kineto_file.split_trace)."""
+    say(f"reading {p.name} as a PyTorch-profiler trace")
+    split = split_trace(p, scratch, fd=profile.fd)
+    try:
+        return KinetoLoader(con, p, split, say).build()
+    except duckdb.Error as exc:
+        reraise_interrupt(exc)
+        raise unreadable(p, exc, trace=True) from None
+    finally:
+        if split.events is not None:
+            split.events.unlink(missing_ok=True)
 
 
 def _build(con: duckdb.DuckDBPyConnection, p: Path, progress: Progress | None, scan: str,

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from .cache import CACHE_DIR_ENV, out_of_memory_error
+from .kineto_file import sniff
 from ..duck import is_out_of_memory
 from ..errors import DiagnoseError, InputError
 
@@ -69,13 +70,15 @@ def is_report(p: Path) -> bool:
 
 
 def check_profile_path(path: str | os.PathLike) -> Path:
-    """Fail with one clear sentence unless `path` is a readable SQLite file (or a report nsys can convert)."""
+    """Fail with one clear sentence unless `path` is a readable SQLite file, a report nsys can convert, or JSON that
+    may be a PyTorch-profiler trace (which the reader then checks)."""
     if os.fspath(path) == "":  # Path("") would mean the working directory
         raise InputError("the profile path is empty; give the path of an nsys SQLite export, e.g. run.sqlite.")
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file; give the path of an nsys SQLite export "
-                         f"(`nsys export --type sqlite report.nsys-rep`).")
+                         f"(`nsys export --type sqlite report.nsys-rep`) or of a PyTorch-profiler trace "
+                         f"(.pt.trace.json.gz).")
     if p.is_dir():
         raise InputError(f"{p} is a directory; give the path of one .sqlite export.")
     if not p.is_file():  # checked before any open: opening a FIFO blocks, reading a device never ends
@@ -98,10 +101,34 @@ def check_profile_path(path: str | os.PathLike) -> Path:
         raise InputError(f"{p}: permission denied; make the file readable (chmod +r) or run as its owner.") from None
     except OSError as exc:
         raise InputError(f"{p}: cannot be read ({exc.strerror}).") from None
+    if not head:
+        raise InputError(f"{p} is empty; give an nsys SQLite export or a PyTorch-profiler trace (the file may have "
+                         f"been written by a run that was stopped before it finished).")
     if head != SQLITE_MAGIC:
-        raise InputError(f"{p} is not a SQLite database; export the profile with "
-                         f"`nsys export --type sqlite`.")
+        trace_kind = sniff(p)
+        if trace_kind == "trace":
+            return p  # a Chrome trace in object form: read as a PyTorch-profiler trace, which it must prove to be
+        if trace_kind == "json-array":
+            raise InputError(f"{p} is a Chrome trace in array form, which the PyTorch profiler never writes; give "
+                             f"the .pt.trace.json(.gz) file torch.profiler, vLLM or SGLang wrote, or an nsys export.")
+        raise InputError(f"{p} is neither an nsys SQLite export nor a PyTorch-profiler trace; export the profile "
+                         f"with `nsys export --type sqlite`, or give the .pt.trace.json(.gz) file the PyTorch "
+                         f"profiler wrote.")
     return p
+
+
+def is_trace(p: Path) -> bool:
+    """Whether `p` is read as a PyTorch-profiler trace: no SQLite database and no nsys report, but JSON (plain or
+    gzipped) in object form (kineto_file.sniff)."""
+    if is_report(p):
+        return False
+    try:
+        with open(p, "rb") as fh:
+            if fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC:
+                return False
+    except OSError:
+        return False
+    return sniff(p) == "trace"
 
 
 def export_command(report: Path, output: Path) -> list[str]:
@@ -190,9 +217,9 @@ def check_nsys_export(p: Path, tables: dict[str, list[str]]) -> None:
                 f"export the profile again with `nsys export --type sqlite`.")
 
 
-def unreadable(p: Path, exc: Exception, table: str | None = None) -> DiagnoseError:
+def unreadable(p: Path, exc: Exception, table: str | None = None, *, trace: bool = False) -> DiagnoseError:
     """The sentence for an export that failed while it was read: a full disk, DuckDB's memory limit, a lock, or
-    values no nsys export holds."""
+    values no nsys export holds. `trace`: `p` is a PyTorch-profiler trace, not an export."""
     text = str(exc).lower()
     if "no space left" in text or "could not write" in text or "disk full" in text:
         return DiskFullError(f"{p}: the disk ran out of space while its tables were being written (the cache "
@@ -200,9 +227,12 @@ def unreadable(p: Path, exc: Exception, table: str | None = None) -> DiagnoseErr
                              f"point TMPDIR or {CACHE_DIR_ENV} at a larger disk.")
     if is_out_of_memory(exc):
         return out_of_memory_error(f"reading {p}")
+    detail = " ".join(str(exc).split("\n")[0].split())
+    if trace:
+        return InputError(f"{p} holds values no PyTorch-profiler trace has ({detail[:300]}); the file was altered or "
+                          f"damaged, so export the trace again.")
     if any(word in text for word in ("locked", "busy", "permission", "unable to open")):
         return InputError(describe_sqlite_failure(p, exc))
-    detail = " ".join(str(exc).split("\n")[0].split())
     where = f"the {table} table of {p}" if table else str(p)
     return InputError(f"{where} holds values no nsys export has ({detail}); the file was altered or damaged, so "
                       f"export the profile again with `nsys export --type sqlite`.")

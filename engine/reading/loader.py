@@ -48,6 +48,9 @@ def _lossy_text(data: bytes) -> str:
 
 
 class Loader:
+    # canonical table -> the adapters that fill it, in the order the tables are filled
+    adapters: dict[str, Callable[[Source], list[Adapter]]] = adapt.ADAPTERS
+
     def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, scan: str, tables: dict[str, list[str]],
                  progress: Callable[[str], None] | None):
         self.con = con
@@ -63,7 +66,7 @@ class Loader:
     def build(self) -> tuple[ProfileInfo, dict[str, ViewStatus]]:
         read_metadata(self.con, self.source, self.info)
         self._strings()
-        for table in adapt.ADAPTERS:
+        for table in self.adapters:
             if table == "devices":  # the GPUs that did work are those of the placed rows
                 self._place_deviceless()
             self._fill_table(table)
@@ -84,7 +87,7 @@ class Loader:
             self.con.execute(stored_ddl("kernel_names"))
         elif table == "api_calls":
             self.con.execute(stored_ddl("api_names"))
-        adapters = adapt.ADAPTERS[table](self.source)
+        adapters = self.adapters[table](self.source)
         for adapter in adapters:
             self._run(adapter)
         if adapters and table in _TIME_COLUMNS:  # first: a start near 2**63 is damage, not a reversed interval
@@ -97,7 +100,10 @@ class Loader:
         elif table == "api_calls" and adapters:
             fill(self.con, "api_names", "api_names from StringIds", adapt.API_NAMES)
         rows = scalar(self.con, f'SELECT count(*) FROM "{table}"') if adapters else 0
-        self.views[table] = ViewStatus(rows, None if rows else adapt.empty_reason(table, adapters))
+        self.views[table] = ViewStatus(rows, None if rows else self._empty_reason(table, adapters))
+
+    def _empty_reason(self, table: str, adapters: list[Adapter]) -> str:
+        return adapt.empty_reason(table, adapters)
 
     def _run(self, adapter: Adapter) -> None:
         if adapter.announce and adapter.reads is not None:

@@ -27,6 +27,10 @@ class ProfileInfo:
     session_start_ns: int | None = None      # whole session per ANALYSIS_DETAILS, when recorded
     session_end_ns: int | None = None
     source_tables: list[str] = field(default_factory=list)
+    source_format: str = "nsys"              # 'nsys' (an export) or 'kineto' (a PyTorch-profiler trace)
+    producer: str | None = None              # what wrote a trace that is no nsys export: 'PyTorch profiler'
+    rank: int | None = None                  # the trace's own distributedInfo, when it has one
+    world_size: int | None = None
 
     @property
     def duration_ns(self) -> int | None:
@@ -95,6 +99,10 @@ def write_profile_info(con: duckdb.DuckDBPyConnection, info: ProfileInfo, invali
     counts of GPU work without a device, under their own keys (`no_device:<view>` ..., Loader._place_deviceless)."""
     pairs = {
         "path": info.path,
+        "source_format": info.source_format,
+        "producer": info.producer,
+        "rank": info.rank,
+        "world_size": info.world_size,
         "nsys_version": info.nsys_version,
         "schema_version": info.schema_version,
         "export_time_utc": info.export_time_utc,

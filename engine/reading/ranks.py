@@ -1,47 +1,71 @@
-"""Which exports make up a multi-rank run, and which rank each one is.
+"""Which profiles make up a multi-rank run, and which rank each one is.
 
-`diagnose A.sqlite B.sqlite ...` (two or more files) or `diagnose DIR` (every *.sqlite and *.nsys-rep directly
-in DIR; a .nsys-rep whose .sqlite export lies beside it is skipped, and so are hidden files) diagnoses one
-distributed run. Rank numbers come from the file names when one pattern gives every file a distinct number,
-tried in this order on the name without its extension:
+`diagnose A B ...` (two or more files) or `diagnose DIR` diagnoses one distributed run. A run is made of nsys
+exports or of PyTorch-profiler (Kineto) traces, not both. In DIR that means every *.sqlite and *.nsys-rep directly
+in it (a .nsys-rep whose .sqlite export lies beside it is skipped), every trace named as the profilers name them
+(*.pt.trace.json and *.trace.json, gzipped or not), and every other *.json / *.json.gz whose first bytes are a
+Chrome trace in object form with something only Kineto writes (judged from its head, the file is never read
+whole); hidden files are skipped.
+
+A trace without any GPU activity among several that have some (vLLM writes one per worker and, beside them, one of
+its API-server process, which runs no CUDA work) is no rank: it is left out with a note (`Note`); to know, a trace
+whose head records no rank is read through once, in bounded memory (read_trace_head). The rank numbers
+of traces come from their `distributedInfo` (`rank`, recorded by the PyTorch profiler in a distributed run) when
+every trace has a distinct one. Otherwise, and for exports, they come from the file names when one pattern gives
+every file a distinct number, tried in this order on the name without its extension:
 
 1. ``rank`` followed by a number (the last one in the name): ``rank0``, ``rank_3``, ``Rank-12``, ``vllm.rank2``;
 2. ``r`` followed by a number as its own name part: ``-r2``, ``_r3``, ``.r1`` (``run_r2.sqlite``);
-3. a number at the end after ``.``, ``_`` or ``-``: ``profile.3``, ``trace_3``, ``node-3``;
+3. a number at the end after ``.``, ``_`` or ``-``: ``profile.3``, ``trace_3``, ``node-3``, ``1712-TP-3``;
 
-otherwise the ranks are numbered 0, 1, ... in natural file-name order (``x2`` before ``x10``).
+a number of MAX_RANK or more is no rank (a time stamp or a process id, as in vLLM's
+``<host>_<pid>.<ns>.pt.trace.json.gz``); otherwise the ranks are numbered 0, 1, ... in natural file-name order
+(``x2`` before ``x10``).
 
-The exports must also look like the ranks of one run (`check_one_run`), else the run is refused in one sentence
+The profiles must also look like the ranks of one run (`check_one_run`), else the run is refused in one sentence
 that points to `diagnose batch` for independent profiles: one nsys version (EXPORT_PRODUCT_VERSION), capture
 sessions that started within SESSION_START_TOLERANCE_NS of each other (TARGET_INFO_SESSION_START_TIME.utcEpochNs,
 wall-clock time), and no process that used CUDA in two exports on one machine (the same PID in
 TARGET_INFO_CUDA_CONTEXT_INFO / TARGET_INFO_CUDA_NULL_STREAM with GPU UUIDs of TARGET_INFO_GPU in common: one
-process, hence one rank, profiled twice). A criterion an export does not record (older nsys, a .nsys-rep not yet
-converted) is not judged for that export.
+process, hence one rank, profiled twice); traces, captures that started within that tolerance (TraceHead.start_ns)
+and, in their distributedInfo, one `world_size` and no rank twice.
+A criterion a profile does not record (older nsys, a .nsys-rep not yet converted, a trace of a PyTorch without
+distributedInfo) is not judged for that profile.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import sqlite3
+import zlib
 from datetime import datetime, timezone
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, BinaryIO, Literal
 
 from ..errors import InputError
-from .inputs import check_profile_path, is_report, sqlite_uri
+from .cache import Note
+from .inputs import check_profile_path, is_report, is_trace, sqlite_uri
+from .kineto_file import GZIP_MAGIC, KINETO_CATEGORIES, KINETO_KEYS, array_end, NeedMore, parse_head
 
 EXPORT_SUFFIXES = (".sqlite", ".nsys-rep")
+# The names the profilers give their traces: torch.profiler's tensorboard_trace_handler and vLLM
+# `<worker>.<time>.pt.trace.json[.gz]`, SGLang `<time>-TP-<rank>.trace.json.gz`. Any other .json / .json.gz is a
+# trace when its content says so (holds_trace).
+TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".trace.json.gz", ".trace.json")
+JSON_SUFFIXES = (".json.gz", ".json")
 RANK_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"(?i)(?<![a-z])rank[_-]?(\d+)"),
     re.compile(r"(?i)(?:^|[._-])r(\d+)(?=$|[._-])"),
     re.compile(r"(?:^|[._-])(\d+)$"),
 )
-Numbering = Literal["file names", "sorted order"]
+MAX_RANK = 1 << 20  # no job has this many ranks: a larger number in a file name is a time stamp or a process id
+Numbering = Literal["file names", "sorted order", "distributedInfo"]
+Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -52,7 +76,7 @@ class RankInput:
 
 def _stem(path: Path) -> str:
     name = path.name
-    for suffix in EXPORT_SUFFIXES:
+    for suffix in (*EXPORT_SUFFIXES, *TRACE_SUFFIXES, *JSON_SUFFIXES):
         if name.lower().endswith(suffix):
             return name[: -len(suffix)]
     return path.stem
@@ -64,11 +88,19 @@ def _natural_key(path: Path) -> list[object]:
 
 def rank_from_name(path: Path, pattern: re.Pattern[str]) -> int | None:
     found = pattern.findall(_stem(path))
-    return int(found[-1]) if found else None  # the last one: "run1_rank3" is rank 3
+    rank = int(found[-1]) if found else None  # the last one: "run1_rank3" is rank 3
+    return rank if rank is not None and rank < MAX_RANK else None
 
 
-def number_ranks(paths: Sequence[Path]) -> tuple[list[RankInput], Numbering]:
-    """Ranks from the file names when one pattern gives every file a distinct number; else sorted order."""
+def number_ranks(paths: Sequence[Path],
+                 identities: Mapping[Path, "RankIdentity"] | None = None) -> tuple[list[RankInput], Numbering]:
+    """Ranks from the traces' distributedInfo when every profile is a trace with a distinct rank there (as
+    `identities` read them); else from the file names when one pattern gives every file a distinct number; else
+    sorted order."""
+    recorded = [identities[p].rank if identities and p in identities else None for p in paths]
+    traced = [r for r in recorded if r is not None]
+    if len(traced) == len(paths) and len(set(traced)) == len(traced):
+        return [RankInput(n, p) for n, p in sorted(zip(traced, paths), key=lambda item: item[0])], "distributedInfo"
     for pattern in RANK_PATTERNS:
         numbers = [rank_from_name(p, pattern) for p in paths]
         found = [n for n in numbers if n is not None]
@@ -87,27 +119,46 @@ def directory_entries(directory: Path) -> list[Path]:
         raise InputError(f"{directory}: cannot list the directory ({exc.strerror or exc}).") from None
 
 
+def named_like_trace(path: Path) -> bool:
+    return path.name.lower().endswith(TRACE_SUFFIXES)
+
+
+def _profile_entry(path: Path) -> bool:
+    """Whether a directory entry is a profile: named like an export or a trace, or a .json / .json.gz whose
+    content is a PyTorch-profiler trace (only a regular file is opened to tell)."""
+    name = path.name.lower()
+    if name.startswith("."):
+        return False
+    if name.endswith(EXPORT_SUFFIXES) or named_like_trace(path):
+        return True
+    return name.endswith(JSON_SUFFIXES) and path.is_file() and holds_trace(path)
+
+
 def exports_among(paths: Sequence[Path]) -> tuple[list[Path], int]:
-    """The exports among the entries of a directory or the matches of a glob, and how many other paths there
-    were: named *.sqlite or *.nsys-rep, not hidden, and a .nsys-rep whose .sqlite export (a regular file) lies
-    beside it left out. Entries named like an export that are not regular files are kept: the caller says what
+    """The profiles among the entries of a directory or the matches of a glob, and how many other paths there
+    were: named *.sqlite, *.nsys-rep, *.pt.trace.json(.gz) or *.trace.json(.gz), or another *.json(.gz) whose head
+    is a PyTorch-profiler trace; not hidden, and a .nsys-rep whose .sqlite export (a regular file) lies beside it
+    left out. Entries named like an export or a trace that are not regular files are kept: the caller says what
     they are (a multi-rank run refuses them, a batch gives each an error row)."""
-    named = [p for p in paths if not p.name.startswith(".") and p.name.lower().endswith(EXPORT_SUFFIXES)]
+    named = [p for p in paths if _profile_entry(p)]
     sqlite_stems = {(p.parent, _stem(p)) for p in named if p.name.lower().endswith(".sqlite") and p.is_file()}
-    kept = [p for p in named if p.name.lower().endswith(".sqlite") or (p.parent, _stem(p)) not in sqlite_stems]
+    kept = [p for p in named if not p.name.lower().endswith(".nsys-rep") or (p.parent, _stem(p)) not in sqlite_stems]
     return kept, len(paths) - len(kept)
 
 
 def exports_in(directory: Path) -> list[Path]:
-    """The exports directly in `directory` (not its subdirectories); .sqlite wins over a .nsys-rep beside it.
+    """The exports and traces directly in `directory` (not its subdirectories); .sqlite wins over a .nsys-rep
+    beside it.
 
-    An entry named like an export that is not a regular file (a directory, a dangling link, a FIFO) is an
-    error: skipping it would diagnose the run without that rank and compare the rest as if they were all."""
+    An entry named like an export or a trace that is not a regular file (a directory, a dangling link, a FIFO) is
+    an error: skipping it would diagnose the run without that rank and compare the rest as if they were all."""
     exports, _ = exports_among(directory_entries(directory))
     for p in exports:
         if not p.is_file():
-            raise InputError(f"{p} is named like a rank export but is {_not_a_file(p)}; remove or rename it, or "
-                             f"give the rank exports as files (diagnose RANK0.sqlite RANK1.sqlite ...).")
+            what, files = (("a rank trace", "RANK0.pt.trace.json.gz RANK1.pt.trace.json.gz") if named_like_trace(p)
+                           else ("a rank export", "RANK0.sqlite RANK1.sqlite"))
+            raise InputError(f"{p} is named like {what} but is {_not_a_file(p)}; remove or rename it, or give the "
+                             f"rank {what.split()[-1]}s as files (diagnose {files} ...).")
     return exports
 
 
@@ -123,6 +174,184 @@ def _not_a_file(path: Path) -> str:
     if path.is_char_device() or path.is_block_device():
         return "a device"
     return "not a regular file"
+
+
+# --- PyTorch-profiler traces: what their head (and, where needed, the rest) says ---------------------------------
+_HEAD_BYTES = 1 << 20   # Kineto writes its header keys before traceEvents (output_json.cpp, handleTraceStart): small
+_TAIL_BYTES = 1 << 20   # the keys older Kineto wrote after the events (distributedInfo, traceName)
+_READ = 1 << 20
+# An event of GPU activity (libkineto/src/ActivityType.cpp, toString; the capitalised names of old Kineto): the
+# categories kineto.py reads GPU work from.
+_GPU_EVENT = re.compile(rb'"cat"\s*:\s*"(?:kernel|gpu_memcpy|gpu_memset|cuda_runtime|cuda_driver|Kernel|Memcpy|Memset|'
+                        rb'Runtime)"')
+_CATEGORY = re.compile(rb'"cat"\s*:\s*"([A-Za-z_]{1,40})"')
+_TIMESTAMP = re.compile(rb'"ts"\s*:\s*(\d{1,20}(?:\.\d{1,9})?)[\s,}]')
+_EPOCH_2001_NS = 10**18  # an absolute time stamp (Unix epoch) is beyond it, a relative one far below
+_OVERLAP = 64           # a GPU event's "cat" split between two reads is still found
+
+
+class _Decompressed:
+    """The bytes of a trace, gunzipped when it is gzip, in reads of about _READ bytes (a gzip of a huge trace
+    never inflates at once). A damaged or cut gzip just ends early: `complete` is then False, and what is wrong
+    with it is for the diagnosis to say."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self.fh = fh
+        self.complete = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        first = self.fh.read(_READ)
+        if not first.startswith(GZIP_MAGIC):
+            while first:
+                yield first
+                first = self.fh.read(_READ)
+            self.complete = True
+            return
+        inflate, data = zlib.decompressobj(16 + zlib.MAX_WBITS), first
+        while True:
+            try:
+                out = inflate.decompress(data, _READ)
+            except zlib.error:
+                return
+            data = inflate.unconsumed_tail
+            if out:
+                yield out
+            if inflate.eof:
+                data = inflate.unused_data or self.fh.read(_READ)
+                if not data:
+                    self.complete = True
+                    return
+                if not data.startswith(GZIP_MAGIC[:len(data)]):
+                    return  # something after the gzip: not a trace as the profiler writes it
+                inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)  # the next member of a multi-member gzip
+            elif not data and len(out) < _READ:
+                data = self.fh.read(_READ)
+                if not data:
+                    return  # the gzip ends before its end: cut short
+
+
+@dataclass(frozen=True)
+class TraceHead:
+    """What a Chrome trace says about itself without being parsed whole."""
+
+    header: dict[str, Any] = field(default_factory=dict)
+    """Its top-level keys before traceEvents, and those after it when the whole trace was read."""
+    events: bool = False
+    """It is a JSON object with a traceEvents list."""
+    kineto: bool = False
+    """A top-level key or an event category (among the first events) that only the PyTorch profiler writes."""
+    gpu: bool | None = None
+    """GPU activity (a kernel, copy, memset or CUDA call) seen: True; the whole trace read without one: False;
+    not looked for, or the trace could not be read to its end: None."""
+    first_ts_us: float | None = None
+    """The earliest time stamp (above 0) among the events of the head, in the trace's microseconds."""
+
+    @property
+    def start_ns(self) -> int | None:
+        """When the capture started, about (its earliest event of the head), in Unix-epoch nanoseconds: the trace's
+        time stamps count from its baseTimeNanoseconds since PyTorch 2.4, from the Unix epoch before that
+        (pytorch/kineto, output_json.cpp, transToRelativeTime)."""
+        if self.first_ts_us is None:
+            return None
+        base = self.header.get("baseTimeNanoseconds")
+        if isinstance(base, int) and not isinstance(base, bool) and base > 0:
+            return base + round(self.first_ts_us * 1000)
+        absolute = round(self.first_ts_us * 1000)
+        return absolute if absolute > _EPOCH_2001_NS else None
+
+    @property
+    def distributed(self) -> dict[str, Any]:
+        info = self.header.get("distributedInfo")
+        return info if isinstance(info, dict) else {}
+
+    @property
+    def rank(self) -> int | None:
+        return _whole_number(self.distributed.get("rank"))
+
+    @property
+    def world_size(self) -> int | None:
+        return _whole_number(self.distributed.get("world_size"))
+
+
+def _whole_number(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value >= 0:
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def read_trace_head(path: Path, *, whole: bool = False) -> TraceHead:
+    """The head of the trace at `path` (gzipped or not): its top-level keys before traceEvents, and whether it is
+    a PyTorch-profiler trace. With `whole`, a trace whose head records no rank in its distributedInfo is read to
+    its end, in bounded memory, for the keys after its events and for GPU activity (a trace that records its rank
+    is a worker of a distributed run: read no further). Never raises: what it cannot tell is left unknown."""
+    try:
+        with open(path, "rb") as fh:
+            return _read_trace_head(_Decompressed(fh), whole)
+    except (OSError, ValueError, RecursionError):
+        return TraceHead()
+
+
+def _read_trace_head(stream: _Decompressed, whole: bool) -> TraceHead:
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")  # one character per stray byte
+    chunks = iter(stream)
+    seen, text = b"", ""
+    header: dict[str, Any] = {}
+    start: int | None = None
+    for chunk in chunks:
+        seen += chunk
+        text += decoder.decode(chunk)
+        try:
+            header, start = parse_head(text, final=False)
+            break
+        except NeedMore:
+            if len(seen) > _HEAD_BYTES:
+                return TraceHead()
+        except ValueError:
+            return TraceHead()
+    else:
+        try:
+            header, start = parse_head(text + decoder.decode(b"", final=True), final=True)
+        except (ValueError, NeedMore):
+            return TraceHead()
+    if start is None:
+        return TraceHead(header=header)
+    events = seen[len(text[:start].encode("utf-8", "surrogateescape")):]
+    categories = {c.decode() for c in _CATEGORY.findall(events[:_HEAD_BYTES])}
+    kineto = any(k in header for k in KINETO_KEYS) or bool(categories & KINETO_CATEGORIES)
+    gpu: bool | None = True if _GPU_EVENT.search(events) else None
+    first = min((t for t in map(float, _TIMESTAMP.findall(events[:_HEAD_BYTES])) if t > 0), default=None)
+    if not whole or TraceHead(header).rank is not None:
+        return TraceHead(header, True, kineto, gpu, first)
+    tail = events[-(_TAIL_BYTES + _OVERLAP):]
+    for chunk in chunks:
+        if gpu is None and _GPU_EVENT.search(tail[-_OVERLAP:] + chunk):
+            gpu = True
+        tail = (tail + chunk)[-(_TAIL_BYTES + _OVERLAP):]
+    if not stream.complete:
+        return TraceHead(header, True, kineto, gpu, first)
+    after = _keys_after_events(tail)
+    return TraceHead({**header, **after}, True, kineto or any(k in after for k in KINETO_KEYS),
+                     gpu if gpu is not None else False, first)
+
+
+def _keys_after_events(tail: bytes) -> dict[str, Any]:
+    """The top-level keys that follow the events in `tail`, the last bytes of a trace (kineto_file.array_end)."""
+    skip = 0
+    while skip < min(len(tail), 3) and tail[skip] & 0xC0 == 0x80:  # start on a character, not inside one
+        skip += 1
+    found = array_end(tail[skip:])
+    return found[1] if found is not None else {}
+
+
+def holds_trace(path: Path) -> bool:
+    """Whether `path` (a regular file) begins like a PyTorch-profiler trace: a JSON object, plain or gzipped,
+    with a traceEvents list and a top-level key or an early event category only Kineto writes."""
+    head = read_trace_head(path)
+    return head.events and head.kineto
 
 
 def _check_distinct_files(paths: Sequence[Path]) -> None:
@@ -168,22 +397,28 @@ def _identical_pair(paths: list[Path], chunk: int = 1 << 20) -> tuple[Path, Path
     return None
 
 
-def resolve_run(arguments: Sequence[str | Path]) -> tuple[list[RankInput], Numbering]:
-    """The ranks of a run given as one directory or as two or more export files; one sentence on bad input."""
+def resolve_run(arguments: Sequence[str | Path], say: Say | None = None) -> tuple[list[RankInput], Numbering]:
+    """The ranks of a run given as one directory or as two or more export or trace files; one sentence on bad
+    input. `say` is called with a `Note` for what the user should know about the run as given: a trace left out
+    (no GPU activity), ranks the traces record that were not given."""
     if any(os.fspath(a) == "" for a in arguments):  # Path("") would mean the working directory
         raise InputError("a profile path is empty; give the path of an nsys SQLite export, e.g. run.sqlite (or of "
-                         "each rank's export, or of one directory of them).")
+                         "each rank's export or trace, or of one directory of them).")
     args = [Path(a) for a in arguments]
+    directory: Path | None = None
     if len(args) == 1 and args[0].is_dir():
         directory = args[0]
         paths = exports_in(directory)
         if len(paths) < 2:
-            found = "no export" if not paths else f"only one export ({paths[0].name})"
+            found = ("no export" if not paths else
+                     f"only one {'trace' if is_trace(paths[0]) else 'export'} ({paths[0].name})")
             raise InputError(f"{directory} holds {found}; a multi-rank run needs at least two *.sqlite or "
-                             f"*.nsys-rep exports in the directory (or give one export file to diagnose it alone).")
+                             f"*.nsys-rep exports, or two PyTorch-profiler traces (*.pt.trace.json.gz ...), in the "
+                             f"directory (or give one file to diagnose it alone).")
     else:
         if len(args) < 2:
-            raise InputError("give two or more exports (or a directory of them) to diagnose a multi-rank run.")
+            raise InputError("give two or more exports or traces (or a directory of them) to diagnose a multi-rank "
+                             "run.")
         directories = [p for p in args if p.is_dir()]
         if directories:
             raise InputError(f"{directories[0]} is a directory; give either one directory of rank exports or two "
@@ -198,9 +433,61 @@ def resolve_run(arguments: Sequence[str | Path]) -> tuple[list[RankInput], Numbe
     for p in paths:
         check_profile_path(p)  # a missing or unreadable file fails now, before any rank is read
     _check_distinct_files(paths)  # after the checks above: only regular files are opened
-    ranked, numbering = number_ranks(paths)
-    check_one_run(ranked)
+    _check_one_kind(paths, directory)
+    identities = {p: read_identity(p, whole=True) for p in paths}
+    paths = _with_gpu_activity(paths, identities, say or (lambda _note: None))
+    ranked, numbering = number_ranks(paths, identities)
+    check_one_run(ranked, identities)
+    size = max((s for r in ranked if (s := identities[r.path].world_size) is not None), default=0)
+    if say is not None and size > len(ranked):
+        say(Note(f"the traces record a run of {size} ranks (the world_size of their distributedInfo) and "
+                 f"{len(ranked)} of them are given: the balance across ranks covers those {len(ranked)} only; give "
+                 f"every rank's trace to compare them all"))
     return ranked, numbering
+
+
+def _check_one_kind(paths: Sequence[Path], directory: Path | None) -> None:
+    """A run is read from nsys exports or from PyTorch-profiler traces, not both: the same rank captured both ways
+    would count twice, and the two profilers' windows and CUDA-call records differ, so a rank's numbers from one
+    would be compared with another rank's from the other."""
+    traces = [p for p in paths if is_trace(p)]
+    exports = [p for p in paths if p not in traces]
+    if not traces or not exports:
+        return
+    why = ("the ranks of one run are read from one kind of profile (one rank captured both ways would count twice, "
+           "and the two profilers' numbers are not compared rank against rank)")
+    if directory is None:
+        raise InputError(f"{exports[0]} is an nsys export and {traces[0]} a PyTorch-profiler trace; {why}: give "
+                         f"every rank's export, or every rank's trace.")
+    kinds = [next((s for s in (*EXPORT_SUFFIXES, *TRACE_SUFFIXES, *JSON_SUFFIXES) if p.name.lower().endswith(s)), "")
+             for p in (exports[0], traces[0])]
+    raise InputError(f"{directory} holds both nsys exports ({exports[0].name} ...) and PyTorch-profiler traces "
+                     f"({traces[0].name} ...); {why}: give one kind, e.g. `diagnose {directory / ('*' + kinds[0])}` "
+                     f"or `diagnose {directory / ('*' + kinds[1])}`.")
+
+
+def _with_gpu_activity(paths: list[Path], identities: Mapping[Path, "RankIdentity"], say: Say) -> list[Path]:
+    """The profiles without the traces that hold no GPU activity at all (read whole, not one kernel, copy or CUDA
+    call): such a trace is no rank of the run (vLLM writes one for its API-server process beside the workers'),
+    and is left out with a note, as long as two ranks remain; otherwise one sentence says what to do."""
+    idle = [p for p in paths if identities[p].gpu_activity is False]
+    if not idle:
+        return paths
+    kept = [p for p in paths if p not in idle]
+    names = ", ".join(str(p) for p in idle)
+    if not kept:
+        raise InputError(f"none of the traces holds GPU activity ({names}): the profiler ran without CUDA "
+                         f"activities; profile with torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+                         f"ProfilerActivity.CUDA]) (vLLM's and SGLang's profilers record both) and diagnose the new "
+                         f"traces.")
+    if len(kept) == 1:
+        raise InputError(f"only {kept[0]} holds GPU activity ({names} {'holds' if len(idle) == 1 else 'hold'} only "
+                         f"CPU events, like the trace vLLM writes for its API-server process), so there is no second "
+                         f"rank to compare it with; diagnose {kept[0]} alone.")
+    for p in idle:
+        say(Note(f"{p} is left out of the run: it holds no GPU activity, only CPU events, like the trace vLLM "
+                 f"writes for its API-server process beside its workers' traces"))
+    return kept
 
 
 # The ranks of one job are launched together (torchrun, srun, mpirun start every rank's `nsys profile` within
@@ -212,12 +499,17 @@ INDEPENDENT = ("these look like independent profiles, not the ranks of one run: 
 
 @dataclass(frozen=True)
 class RankIdentity:
-    """What an export records about the capture it came from (None / empty when it does not say)."""
+    """What an export or a trace records about the capture it came from (None / empty when it does not say)."""
 
     nsys_version: str | None = None
-    session_start_ns: int | None = None      # TARGET_INFO_SESSION_START_TIME.utcEpochNs (wall clock, UTC)
+    session_start_ns: int | None = None      # TARGET_INFO_SESSION_START_TIME.utcEpochNs (wall clock, UTC); of a
+    #                                          trace, the time of its earliest event in its head (TraceHead.start_ns)
     cuda_pids: frozenset[int] = frozenset()  # processes with a CUDA context
     gpu_uuids: frozenset[str] = frozenset()  # the GPUs of the machine (TARGET_INFO_GPU lists idle ones too)
+    source_format: Literal["nsys", "kineto"] = "nsys"  # an nsys export, or a PyTorch-profiler (Kineto) trace
+    rank: int | None = None                  # a trace's distributedInfo: its rank and the run's world size
+    world_size: int | None = None
+    gpu_activity: bool | None = None         # False: a trace read whole without any GPU activity
 
 
 def _query(con: sqlite3.Connection, sql: str) -> list[tuple]:
@@ -227,11 +519,16 @@ def _query(con: sqlite3.Connection, sql: str) -> list[tuple]:
         return []
 
 
-def read_identity(path: Path) -> RankIdentity:
+def read_identity(path: Path, *, whole: bool = False) -> RankIdentity:
     """The identity of one export, read with SQLite from a few small metadata tables; an unconverted report,
-    or a file SQLite cannot open here (the diagnosis then says why), records nothing."""
+    or a file SQLite cannot open here (the diagnosis then says why), records nothing. A trace's comes from its
+    head, and with `whole`, when that records no rank, from the whole trace (read_trace_head)."""
     if is_report(path):
         return RankIdentity()
+    if is_trace(path):
+        head = read_trace_head(path, whole=whole)
+        return RankIdentity(session_start_ns=head.start_ns, source_format="kineto", rank=head.rank,
+                            world_size=head.world_size, gpu_activity=head.gpu)
     try:
         # immutable: no lock, no -shm or -wal file is created beside a WAL-mode export (these metadata tables are
         # written once by `nsys export`, so a write-ahead log the reading would miss holds none of them).
@@ -267,9 +564,25 @@ def _span(ns: int) -> str:
     return f"{seconds:.0f} s"
 
 
-def check_one_run(inputs: Sequence[RankInput]) -> None:
-    """Refuse exports that cannot be the ranks of one run (see the module docstring), naming two that differ."""
-    ids = [(r.path, read_identity(r.path)) for r in inputs]
+def check_one_run(inputs: Sequence[RankInput], identities: Mapping[Path, RankIdentity] | None = None) -> None:
+    """Refuse profiles that cannot be the ranks of one run (see the module docstring), naming two that differ.
+    `identities`: those already read (read_identity), by path."""
+    known = identities or {}
+    ids = [(r.path, known.get(r.path) or read_identity(r.path)) for r in inputs]
+    sizes = [(p, i.world_size) for p, i in ids if i.world_size is not None]
+    for p, size in sizes[1:]:
+        if size != sizes[0][1]:
+            raise InputError(f"{sizes[0][0]} records a run of {sizes[0][1]} ranks and {p} one of {size} (the "
+                             f"world_size of their distributedInfo); {INDEPENDENT}.")
+    by_rank: dict[int, Path] = {}
+    for p, i in ids:
+        if i.rank is not None and i.rank in by_rank:
+            raise InputError(f"{by_rank[i.rank]} and {p} both record rank {i.rank} in their distributedInfo, so "
+                             f"they are not two ranks of one run: one rank captured twice (each start of the "
+                             f"profiler writes a new trace per worker) or traces of two runs; give one trace per "
+                             f"rank, all of one capture.")
+        if i.rank is not None:
+            by_rank[i.rank] = p
     versions = [(p, i.nsys_version) for p, i in ids if i.nsys_version]
     for p, version in versions[1:]:
         if version != versions[0][1]:
