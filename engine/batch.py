@@ -41,6 +41,7 @@ from .diagnosis.config import Config
 from .duck import offline_connection, reraise_interrupt, sql_literal, usable_cpus
 from .errors import INTERNAL, InputError, OutputError, error_sentence
 from .reading.cache import cache_secret, usable_cache_dir
+from .reading.inputs import SQLITE_MAGIC, is_report, is_trace
 from .reading.ranks import directory_entries, exports_among
 from .reports.metrics import METRICS, Metric
 from .text import is_utf8, printable, shown_path
@@ -72,6 +73,7 @@ COLUMNS: dict[str, Any] = {
     "primary_cost": "DOUBLE",     # the verdict's impact: share of the GPU time the primary finding costs (0-1)
     "phase": "VARCHAR",
     "stack": "VARCHAR",
+    "source_format": "VARCHAR",   # nsys (an export) or kineto (a PyTorch-profiler trace); null when neither
     "nsys_version": "VARCHAR",
     "duration_ns": "BIGINT",
     **{m.key: _metric_type(m) for m in METRIC_COLUMNS},
@@ -102,7 +104,8 @@ def report_row(path: str, report: Report, seconds: float) -> dict[str, Any]:
         "path": shown_path(path), "status": STATUS_OK, "error": None,
         "verdict": verdict.primary or "none", "verdict_rule": verdict.rule, "headline": verdict.headline,
         "primary_cost": verdict.impact, "phase": verdict.phase,
-        "stack": profile.stack.name if profile.stack else None, "nsys_version": profile.nsys_version,
+        "stack": profile.stack.name if profile.stack else None, "source_format": profile.source_format,
+        "nsys_version": profile.nsys_version,
         "duration_ns": profile.duration_ns,
         **{m.key: _finite(metrics.get(m.key), _metric_type(m)) for m in METRIC_COLUMNS},
         **{f"findings_{s}": sum(1 for f in findings if f["severity"] == s) for s in Severity.names()},
@@ -112,8 +115,25 @@ def report_row(path: str, report: Report, seconds: float) -> dict[str, Any]:
 
 def error_row(path: str, message: str, seconds: float | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {name: None for name in COLUMNS}
-    row.update(path=shown_path(path), status=STATUS_ERROR, error=printable(message), seconds=seconds)
+    row.update(path=shown_path(path), status=STATUS_ERROR, error=printable(message), seconds=seconds,
+               source_format=source_format_of(Path(path)))
     return row
+
+
+def source_format_of(path: Path) -> str | None:
+    """What a profile that could not be diagnosed is, from its first bytes: 'nsys' (a SQLite database or an
+    .nsys-rep report), 'kineto' (JSON in object form, plain or gzipped: a trace, or meant to be one), else None."""
+    try:
+        if not path.is_file():
+            return None
+        if is_report(path):
+            return "nsys"
+        with open(path, "rb") as fh:
+            if fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC:
+                return "nsys"
+        return "kineto" if is_trace(path) else None
+    except OSError:
+        return None
 
 
 def is_internal(row: dict[str, Any]) -> bool:
@@ -135,9 +155,10 @@ def _has_magic(text: str) -> bool:
 
 
 def find_profiles(arguments: Iterable[str]) -> Found:
-    """The profiles named by files, directories (their exports, not those of subdirectories) and glob patterns
-    (expanded here, so quoted globs work; `**` descends). An explicit file is always a profile, so a file that is
-    not one becomes an error row; a glob or directory with nothing in it is an InputError."""
+    """The profiles named by files, directories (their exports and PyTorch-profiler traces, not those of
+    subdirectories; reading.ranks.exports_among says which entries are) and glob patterns (expanded here, so quoted
+    globs work; `**` descends). An explicit file is always a profile, so a file that is not one becomes an error
+    row; a glob or directory with nothing in it is an InputError."""
     found = Found()
     seen: set[str] = set()
 
@@ -165,9 +186,9 @@ def find_profiles(arguments: Iterable[str]) -> Found:
         elif given.is_dir():
             kept, skipped = exports_among(directory_entries(given))
             if not kept:
-                raise InputError(f"{given} holds no *.sqlite or *.nsys-rep export; give the directory of the "
-                                 f"exports (subdirectories are not searched: use a glob such as "
-                                 f"'{given / '**' / '*.sqlite'}').")
+                raise InputError(f"{given} holds no *.sqlite or *.nsys-rep export and no PyTorch-profiler trace "
+                                 f"(*.pt.trace.json.gz ...); give the directory of the profiles (subdirectories are "
+                                 f"not searched: use a glob such as '{given / '**' / '*.sqlite'}').")
         else:
             kept, skipped = [given], 0
         found.skipped += skipped

@@ -352,17 +352,24 @@ def _missing_in(lacking: list[SideName], key: str, about: Absence) -> str:
 
 
 def check_gates(gates: list[Gate], before: Mapping[str, float | None], after: Mapping[str, float | None],
-                about: Absence = _unknown_absence, unjudged: Mapping[str, str] | None = None) -> list[Gate]:
+                about: Absence = _unknown_absence, unjudged: Mapping[str, str] | None = None,
+                across: Mapping[str, str] | None = None) -> list[Gate]:
     """Each gate evaluated on the compared values of the two profiles (as extract() returns them). A gate that
     cannot be evaluated (its metric missing in a profile, a percent gate on a before value of 0) is an error,
     one sentence per gate naming the metric and the profile that lacks it (`about` names that profile and says
     why), unless the gate is optional: then it passes, not evaluated. `unjudged`: metrics whose change means
-    nothing on these two profiles, with why (one --tokens N for captures of different decode steps)."""
+    nothing on these two profiles, with why (one --tokens N for captures of different decode steps); `across`:
+    likewise, metrics that depend on what each profiler records, when the two profiles come from different
+    profilers (ACROSS_FORMATS)."""
     checked: list[Gate] = []
     problems: list[str] = []
     for gate in gates:
         b, a = before.get(gate.metric), after.get(gate.metric)
-        if unjudged and gate.metric in unjudged:
+        if across and gate.metric in across:
+            reason = f"{gate.metric} cannot be compared: it {across[gate.metric]}"
+            fix = (f"compare two profiles recorded by the same profiler, or mark the gate optional as "
+                   f"{_optional_spec(gate)!r}")
+        elif unjudged and gate.metric in unjudged:
             reason = f"{gate.metric} cannot be compared: it {unjudged[gate.metric]}"
             fix = (f"give each run's tokens as --tokens BEFORE,AFTER, gate on time_per_token_ns or step_time_ns, "
                    f"or mark the gate optional as {_optional_spec(gate)!r}")
@@ -533,12 +540,59 @@ def _one_n_for_two(tokens: int, vb: Mapping[str, float | None], va: Mapping[str,
     return {key: why for key in ONE_N_METRICS}
 
 
+# What an nsys export and a PyTorch-profiler (Kineto) trace of one program record differently, the profiler alone
+# accounting for a difference: Kineto records none of the runtime calls it blocklists (cudaGetDevice ...) and, of
+# the driver API, only kernel launches and virtual-memory calls (pytorch/kineto, libkineto/src/CuptiCbidRegistry.cpp),
+# where nsys records every CUDA call. Compared across the two kinds, these metrics are shown but not judged.
+ACROSS_FORMATS = {
+    "cpu_api_ns": "sums the CUDA calls each profiler records, and the PyTorch profiler records fewer than nsys "
+                  "(none it blocklists, such as cudaGetDevice; of the driver API only launches)",
+    "sync_calls": "counts the synchronising calls each profiler records, and the PyTorch profiler records no "
+                  "driver-API one (cuStreamSynchronize ...)",
+}
+FORMAT_NAMES = {"nsys": "an nsys export", "kineto": "a PyTorch-profiler trace"}
+
+
+def formats_differ(before: Report, after: Report) -> str | None:
+    """When the two profiles were recorded by different profilers, what each is, in words ('before is an nsys
+    export and after a PyTorch-profiler trace'); None when they are of one kind."""
+    fb, fa = before.profile.source_format, after.profile.source_format
+    if fb == fa:
+        return None
+    return f"before is {FORMAT_NAMES.get(fb, fb)} and after {FORMAT_NAMES.get(fa, fa)}"
+
+
+def _across_formats(deltas: list[MetricDelta], before: Report, after: Report) -> list[MetricDelta]:
+    """Across an nsys export and a PyTorch-profiler trace: the metrics of ACROSS_FORMATS shown but not judged, and
+    a metric that only one of the two has says which (the other profiler may not record what it is made of)."""
+    kinds = formats_differ(before, after)
+    if kinds is None:
+        return deltas
+    names = {"before": FORMAT_NAMES.get(before.profile.source_format, "the before profile"),
+             "after": FORMAT_NAMES.get(after.profile.source_format, "the after profile")}
+    out = []
+    for d in deltas:
+        if d.key in ACROSS_FORMATS:
+            judged = d.assessment in ("improved", "regressed")
+            d = d.model_copy(update={"assessment": "changed" if judged else d.assessment,
+                                     "note": f"not judged across profilers: it {ACROSS_FORMATS[d.key]}"})
+        elif (d.before is None) != (d.after is None):
+            side = "before" if d.before is not None else "after"
+            d = d.model_copy(update={"note": f"only the {side} profile ({names[side]}) has it; the other was "
+                                             f"recorded by another profiler, which may not record it"})
+        out.append(d)
+    return out
+
+
 def compare(before: Report, after: Report, *, tokens: int | tuple[int, int] | None = None,
             gates: Sequence[str] = ()) -> Comparison:
-    """`tokens`: the output tokens of both runs (one N) or of each (BEFORE, AFTER)."""
+    """`tokens`: the output tokens of both runs (one N) or of each (BEFORE, AFTER). The two may be an nsys export
+    and a PyTorch-profiler trace of one program: what differs for the profiler's sake alone is then not judged
+    (ACROSS_FORMATS)."""
     tb, ta = tokens if isinstance(tokens, tuple) else (tokens, tokens)
     vb, va = extract(before, tb), extract(after, ta)
     unjudged = _one_n_for_two(tokens, vb, va) if isinstance(tokens, int) else {}
+    across = dict(ACROSS_FORMATS) if formats_differ(before, after) else {}
     order = [m.key for m in compared()]
     keys = order + sorted(k for k in set(vb) | set(va) if k not in order)
     deltas = _judged_as_it_matters([_delta(k, vb.get(k), va.get(k)) for k in keys
@@ -546,10 +600,11 @@ def compare(before: Report, after: Report, *, tokens: int | tuple[int, int] | No
     deltas = [d.model_copy(update={"assessment": "changed" if d.change else d.assessment,
                                    "note": f"{unjudged[d.key]}; give each run's as --tokens BEFORE,AFTER"})
               if d.key in unjudged else d for d in deltas]
+    deltas = _across_formats(deltas, before, after)
     parsed = [parse_gate(s, known_metrics()) for s in gates]
     sides = {"before": before, "after": after}
     checked = check_gates(parsed, vb, va, lambda side, key: _absence(sides[side], key, tb if side == "before" else ta),
-                          unjudged)
+                          unjudged, across)
     findings = _finding_changes(before, after)
     verdict, reason = _verdict(deltas, findings)
     return Comparison(tool_version=after.tool_version, before=_side(before), after=_side(after), tokens=tb,

@@ -27,7 +27,7 @@ from .diagnosis.headlines import Headlines, load_headlines
 from .facts.compute import FactSet
 from .facts import Fact
 from .model import Finding, ParamOverride, Report, Verdict
-from .reading.cache import CacheWarning
+from .reading.cache import CacheWarning, Note
 from .reading.ranks import Numbering, RankInput, resolve_run
 from .diagnosis.ruleset import RuleSet
 from .facts.cross_rank import compute_run_facts, load_run_facts
@@ -61,8 +61,8 @@ class RunProgress:
             if self.sink:
                 with self._lock:
                     # a warning that the cache cannot be used is passed on as it is: the ranks share one cache
-                    # directory, and the command line says it once (engine/cli/progress.py)
-                    self.sink(stage if isinstance(stage, CacheWarning)
+                    # directory, and the command line says it once (engine/cli/progress.py); so is a note
+                    self.sink(stage if isinstance(stage, (CacheWarning, Note))
                               else f"rank {rank}: {stage} · {self.done}/{self.total} ranks done")
         return report
 
@@ -219,10 +219,11 @@ def build_run_report(inputs: Sequence[RankInput], numbering: Numbering, reports:
 
 def diagnose_run(paths: Sequence[str | Path], config: Config | None = None, *, progress: Progress | None = None,
                  cache: bool = True, workers: int | None = None, cache_dir: str | Path | None = None) -> RunReport:
-    """Diagnose one multi-rank run given as two or more exports, or as one directory of them.
-    `workers`: ranks read at once (default: one per CPU, at most the number of ranks)."""
+    """Diagnose one multi-rank run given as two or more exports or PyTorch-profiler traces, or as one directory of
+    them. `workers`: ranks read at once (default: one per CPU, at most the number of ranks). `progress` also
+    receives a `Note` for each trace left out of the run (no GPU activity; engine/reading/ranks.py)."""
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)  # one directory may come bare
-    inputs, numbering = resolve_run(paths)
+    inputs, numbering = resolve_run(paths, progress)
     source = shown_path(paths[0]) if len(paths) == 1 else ", ".join(shown_path(p) for p in paths)
     return diagnose_inputs(inputs, numbering, source, config, progress=progress, cache=cache, workers=workers,
                            cache_dir=cache_dir)

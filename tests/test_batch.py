@@ -30,6 +30,8 @@ from nsys_diagnose.reading.inputs import check_profile_path
 from nsys_diagnose.reports.metrics import METRICS
 
 from conftest import default_stop_signals
+from kineto_traces import TINY, trace
+from kineto_traces import write as write_trace
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "fixtures" / "examples"
@@ -100,6 +102,7 @@ def test_the_row_of_a_profile_carries_its_verdict_cost_and_key_metrics(rows):
     assert 0.5 < eager["primary_cost"] < 1 and eager["headline"].startswith("GPU starved by kernel-launch overhead")
     assert eager["overhead_ratio"] > 0.5 and eager["gpu_utilization"] < 0.5 and eager["kernel_count"] == 7325
     assert eager["stack"] == "vllm" and eager["nsys_version"].startswith("2024.6") and eager["duration_ns"] > 0
+    assert eager["source_format"] == "nsys" and rows["text.sqlite"]["source_format"] is None
     assert healthy["verdict"] == "none" and healthy["primary_cost"] is None and healthy["gpu_utilization"] > 0.9
     assert healthy["findings"] == [] and healthy["findings_warning"] == 0
     assert all(r["seconds"] > 0 for r in rows.values() if r["status"] == "ok")
@@ -186,6 +189,55 @@ def test_directories_skip_non_exports_and_a_file_reached_twice_is_one_row(run):
     assert [p.name for p in found.profiles] == ["eager_decode.sqlite", "graph_decode_node.sqlite",
                                                 "healthy_prefill.sqlite", "empty.sqlite", "text.sqlite"]
     assert (found.skipped, found.duplicates) == (1, 1)  # mixed/README.md; mixed/again.sqlite is eager_decode
+
+
+def _traces_beside_exports(d: Path) -> Path:
+    """A directory of an export and PyTorch-profiler traces, named as the profilers name them or not at all."""
+    d.mkdir()
+    (d / "eager.sqlite").symlink_to(EAGER)
+    write_trace(d / "host_51.1759312.pt.trace.json.gz", trace(TINY))       # torch.profiler, vLLM
+    write_trace(d / "1759312.5-TP-0.trace.json", trace(TINY, trace_id="sglang"))  # SGLang
+    write_trace(d / "prefill.json", trace(TINY, trace_id="export_chrome_trace"))   # a trace by its content
+    (d / "results.json").write_text('{"request_throughput": 1.5}')          # JSON, no trace: skipped
+    (d / "other.json.gz").write_bytes(b"not even gzip")                      # neither: skipped
+    return d
+
+
+def test_directories_give_their_traces_too(tmp_path):
+    d = _traces_beside_exports(tmp_path / "mixed")
+    found = batch.find_profiles([str(d)])
+    assert sorted(p.name for p in found.profiles) == ["1759312.5-TP-0.trace.json", "eager.sqlite",
+                                                      "host_51.1759312.pt.trace.json.gz", "prefill.json"]
+    assert found.skipped == 2
+    globbed = batch.find_profiles([str(d / "*.json")])
+    assert ([p.name for p in globbed.profiles], globbed.skipped) == (["1759312.5-TP-0.trace.json", "prefill.json"], 1)
+
+
+def test_the_row_of_a_trace_says_so(tmp_path):
+    good = write_trace(tmp_path / "run.pt.trace.json.gz", trace(TINY))
+    row = batch.diagnose_row(str(good), batch.WorkerSettings(Config(), cache=False))
+    assert row["status"] == "ok" and row["source_format"] == "kineto" and row["nsys_version"] is None
+    assert row["kernel_count"] == 1
+    cut = tmp_path / "cut.pt.trace.json"
+    cut.write_text(trace(TINY)[:-60])
+    row = batch.diagnose_row(str(cut), batch.WorkerSettings(Config(), cache=False))
+    assert row["status"] == "error" and row["source_format"] == "kineto" and "was cut short" in row["error"]
+    assert batch.error_row(str(EAGER), "x")["source_format"] == "nsys"
+
+
+@pytest.mark.slow
+def test_a_batch_of_exports_and_traces_is_one_row_each_with_its_format(tmp_path):
+    d = _traces_beside_exports(tmp_path / "mixed")
+    results = tmp_path / "r.jsonl"
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert cli.main(["batch", str(d), "--out", str(results), "-j", "2", "--no-cache"]) == 0
+    rows = {Path(r["path"]).name: r for r in _rows(results)}
+    assert {n: (r["status"], r["source_format"]) for n, r in rows.items()} == {
+        "eager.sqlite": ("ok", "nsys"), "host_51.1759312.pt.trace.json.gz": ("ok", "kineto"),
+        "1759312.5-TP-0.trace.json": ("ok", "kineto"), "prefill.json": ("ok", "kineto")}
+    assert sorted(p.name for p in d.iterdir()) == ["1759312.5-TP-0.trace.json", "eager.sqlite",
+                                                   "host_51.1759312.pt.trace.json.gz", "other.json.gz",
+                                                   "prefill.json", "results.json"]
 
 
 def test_a_bug_while_diagnosing_is_an_internal_error_row_and_exit_3(monkeypatch, tmp_path, capsys):

@@ -20,6 +20,8 @@ from nsys_diagnose.reports.metrics import METRICS
 from nsys_diagnose.reports.render import render
 from nsys_diagnose.reports.schema import shipped_schema
 
+from cli_in_process import run_cli
+
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory) -> dict[str, Path]:
@@ -43,6 +45,14 @@ def improved(reports) -> Comparison:
 @pytest.fixture(scope="module")
 def regressed(reports) -> Comparison:
     return compare(reports["graphs"], reports["eager"], gates=["overhead_ratio:+0.05", "gpu_utilization:-5%"])
+
+
+@pytest.fixture(scope="module")
+def across(exports, reports) -> tuple[Path, Comparison]:
+    """The eager decode as an nsys export before and as the PyTorch profiler's trace after (fixtures/_kineto.py)."""
+    trace = exports["eager"].with_name("eager.pt.trace.json.gz")
+    generate("eager_decode", trace, fmt="kineto")
+    return trace, compare(reports["eager"], diagnose(trace))
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -193,6 +203,44 @@ def test_metrics_and_gates_come_from_the_key_metric_definition(improved):
     assert all((d.label, d.unit, d.better) == (by_key[d.key].label, by_key[d.key].unit, by_key[d.key].better)
                for d in rows)
     assert [d.key for d in improved.metrics if d.key not in by_key] == ["phase_other_ns"]  # phases come last
+
+
+# --- an nsys export against a PyTorch-profiler trace ----------------------------------------------------------------
+def test_an_export_and_a_trace_of_one_run_compare_with_what_each_profiler_records_unjudged(across, reports):
+    _, c = across
+    assert c.verdict == "unchanged"  # the same run: every judged metric agrees
+    for key in ("cpu_api_ns", "sync_calls"):
+        d = metric(c, key)
+        assert d.note.startswith("not judged across profilers: it ") and d.assessment not in ("improved", "regressed")
+    assert all(metric(c, k).note is None for k in ("gpu_utilization", "overhead_ratio", "launch_calls"))
+    same = compare(reports["eager"], reports["eager"])
+    assert metric(same, "cpu_api_ns").note is None  # one kind of profile: judged as ever
+    with pytest.raises(GateError, match=r"sync_calls cannot be compared: it counts the synchronising calls each "
+                                        r"profiler records.*; compare two profiles recorded by the same profiler, "
+                                        r"or mark the gate optional as 'sync_calls\?:\+5%'"):
+        compare(reports["eager"], reports["eager"].model_copy(
+            update={"profile": reports["eager"].profile.model_copy(update={"source_format": "kineto"})}),
+            gates=["sync_calls:+5%"])
+
+
+def test_a_metric_only_one_profiler_gave_says_which(across, reports, exports):
+    trace, _ = across
+    after = diagnose(trace)
+    c = compare(reports["eager"], after.model_copy(update={"facts": {**after.facts, "phases": []}}))
+    d = metric(c, "phase_other_ns")
+    assert d.assessment == "n/a" and d.note == ("only the before profile (an nsys export) has it; the other was "
+                                                "recorded by another profiler, which may not record it")
+
+
+@pytest.mark.slow
+def test_compare_on_the_command_line_notes_two_kinds_of_profile(across, exports):
+    trace, _ = across
+    p = run_cli("compare", exports["eager"], trace, "--no-cache")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == ("diagnose compare: note: before is an nsys export and after a PyTorch-profiler trace: the "
+                        "metrics that depend on what each profiler records (cpu_api_ns, sync_calls) are shown but "
+                        "not judged.\n")
+    assert "not judged across profilers" in p.stdout
 
 
 def test_json_validates_against_the_shipped_compare_schema(regressed):

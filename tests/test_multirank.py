@@ -25,6 +25,7 @@ from nsys_diagnose.errors import DiagnoseError, InputError
 from nsys_diagnose.fixtures.generator import main as fixture_main
 from nsys_diagnose.fixtures.runs import RUN_SCENARIOS, generate_run
 from nsys_diagnose.multirank import diagnose_inputs, diagnose_run
+from nsys_diagnose.reading.cache import Note
 from nsys_diagnose.reading.inputs import sqlite_uri
 from nsys_diagnose.reading.ranks import number_ranks, read_identity, resolve_run
 from nsys_diagnose.facts.cross_rank import RANK_COLUMNS, load_run_facts
@@ -34,6 +35,8 @@ from nsys_diagnose.reports.schema import schema_text, shipped_schema
 
 from cli_in_process import run_cli
 from conftest import REAL_DIR, REAL_EXPORTS, slow_but, sqlite_ro
+from kineto_traces import ANNOTATION, OP, TINY, trace
+from kineto_traces import write as write_trace
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
@@ -248,7 +251,7 @@ def test_ranks_renamed_in_the_files_are_renumbered(tmp_path, runs):
     ("missing_file", "missing.sqlite: no such file"),
     ("duplicate", "is given twice"),
     ("dir_and_file", "give either one directory of rank exports or two or more export files, not both"),
-    ("text_file", "not-an-export.sqlite is not a SQLite database"),
+    ("text_file", "not-an-export.sqlite is neither an nsys SQLite export nor a PyTorch-profiler trace"),
 ], "duplicate"))
 def test_bad_run_inputs_exit_2_with_one_sentence(tmp_path, runs, setup, expected):
     src = runs["multi_rank_balanced"]
@@ -561,6 +564,169 @@ def test_a_broken_team_pack_is_the_runs_error_not_a_ranks(runs, tmp_path, monkey
         diagnose_run([runs["multi_rank_balanced"]], Config(rule_dirs=[pack]), cache=False)
     assert str(refused.value).startswith(str(pack / "headlines.yaml")) and "rank" not in str(refused.value)
     assert read == []
+
+
+# --- PyTorch-profiler traces ---------------------------------------------------------------------------------------
+# The generated runs written as each rank's trace (fixtures/_kineto.py), with the rank's distributedInfo; and tiny
+# traces written by hand (tests/kineto_traces.py) for what the generator does not write.
+@pytest.fixture(scope="module")
+def trace_runs(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("traces")
+    for name in RUN_SCENARIOS:
+        generate_run(name, base / name, fmt="kineto")
+    return {name: base / name for name in RUN_SCENARIOS}
+
+
+WORKER_PIDS = (7311, 7288, 7302, 7295)
+
+
+def _vllm_profile_dir(directory: Path, traces: Path, ranks: tuple[int, ...] = (0, 1, 2, 3)) -> Path:
+    """A directory as vLLM's torch profiler leaves it: one `<host>_<pid>.<ns>.pt.trace.json.gz` per worker (their
+    names in another order than their ranks), the trace of the API-server process with no GPU activity and no
+    distributedInfo, and the benchmark's results beside them."""
+    directory.mkdir()
+    for r in ranks:
+        shutil.copy(traces / f"rank{r}.pt.trace.json.gz",
+                    directory / f"gpu-node_{WORKER_PIDS[r]}.1759312{r}000000000.pt.trace.json.gz")
+    write_trace(directory / "gpu-node_7201.17593120000000000.pt.trace.json.gz", trace([ANNOTATION, OP] * 50))
+    (directory / "results.json").write_text(json.dumps({"traceEvents_seen": 0, "request_throughput": 1.5}))
+    return directory
+
+
+def test_traces_are_ranked_by_their_distributed_info_and_a_cpu_only_trace_is_left_out(tmp_path, trace_runs):
+    d = _vllm_profile_dir(tmp_path / "vllm_profile", trace_runs["multi_rank_balanced"])
+    notes: list[str] = []
+    ranked, how = resolve_run([d], notes.append)
+    assert how == "distributedInfo"
+    assert [(r.rank, r.path.name.split(".")[0]) for r in ranked] == [
+        (0, "gpu-node_7311"), (1, "gpu-node_7288"), (2, "gpu-node_7302"), (3, "gpu-node_7295")]
+    assert notes == [f"{d / 'gpu-node_7201.17593120000000000.pt.trace.json.gz'} is left out of the run: it holds no "
+                     f"GPU activity, only CPU events, like the trace vLLM writes for its API-server process beside its "
+                     f"workers' traces"]
+    assert isinstance(notes[0], Note)  # printed as `diagnose: note: ...` by the command line
+
+
+@pytest.mark.slow
+def test_a_run_of_traces_finds_the_straggler_its_exports_find(trace_runs, straggler):
+    run = diagnose_run([trace_runs["multi_rank_straggler"]], cache=False)
+    assert run.rank_numbering == "distributedInfo" and [r.rank for r in run.ranks] == [0, 1, 2, 3]
+    assert (run.verdict.rule, run.verdict.subject) == (straggler.verdict.rule, straggler.verdict.subject) \
+        == ("rank-straggler", "rank 2")
+    for trace_rank, export_rank in zip(run.ranks, straggler.ranks):
+        assert trace_rank.compute_ns == export_rank.compute_ns and trace_rank.comm_ns == export_rank.comm_ns
+        assert trace_rank.nsys_version is None and trace_rank.verdict.primary == export_rank.verdict.primary
+
+
+def test_the_cli_reads_a_vllm_profile_directory_and_notes_what_it_leaves_out(tmp_path, trace_runs):
+    import jsonschema
+
+    d = _vllm_profile_dir(tmp_path / "vllm_profile", trace_runs["multi_rank_straggler"], ranks=(2, 3))
+    target = tmp_path / "run.json"
+    p = cli(str(d), "--no-cache", "-f", "json", "-o", str(target))
+    assert p.returncode == 0, p.stderr
+    notes = p.stderr.splitlines()
+    api_server = d / "gpu-node_7201.17593120000000000.pt.trace.json.gz"
+    assert len(notes) == 2 and notes[0].startswith(f"diagnose: note: {api_server} is left out of the run")
+    assert notes[1].startswith("diagnose: note: the traces record a run of 4 ranks")
+    data = json.loads(target.read_text())
+    jsonschema.Draft202012Validator(shipped_schema("run")).validate(data)
+    assert data["rank_numbering"] == "distributedInfo" and [r["rank"] for r in data["ranks"]] == [2, 3]
+    assert data["verdict"]["subject"] == "rank 2"
+    assert data["ranks"][0]["file"] == "gpu-node_7302.17593122000000000.pt.trace.json.gz"
+    assert sorted(p.name for p in d.iterdir()) == ["gpu-node_7201.17593120000000000.pt.trace.json.gz",
+                                                   "gpu-node_7295.17593123000000000.pt.trace.json.gz",
+                                                   "gpu-node_7302.17593122000000000.pt.trace.json.gz",
+                                                   "results.json"]  # nothing written beside them
+
+
+def _tiny_run(directory: Path, *specs: tuple[str, dict | None]) -> Path:
+    """Tiny traces named `name` with the distributedInfo given (None: none), each its own bytes."""
+    directory.mkdir(exist_ok=True)
+    for i, (name, dist) in enumerate(specs):
+        write_trace(directory / name, trace(TINY, distributed=dist, trace_id=f"{name}-{i}"))
+    return directory
+
+
+@pytest.mark.parametrize("setup, expected", [
+    ("both kinds in a directory", "holds both nsys exports (rank2.sqlite ...) and PyTorch-profiler traces "
+                                  "(rank0.pt.trace.json.gz ...); the ranks of one run are read from one kind of "
+                                  "profile"),
+    ("both kinds given", "rank2.sqlite is an nsys export and {d}/rank0.pt.trace.json.gz a PyTorch-profiler trace; "
+                         "the ranks of one run are read from one kind of profile"),
+    ("one rank twice", "both record rank 1 in their distributedInfo, so they are not two ranks of one run"),
+    ("two world sizes", "records a run of 4 ranks and {d}/b.pt.trace.json one of 8 (the world_size of their "
+                        "distributedInfo); these look like independent profiles"),
+    ("one trace with GPU work", "only {d}/a.pt.trace.json holds GPU activity ({d}/api.pt.trace.json holds only CPU "
+                                "events"),
+    ("no trace with GPU work", "none of the traces holds GPU activity"),
+    ("one trace", "holds only one trace (rank0.pt.trace.json.gz); a multi-rank run needs at least two"),
+    ("an hour apart", "the capture of {d}/a.pt.trace.json started at 2025-10-01 06:26:40 UTC and that of "
+                      "{d}/b.pt.trace.json at 2025-10-01 07:26:40 UTC, 60 minutes later (the ranks of one run start "
+                      "within 5 minutes of each other); these look like independent profiles"),
+])
+def test_traces_that_are_not_one_run_are_one_sentence(tmp_path, trace_runs, runs, setup, expected):
+    d = tmp_path / "in"
+    d.mkdir()
+    src = trace_runs["multi_rank_balanced"]
+    args = [str(d)]
+    if setup.startswith("both kinds"):
+        shutil.copy(src / "rank0.pt.trace.json.gz", d)
+        shutil.copy(src / "rank1.pt.trace.json.gz", d)
+        shutil.copy(runs["multi_rank_balanced"] / "rank2.sqlite", d)
+        if setup == "both kinds given":
+            args = [str(d / "rank0.pt.trace.json.gz"), str(d / "rank2.sqlite")]
+    elif setup == "one rank twice":
+        _tiny_run(d, ("a.pt.trace.json", {"rank": 1, "world_size": 2}),
+                  ("b.pt.trace.json", {"rank": 1, "world_size": 2}))
+    elif setup == "two world sizes":
+        _tiny_run(d, ("a.pt.trace.json", {"rank": 0, "world_size": 4}),
+                  ("b.pt.trace.json", {"rank": 1, "world_size": 8}))
+    elif setup == "an hour apart":
+        write_trace(d / "a.pt.trace.json", trace(TINY))
+        write_trace(d / "b.pt.trace.json", trace(TINY, baseTimeNanoseconds=1759300000000000000 + 3600 * 10**9))
+    elif setup == "one trace with GPU work":
+        _tiny_run(d, ("a.pt.trace.json", None))
+        write_trace(d / "api.pt.trace.json", trace([ANNOTATION, OP]))
+    elif setup == "no trace with GPU work":
+        write_trace(d / "a.pt.trace.json", trace([ANNOTATION, OP]))
+        write_trace(d / "b.pt.trace.json", trace([OP, ANNOTATION]))
+    else:
+        shutil.copy(src / "rank0.pt.trace.json.gz", d)
+        (d / "results.json").write_text('{"a": 1}')
+    line = one_sentence_error(cli(*args, "--no-cache"))
+    assert expected.format(d=d) in line, line
+    with pytest.raises(InputError):
+        resolve_run([Path(a) for a in args])
+
+
+def test_rank_numbers_of_traces_without_distributed_info_come_from_their_names(tmp_path):
+    # vLLM names a worker's trace <host>_<pid>.<ns>: no rank in it, the time stamp none either
+    d = _tiny_run(tmp_path / "vllm", ("h_900.1759312000000000001.pt.trace.json", None),
+                  ("h_80.1759312000000000000.pt.trace.json", None))
+    ranked, how = resolve_run([d])
+    assert how == "sorted order" and [r.path.name[:5] for r in ranked] == ["h_80.", "h_900"]
+    # SGLang: <time>-TP-<rank>.trace.json.gz; an old trace writes its distributedInfo after the events
+    d = _tiny_run(tmp_path / "sglang", ("1759312.5-TP-1.trace.json.gz", None), ("1759312.5-TP-0.trace.json.gz", None))
+    ranked, how = resolve_run([d])
+    assert how == "file names" and [(r.rank, r.path.name) for r in ranked] == [
+        (0, "1759312.5-TP-0.trace.json.gz"), (1, "1759312.5-TP-1.trace.json.gz")]
+    d = tmp_path / "old"
+    for r in (0, 1):  # named against their ranks; a plain .json is a trace by its content
+        write_trace(d / f"worker{1 - r}.json.gz", trace(TINY, distributed={"rank": r}, after=True, trace_id=str(r)))
+    (d / "config.json").write_text('{"traceEvents": "not here"}')
+    ranked, how = resolve_run([d])
+    assert how == "distributedInfo" and [(r.rank, r.path.name) for r in ranked] == [
+        (0, "worker1.json.gz"), (1, "worker0.json.gz")]
+
+
+def test_some_ranks_of_a_run_are_compared_with_a_note(trace_runs):
+    src = trace_runs["multi_rank_balanced"]
+    notes: list[str] = []
+    ranked, how = resolve_run([src / "rank3.pt.trace.json.gz", src / "rank1.pt.trace.json.gz"], notes.append)
+    assert [r.rank for r in ranked] == [1, 3] and how == "distributedInfo"
+    assert notes == ["the traces record a run of 4 ranks (the world_size of their distributedInfo) and 2 of them "
+                     "are given: the balance across ranks covers those 2 only; give every rank's trace to compare "
+                     "them all"]
 
 
 # --- fixtures CLI -----------------------------------------------------------------------------------------------

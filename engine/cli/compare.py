@@ -12,7 +12,7 @@ import sys
 
 from ..api import diagnose
 from ..diagnosis.config import resolve_config
-from ..compare import compare, known_metrics, parse_gate
+from ..compare import ACROSS_FORMATS, compare, formats_differ, known_metrics, parse_gate
 from ..reports.render import render
 from .exits import EXIT_FINDINGS, EXIT_OK
 from .interrupt import StopRequest
@@ -36,6 +36,9 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
     after = diagnose(args.after, config, cache=args.cache, progress=progress, cache_dir=args.cache_dir)
     stop.check()
     comparison = compare(before, after, tokens=args.tokens, gates=args.gates)  # GateError (exit 2) before any output
+    if (kinds := formats_differ(before, after)) is not None:
+        progress.note(f"{kinds}: the metrics that depend on what each profiler records "
+                      f"({', '.join(ACROSS_FORMATS)}) are shown but not judged")
     texts = [(output, render(comparison, fmt, colour=fmt == "terminal" and wants_colour(args.color, output)))
              for output, fmt in outputs]
     for output, text in texts:

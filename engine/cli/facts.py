@@ -154,7 +154,7 @@ def _run_fact(args: argparse.Namespace, config: Config, facts: dict[str, Fact], 
               progress: Progress) -> FactResult:
     """A cross-rank fact: each rank is diagnosed (as `diagnose RANK0 RANK1 ...` does), then the fact runs over
     one row per rank."""
-    inputs, _ = resolve_run(args.profiles)
+    inputs, _ = resolve_run(args.profiles, progress)
     pack = load_pack(config)  # once for all the ranks
     reports = diagnose_ranks(inputs, pack.config, progress=progress, cache=args.cache, cache_dir=args.cache_dir,
                              pack=pack)

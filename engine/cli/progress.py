@@ -1,5 +1,6 @@
 """Progress on stderr while a command reads an export: one line, rewritten in place, on a terminal only; and the
-warnings that a cache cannot be used (reading.cache.CacheWarning), each once, as lasting lines, on a terminal or not."""
+warnings that a cache cannot be used (reading.cache.CacheWarning) and the notes about the profiles given
+(reading.cache.Note), each once, as lasting lines, on a terminal or not."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import threading
 import time
 
 from ..errors import full_stop, one_line
-from ..reading.cache import CacheWarning
+from ..reading.cache import CacheWarning, Note
 from .interrupt import StopRequest, reached
 
 
@@ -29,6 +30,9 @@ class Progress:
         if isinstance(stage, CacheWarning):
             self.warn(stage)
             return
+        if isinstance(stage, Note):
+            self.note(stage)
+            return
         reached(stage)
         if self.shown:
             sys.stderr.write(f"\r\x1b[2K[{time.monotonic() - self._start:5.1f}s] {stage}")
@@ -37,12 +41,20 @@ class Progress:
     def warn(self, text: str) -> None:
         """`prog: warning: text.` on a line of its own that stays, once per text (the ranks of a run, or the two
         profiles of a comparison, share one cache directory); nothing with --quiet."""
+        self._lasting("warning", text)
+
+    def note(self, text: str) -> None:
+        """`prog: note: text.`, as a warning is written: what the user should know about the profiles given (a
+        trace left out of a run, one rank of a run diagnosed alone), which changes nothing in the report."""
+        self._lasting("note", text)
+
+    def _lasting(self, kind: str, text: str) -> None:
         with self._lock:
             if self.quiet or text in self._warned:
                 return
             self._warned.add(text)
             self.clear()
-            sys.stderr.write(f"{self.prog}: warning: {full_stop(one_line(text))}\n")
+            sys.stderr.write(f"{self.prog}: {kind}: {full_stop(one_line(text))}\n")
             sys.stderr.flush()
 
     def clear(self) -> None:

@@ -71,8 +71,9 @@ class RunReport(Document):
     schema_version: Literal[RUN_SCHEMA_VERSION] = RUN_SCHEMA_VERSION  # type: ignore[valid-type]
     kind: Literal["run"] = Field(default="run", description="A multi-rank run (single-profile reports have no `kind`).")
     source: str = Field(description="The directory given, or the export files joined by ', '.")
-    rank_numbering: Literal["file names", "sorted order"] = Field(
-        description="Where the rank numbers come from: patterns in the file names, or their natural sort order.")
+    rank_numbering: Literal["file names", "sorted order", "distributedInfo"] = Field(
+        description="Where the rank numbers come from: patterns in the file names, their natural sort order, or "
+                    "the `distributedInfo` the PyTorch profiler records in each rank's trace.")
     workers: int = Field(description="Ranks diagnosed in parallel (threads).")
     verdict: Verdict = Field(description="The run's verdict: a cross-rank finding when one fires, else the most "
                                          "common rank verdict.")
