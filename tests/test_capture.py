@@ -311,6 +311,68 @@ def test_dry_run_prints_the_exact_lines_and_environment_and_runs_nothing(tmp_pat
     assert not [c for c in calls(log) if c["argv"][:1] == ["profile"] and c["argv"][1:] != ["--help"]]
 
 
+# What each bundled preset must name to get a PyTorch-profiler (Kineto) trace without nsys, from the stacks' own
+# guides: vLLM docs/contributing/profiling.md (https://docs.vllm.ai/en/latest/contributing/profiling.html), SGLang
+# https://docs.sglang.ai/developer_guide/benchmark_and_profiling.html, TensorRT-LLM
+# https://nvidia.github.io/TensorRT-LLM/developer-guide/perf-analysis.html, https://pytorch.org/docs/stable/profiler.html
+TORCH_PROFILER_NAMES = {
+    "vllm": ["--profiler-config", '"profiler": "torch"', "torch_profiler_dir", "VLLM_TORCH_PROFILER_DIR",
+             "POST /start_profile", "POST /stop_profile", "vllm bench serve --profile", "llm.start_profile()"],
+    "sglang": ["SGLANG_TORCH_PROFILER_DIR", "POST /start_profile", "POST /stop_profile", "sglang.bench_serving",
+               "sglang.bench_one_batch ... --profile"],
+    "trtllm": ["TLLM_TORCH_PROFILE_TRACE=", "TLLM_PROFILE_START_STOP=A-B", "PyTorch backend only"],
+    "pytorch": ["torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
+                'record_function("decode_step")', 'export_chrome_trace("run.pt.trace.json.gz")',
+                "diagnose run.pt.trace.json.gz"],
+    "cuda": ["No PyTorch profiler", "capture it with nsys"],
+}
+
+
+def test_every_bundled_preset_says_how_to_get_a_pytorch_profiler_trace_with_its_stacks_own_switches():
+    presets = load_presets()
+    assert set(presets) == set(TORCH_PROFILER_NAMES)  # a new preset needs its names here too
+    for name, words in TORCH_PROFILER_NAMES.items():
+        text = " ".join(presets[name].torch_profiler.split())
+        assert all(word in text for word in words), (name, [w for w in words if w not in text])
+
+
+def test_a_preset_without_its_pytorch_profiler_note_does_not_load(tmp_path, monkeypatch):
+    from nsys_diagnose.capture import presets as presets_module
+    from nsys_diagnose.errors import SetupError
+
+    bundled = presets_module.presets_dir()
+    (tmp_path / "nsys-flags.yaml").write_text((bundled / "nsys-flags.yaml").read_text(encoding="utf-8"))
+    text = (bundled / "cuda.yaml").read_text(encoding="utf-8")
+    (tmp_path / "cuda.yaml").write_text(text.split("torch_profiler:")[0] + "references: []\n", encoding="utf-8")
+    monkeypatch.setattr(presets_module, "presets_dir", lambda: tmp_path)
+    presets_module.load_flags.cache_clear()
+    presets_module.load_presets.cache_clear()
+    try:
+        with pytest.raises(SetupError, match="not a valid capture preset .* at torch_profiler"):
+            presets_module.load_presets()
+    finally:
+        monkeypatch.undo()
+        presets_module.load_flags.cache_clear()
+        presets_module.load_presets.cache_clear()
+    assert presets_module.load_presets()["cuda"].torch_profiler
+
+
+def test_dry_run_and_a_missing_nsys_say_how_to_profile_without_nsys(tmp_path, monkeypatch):
+    nsys, _ = make_fake_nsys(tmp_path, V2024)
+    done = run_cli("profile", "--nsys", nsys, "--dry-run", "--", "python", "-m", "sglang.launch_server", "--tp", "2")
+    assert done.returncode == 0, done.stderr
+    note = " ".join(load_presets()["sglang"].torch_profiler.split())
+    assert f"# without nsys: {note}" in done.stdout.splitlines()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv("NSYS_DIAGNOSE_NSYS", raising=False)
+    missing = run_cli("profile", "--", "vllm", "serve", "m")
+    assert missing.returncode == 2 and "nsys was not found on PATH" in missing.stderr
+    vllm = " ".join(load_presets()["vllm"].torch_profiler.split())
+    assert f"diagnose profile: without nsys: {vllm}" in missing.stderr.splitlines()
+
+
 def test_what_nsys_accepts_is_cached_per_binary_and_probed_again_when_it_changes(tmp_path, user_cache):
     nsys, log = make_fake_nsys(tmp_path, V2024)
     first, cached = installed_nsys(nsys)

@@ -1,5 +1,6 @@
-"""Capture presets: data in rules/capture-presets/<name>.yaml (flags, environment, a note on what and why), and the
-guess of which preset a command needs from its program name or `python -m` module."""
+"""Capture presets: data in rules/capture-presets/<name>.yaml (flags, environment, a note on what and why, and how to
+get a PyTorch-profiler trace from the same stack without nsys), and the guess of which preset a command needs from its
+program name or `python -m` module."""
 
 from __future__ import annotations
 
@@ -44,6 +45,10 @@ class Preset(BaseModel):
     parallel_options: list[str] = Field(default_factory=list)
     note: str
     range_note: str
+    # How to get a PyTorch-profiler (Kineto) trace from this stack instead of an nsys capture, for `diagnose` to
+    # read (docs/capture.md "Without nsys: a PyTorch-profiler trace"). Required: only bundled presets exist, and
+    # every one of them says it, even where the answer is that the stack has no PyTorch profiler.
+    torch_profiler: str = Field(min_length=1)
     references: list[str] = Field(default_factory=list)
 
 

@@ -53,10 +53,15 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
         name, reason = guess_preset(command)
         preset, why = presets[name], f"guessed: {reason}; --preset overrides"
     _say(f"preset {preset.preset} ({why}): {preset.title}", quiet=quiet and not args.dry_run)
-    nsys, cached = installed_nsys(args.nsys)
-    if not nsys.export_sqlite:
-        raise NsysError(f"{nsys.path} (nsys {nsys.version}) is too old: it has no `nsys export --type sqlite`, which "
-                        f"the diagnosis reads; {INSTALL_HINT}.")
+    try:
+        nsys, cached = installed_nsys(args.nsys)
+        if not nsys.export_sqlite:
+            raise NsysError(f"{nsys.path} (nsys {nsys.version}) is too old: it has no `nsys export --type sqlite`, "
+                            f"which the diagnosis reads; {INSTALL_HINT}.")
+    except NsysError:
+        # no usable nsys: the stack's own PyTorch profiler is the other way to a profile `diagnose` reads
+        _say(f"without nsys: {preset.torch_profiler}")
+        raise
     explicit = args.out_dir is not None
     # the default directory is only named here; it is created (by this run alone) when the capture starts
     out_dir = Path(os.path.abspath(args.out_dir if explicit else default_out_dir()))
@@ -146,6 +151,7 @@ def _dry_run(plan, version: str, sets: list[str], args: argparse.Namespace) -> i
     lines = [f"# nsys {version}, preset {plan.preset.preset}: {' '.join(plan.preset.note.split())}"]
     if args.capture_range:
         lines.append(f"# {' '.join(plan.preset.range_note.split())}")
+    lines.append(f"# without nsys: {' '.join(plan.preset.torch_profiler.split())}")
     lines += [f"# warning: {w}" for w in plan.warnings]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in plan.env.items()]
     lines += [shlex.join(plan.profile_argv), shlex.join(plan.export_argv),
