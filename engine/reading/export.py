@@ -19,7 +19,8 @@ from .cache import Workspace
 from .canonical import VIEWS, database_ddl, stored_rows, view_sql
 from .inputs import (DiskFullError, check_nsys_export, check_profile_path, convert_report, describe_sqlite_failure,
                      is_report, is_trace, source_columns, unreadable)
-from .kineto import KinetoLoader
+from .kineto import CutInsideEvents, KinetoLoader
+from . import kineto_file
 from .kineto_file import split_trace
 from .loader import Loader, ViewStatus
 from .metadata import ProfileInfo
@@ -318,15 +319,19 @@ def _build_kineto(con: duckdb.DuckDBPyConnection, p: Path, say: Progress, profil
     """Read the PyTorch-profiler trace `p` (from the descriptor `profile` holds) into the canonical tables of the
     current database: its events are split into a private file of `scratch` first (kineto_file.split_trace)."""
     say(f"reading {p.name} as a PyTorch-profiler trace")
-    split = split_trace(p, scratch, fd=profile.fd)
+    split = split_trace(p, scratch, fd=profile.fd, part_bytes=kineto_file.PART_BYTES)
     try:
-        return KinetoLoader(con, p, split, say).build()
+        try:
+            return KinetoLoader(con, p, split, say).build()
+        except CutInsideEvents:
+            split.remove()  # the parts were not cut between events after all: read the trace again, whole
+            split = split_trace(p, scratch, fd=profile.fd, part_bytes=None)
+            return KinetoLoader(con, p, split, say).build()
     except duckdb.Error as exc:
         reraise_interrupt(exc)
         raise unreadable(p, exc, trace=True) from None
     finally:
-        if split.events is not None:
-            split.events.unlink(missing_ok=True)
+        split.remove()
 
 
 def _build(con: duckdb.DuckDBPyConnection, p: Path, progress: Progress | None, scan: str,

@@ -38,7 +38,12 @@ _ARG_FIELDS = ("correlation", "device", "context", "stream", "registers per thre
                "graph id", "graph node id", "name")
 
 
-def _events_sql(events: Path) -> str:
+class CutInsideEvents(InputError):
+    """A trace split into parts (kineto_file.split_trace) whose parts DuckDB could not read: a cut was not between
+    two events after all; the trace is read again as one part."""
+
+
+def _events_sql(parts: list[Path]) -> str:
     """One row per complete event (`ph` X) of a read category, plus the `process_name` metadata; `args` fields
     that hold the wrong JSON type (a string grid on a Triton launch op) read as NULL rather than failing."""
     args = ", ".join(f'"{f}" JSON' for f in _ARG_FIELDS)
@@ -58,7 +63,7 @@ def _events_sql(events: Path) -> str:
            try_cast(args."bytes" AS BIGINT) AS bytes, try_cast(args."graph id" AS BIGINT) AS graph_id,
            try_cast(args."graph node id" AS BIGINT) AS graph_node, args."name" ->> '$' AS arg_name
     FROM (SELECT ph, {category} AS cat, name, pid, tid, ts, dur, args
-          FROM read_json({sql_literal(str(events))}, format = 'array', columns = {columns}))
+          FROM read_json([{", ".join(sql_literal(str(p)) for p in parts)}], format = 'array', columns = {columns}))
     WHERE (ph = 'X' AND cat IN ({read})) OR (ph = 'M' AND name = 'process_name')"""
 
 
@@ -114,39 +119,41 @@ class KinetoLoader(Loader):
         return info, views
 
     def _read_events(self) -> None:
-        events = self.split.events
-        if events is None:
+        parts = self.split.parts
+        if not parts:
             raise InputError(f"{self.path} is JSON but has no traceEvents list, so it is no Chrome trace of the "
                              f"PyTorch profiler; give the .pt.trace.json(.gz) file the profiler wrote.")
         self.progress(f"reading the trace's events ({self.split.event_bytes / 1e6:,.0f} MB)")
         try:
-            self.con.execute(f"CREATE TABLE _raw_events AS {_events_sql(events)}")
+            self.con.execute(f"CREATE TEMP TABLE _raw_events AS {_events_sql(parts)}")
         except duckdb.Error as exc:
             reraise_interrupt(exc)
             if not isinstance(exc, (duckdb.InvalidInputException, duckdb.ConversionException)):
                 raise  # memory, disk: said by inputs.unreadable
+            if len(parts) > 1:
+                raise CutInsideEvents(str(exc)) from None
             text = str(exc)
             if "utf" in text.lower() or "unicode" in text.lower():
                 raise InputError(f"{self.path} holds text that is not valid UTF-8 among its events, so it is not "
                                  f"JSON as the PyTorch profiler writes it; export the trace again.") from None
             found = re.search(r"record/value (\d+): (.*)", text)
             where = (found.group(2).strip().rstrip(".") if found
-                     else (text.splitlines() or [type(exc).__name__])[0].replace(str(events), "its events"))
+                     else (text.splitlines() or [type(exc).__name__])[0].replace(str(parts[0]), "its events"))
             raise InputError(f"{self.path} is not a well-formed Chrome trace: its traceEvents cannot be read as "
                              f"JSON ({where[:200]}); export the trace again.") from None
         finally:
-            events.unlink(missing_ok=True)
+            self.split.remove()
         self._check_kineto()
         origin = self._time_origin_us()
-        self.con.execute(f"CREATE VIEW _events AS SELECT *, CAST(round((ts_us - {origin}) * 1000) AS BIGINT) AS ts_ns "
-                         f"FROM _raw_events")
+        self.con.execute(f"CREATE TEMP VIEW _events AS SELECT *, CAST(round((ts_us - {origin}) * 1000) AS BIGINT) "
+                         f"AS ts_ns FROM _raw_events")
         # The launching call of every GPU activity: its process, and whether it replays a CUDA graph.
-        self.con.execute("""CREATE TABLE _launchers AS
+        self.con.execute("""CREATE TEMP TABLE _launchers AS
             SELECT correlation, any_value(pid_n) AS pid, bool_or(name LIKE 'cudaGraphLaunch%'
                    OR name LIKE 'cuGraphLaunch%') AS graph_launch
             FROM _events WHERE cat IN ('cuda_runtime', 'cuda_driver') AND correlation IS NOT NULL
             GROUP BY correlation""")
-        self.con.execute("""CREATE TABLE _host AS
+        self.con.execute("""CREATE TEMP TABLE _host AS
             SELECT coalesce((SELECT mode(pid_n) FROM _events WHERE cat IN ('cuda_runtime', 'cuda_driver')),
                             (SELECT mode(pid_n) FROM _events WHERE cat IN ('cpu_op', 'user_annotation'))) AS pid""")
 
@@ -192,19 +199,19 @@ class KinetoLoader(Loader):
             rows.append((_int(prop.get("id")), _text(prop.get("name")) or None, _int(prop.get("numSms")),
                          _int(prop.get("totalGlobalMem")),
                          f"{major}.{minor}" if major is not None and minor is not None else None))
-        self.con.execute("CREATE TABLE _device_properties (device_id INTEGER, name VARCHAR, sm_count INTEGER, "
+        self.con.execute("CREATE TEMP TABLE _device_properties (device_id INTEGER, name VARCHAR, sm_count INTEGER, "
                          "total_memory BIGINT, compute_capability VARCHAR)")
         if rows:
             insert_rows(self.con, "_device_properties", rows)
 
     def _strings(self) -> None:
         """The names the stored tables keep once: kernel names and their short forms, and API names."""
-        self.con.execute("CREATE TABLE _short_names (name VARCHAR, short_name VARCHAR)")
+        self.con.execute("CREATE TEMP TABLE _short_names (name VARCHAR, short_name VARCHAR)")
         names = [n for (n,) in self.con.execute(
             "SELECT DISTINCT name FROM _events WHERE cat = 'kernel' AND name IS NOT NULL").fetchall()]
         if names:
             insert_rows(self.con, "_short_names", [(n, short_kernel_name(n)) for n in names])
-        self.con.execute("""CREATE TABLE _strings AS
+        self.con.execute("""CREATE TEMP TABLE _strings AS
             SELECT CAST(row_number() OVER (ORDER BY value) AS BIGINT) AS id, value,
                    regexp_replace(value, '_v[0-9]+$', '') AS api_name
             FROM (SELECT name AS value FROM _events WHERE cat IN ('kernel', 'cuda_runtime', 'cuda_driver')

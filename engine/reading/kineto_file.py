@@ -30,6 +30,7 @@ _CHUNK = 1 << 22                 # bytes per read and write while copying the ev
 _HEAD_LIMIT = 256 << 20          # the keys before traceEvents are small (device properties, metadata)
 _TAIL_WINDOW = 16 << 20          # what follows the events: metadata lists, traceName
 _SNIFF_BYTES = 1 << 16
+PART_BYTES = 64 << 20            # events per part of a large trace, which DuckDB parses side by side
 _WS = " \t\r\n"
 
 # Event categories Kineto writes (libkineto/src/ActivityType.cpp, toString), the old capitalised ones of PyTorch
@@ -95,8 +96,35 @@ def sniff(path: Path) -> str | None:
 @dataclass
 class SplitTrace:
     header: dict[str, Any] = field(default_factory=dict)
-    events: Path | None = None          # a JSON array of the events; None when the trace has no traceEvents
+    # The events as JSON arrays, in order, each of whole events (_Parts): one file, or several for a large trace
+    # with one event per line group, which DuckDB then parses side by side. Empty when the trace has no traceEvents.
+    parts: list[Path] = field(default_factory=list)
     event_bytes: int = 0
+    separators: list[bytes] = field(default_factory=list)  # what was cut out between two parts
+
+    def merged(self) -> Path:
+        """The parts joined back into the first one (the separators put back): one array, for a trace whose cuts
+        were not between two events after all (DuckDB refuses such a part)."""
+        first = self.parts[0]
+        with open(first, "r+b") as sink:
+            sink.seek(-1, os.SEEK_END)
+            sink.truncate()  # the `]` that closed the first part
+            for part, separator in zip(self.parts[1:], self.separators):
+                sink.write(separator)
+                with open(part, "rb") as source:
+                    source.read(1)  # its `[`
+                    while chunk := source.read(_CHUNK):
+                        sink.write(chunk)
+                    sink.seek(-1, os.SEEK_END)
+                    sink.truncate()
+                part.unlink()
+            sink.write(b"]")
+        self.parts, self.separators = [first], []
+        return first
+
+    def remove(self) -> None:
+        for part in self.parts:
+            part.unlink(missing_ok=True)
 
 
 class _Reader:
@@ -243,9 +271,11 @@ def array_end(tail: bytes) -> tuple[int, dict[str, Any]] | None:
     return None
 
 
-def split_trace(path: Path, directory: Path, fd: int | None = None) -> SplitTrace:
-    """Read the trace once: its header keys, and its events copied into `directory`/events.json as a JSON array
-    (private to this user). InputError, in one sentence, when it is not a complete Chrome trace in object form."""
+def split_trace(path: Path, directory: Path, fd: int | None = None,
+                part_bytes: int | None = PART_BYTES) -> SplitTrace:
+    """Read the trace once: its header keys, and its events copied into `directory` as JSON arrays (private to
+    this user; SplitTrace.parts), in parts of about `part_bytes` (None: one part). InputError, in one sentence,
+    when it is not a complete Chrome trace in object form."""
     out = SplitTrace()
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     try:
@@ -275,35 +305,71 @@ def split_trace(path: Path, directory: Path, fd: int | None = None) -> SplitTrac
         if start is None:
             return out
         offset = len(text[:start].encode("utf-8"))
-        target = directory / "events.json"
         try:
-            out.event_bytes = _copy_events(reader, head[offset:], target)
+            _copy_events(reader, head[offset:], directory, out, part_bytes)
+            try:
+                tail = _finish_events(path, out.parts[-1])
+            except InputError:
+                if len(out.parts) == 1:
+                    raise
+                tail = _finish_events(path, out.merged())  # a cut after the events, among the keys that follow
         except OSError as exc:
+            out.remove()
             full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
             why = "is full" if full else f"cannot hold it ({exc.strerror})"
             raise InputError(f"the events of {path} are copied into a private temporary directory to be read, "
                              f"but {directory.parent} {why}; free some space or point TMPDIR at a larger "
                              f"disk.") from None
-        tail = _finish_events(path, target)
+        except BaseException:
+            out.remove()
+            raise
         out.header.update(tail)
-        out.events = target
     return out
 
 
-def _copy_events(reader: _Reader, first: bytes, target: Path) -> int:
-    """Copy everything after the `[` of traceEvents into `target`, after a `[` of its own; returns the bytes
-    copied. Where the array ends is found afterwards, in the last bytes (_finish_events)."""
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-    copied = 0
-    with os.fdopen(fd, "wb") as sink:
-        sink.write(b"[")
-        if first:
-            sink.write(first)
-            copied += len(first)
-        while chunk := reader.read():
+# Where one event ends and the next begins on a new line, as Kineto (and any indented JSON) writes them: a raw
+# line break is never inside a JSON string, so a cut there falls between two values of some list. That it is the
+# events list, and not one inside an event, DuckDB checks: a part cut inside an event is no array of objects.
+_BETWEEN_EVENTS = re.compile(rb"\}[ \t\r]*,[ \t\r]*\n[ \t\r\n]*\{")
+
+
+def _new_part(directory: Path, number: int) -> tuple[Path, BinaryIO]:
+    path = directory / f"events-{number:04d}.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    sink = os.fdopen(fd, "wb")
+    sink.write(b"[")
+    return path, sink
+
+
+def _copy_events(reader: _Reader, first: bytes, directory: Path, out: SplitTrace, part_bytes: int | None) -> None:
+    """Copy everything after the `[` of traceEvents into `directory`, in parts of about `part_bytes` cut between
+    two events, each opened with a `[` and all but the last closed with a `]`. Where the array ends is found
+    afterwards, in the last bytes of the last part (_finish_events)."""
+    path, sink = _new_part(directory, 0)
+    out.parts.append(path)
+    size = 0
+    try:
+        chunk = first or reader.read()
+        while chunk:
+            out.event_bytes += len(chunk)
+            while part_bytes is not None and size + len(chunk) > part_bytes:
+                cut = _BETWEEN_EVENTS.search(chunk, max(0, part_bytes - size))
+                if cut is None:
+                    break
+                end = cut.start() + 1  # after the `}` that ends the event
+                sink.write(chunk[:end])
+                sink.write(b"]")
+                sink.close()
+                out.separators.append(chunk[end:cut.end() - 1])
+                path, sink = _new_part(directory, len(out.parts))
+                out.parts.append(path)
+                chunk = chunk[cut.end() - 1:]
+                size = 0
             sink.write(chunk)
-            copied += len(chunk)
-    return copied
+            size += len(chunk)
+            chunk = reader.read()
+    finally:
+        sink.close()
 
 
 def _finish_events(path: Path, target: Path) -> dict[str, Any]:
