@@ -95,3 +95,45 @@ def test_failing_and_hanging_commands_are_not_timed(tmp_path: Path) -> None:
     row = bench.summarise(bench.Row(kernels=1, file_mb=0.1, command="x", status=""), [hanging])
     assert row.status == "timeout"
     assert "timeout" in bench.markdown_table([row])
+
+
+def test_kineto_trace_rows(tmp_path: Path) -> None:
+    """--kineto: the streaming writer writes the bytes write_kineto writes, the trace is cached beside the export,
+    and the trace row runs `diagnose TRACE ... --no-cache` and is compared with the export's cold row (a stand-in
+    for diagnose: nothing is timed here)."""
+    from nsys_diagnose.fixtures._kineto import write_kineto
+    from nsys_diagnose.fixtures.generator import generate_large
+
+    bench = _module()
+    export = tmp_path / "large-2000.sqlite"
+    generate_large(export, kernels=2000)
+    size = bench.Size(kernels=2000, path=str(export), file_mb=export.stat().st_size / 1e6, generated_s=None)
+
+    trace = bench.ensure_trace(tmp_path, size, False, "stream")
+    assert trace.path == str(tmp_path / "large-2000.pt.trace.json") and trace.generated_s is not None
+    converted = tmp_path / "convert" / "large-2000.pt.trace.json"
+    write_kineto(export, converted)
+    assert Path(trace.path).read_bytes() == converted.read_bytes()
+    events = json.loads(Path(trace.path).read_text())["traceEvents"]
+    assert sum(e.get("cat") == "kernel" for e in events) == 2000
+    assert bench.ensure_trace(tmp_path, size, False, "stream").generated_s is None  # reused
+    gz = bench.ensure_trace(tmp_path, size, True, "stream")
+    assert gz.path.endswith(".pt.trace.json.gz") and Path(gz.path).read_bytes()[:2] == b"\x1f\x8b"
+
+    fake = ("import sys; a = sys.argv[1:]; "
+            "sys.exit(0 if a[0].endswith('.pt.trace.json') and a[-1] == '--no-cache' and '-q' in a else 9)")
+    tools = bench.Tools(diagnose=[sys.executable, "-c", fake], has_no_cache=True, nsys=None, nsys_version=None)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    ctx = bench.Context(size=size, tools=tools, scratch=scratch, cache_dir=tmp_path / "cache", repeat=1,
+                        timeout_s=60)
+    (row,) = bench.trace_rows(ctx, [trace])
+    assert row.status == "ok", row.note
+    assert row.command == "diagnose trace (cold)" and row.file_mb == trace.file_mb
+    cold = bench.Row(kernels=2000, file_mb=size.file_mb, command="diagnose (cold)", status="ok", wall_s=row.wall_s / 2,
+                     peak_rss_mb=100.0)
+    bench.kineto.export_ratios([cold, row], "diagnose (cold)")
+    assert row.x_export is not None and 1.9 < row.x_export < 2.1
+    assert any("diagnose trace (cold)" in t and "the export's cold run" in t for t in bench.targets([cold, row]))
+    assert "| 2 k | plain |" in "\n".join(bench.kineto.comparison([cold, row], "diagnose (cold)", bench._kernels))
+    assert bench.parse_args(["--kineto-gzip"]).kineto

@@ -4,6 +4,7 @@
 usage: python tools/benchmark.py [--kernels 1000000 2000000 5000000 20000000] [--workdir DIR] [--repeat N]
                                  [--json OUT.json] [--no-nsys] [--no-phased] [--no-timings]
                                  [--small EXPORT ...] [--timeout S] [--keep]
+                                 [--kineto [--kineto-gzip] [--kineto-writer stream|convert]]
 
 For every size N (kernels) an eager-decode-like export is generated with
 `nsys_diagnose.fixtures.generator.generate_large` (one correlated cudaLaunchKernel per kernel, one NVTX range and
@@ -36,6 +37,10 @@ time in a fresh child process:
 
   diagnose (small export)  with --small: a cold run on each given (small, real) export, whose wall time is the
                            fixed cost of one diagnosis.
+  diagnose trace (cold) / diagnose trace.gz (cold)
+                           with --kineto (--kineto-gzip): the same run as a PyTorch-profiler trace,
+                           WORKDIR/large-N.pt.trace.json(.gz), diagnosed cold like the export; "x export" is its wall
+                           time over the export's cold row (tools/benchmark_kineto.py writes and caches the trace).
 
 Wall time is time.perf_counter() around the child (median over --repeat runs); peak RSS is the child's own
 ru_maxrss from os.wait4 (which on Linux also covers the grandchildren it waited for, e.g. nsys's report scripts),
@@ -52,13 +57,16 @@ and 5 M kernels; peak RSS <= 800 MB at 2 M, <= 1200 MB at 5 M and <= 2000 MB at 
 floor; the fixed cost of a small export <= 0.5 s); where the time went in the largest size's cold run
 (`diagnose --timings` on its phased export, or the plain one with --no-phased, run once more after the timed runs:
 each stage and each fact of the run and of each phase, with its rows and DuckDB spill; --no-timings leaves it out);
-and a description of the machine; --json writes every number.
+and a description of the machine; --json writes every number. With --kineto, the trace rows beside the export's
+cold row, their targets (the cold run on the trace <= 2.0x the one on the export, peak RSS within the export's
+limits) and `diagnose --timings` on the largest trace.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import importlib.metadata
 import json
@@ -77,6 +85,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/ is no package: its sibling module
+import benchmark_kineto as kineto  # noqa: E402
 
 DEFAULT_SIZES = (1_000_000, 2_000_000, 5_000_000, 20_000_000)
 DEFAULT_TIMEOUT_S = 900.0
@@ -105,7 +116,8 @@ FLOOR_COPY = "floor (copy)"
 FLOOR_SCAN = "floor (scan)"
 NSYS_STATS = "nsys stats"
 NSYS_ANALYZE = "nsys analyze"
-DIAGNOSE_ROWS = (DIAGNOSE_COLD, DIAGNOSE_PLAIN, DIAGNOSE_BUILD, DIAGNOSE_CACHED, DIAGNOSE_PHASED, DIAGNOSE_SMALL)
+DIAGNOSE_ROWS = (DIAGNOSE_COLD, DIAGNOSE_PLAIN, DIAGNOSE_BUILD, DIAGNOSE_CACHED, DIAGNOSE_PHASED, DIAGNOSE_SMALL,
+                 *kineto.KINETO_ROWS)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -144,6 +156,7 @@ class Row:
     x_floor: float | None = None
     speedup_vs_nsys_stats: float | None = None
     speedup_vs_nsys_analyze: float | None = None
+    x_export: float | None = None  # a trace row (--kineto): wall time over the export's cold row at this size
     note: str = ""
 
 
@@ -263,6 +276,14 @@ def ensure_export(workdir: Path, kernels: int, phased: bool = False) -> Size:
         partial.replace(path)
     warm_page_cache(path)
     return Size(kernels=kernels, path=str(path), file_mb=path.stat().st_size / 1e6, generated_s=generated)
+
+
+def ensure_trace(workdir: Path, export: Size, gz: bool, writer: str) -> Size:
+    """The PyTorch-profiler trace of `export`'s run (tools/benchmark_kineto.py), reused when its sidecar matches."""
+    path = kineto.trace_path(workdir, export.kernels, gz)
+    written = kineto.ensure_trace(Path(export.path), export.kernels, path, writer)
+    warm_page_cache(path)
+    return Size(kernels=export.kernels, path=str(path), file_mb=path.stat().st_size / 1e6, generated_s=written)
 
 
 def warm_page_cache(path: Path) -> None:
@@ -458,12 +479,28 @@ def phased_row(ctx: Context, phased: Size) -> Row:
                         before_each=functools.partial(_reset_dir, cold_cache))
 
 
-def measure_size(ctx: Context, use_nsys: bool, phased: Size | None = None) -> list[Row]:
+def trace_rows(ctx: Context, traces: list[Size]) -> list[Row]:
+    """The cold run on each PyTorch-profiler trace of this size's export (--kineto), as the export's cold row."""
+    rows = []
+    cold_cache = ctx.scratch / "cache-cold"
+    for trace in traces:
+        command = kineto.KINETO_COLD_GZ if trace.path.endswith(".gz") else kineto.KINETO_COLD
+        argv = [*ctx.tools.diagnose, trace.path, "--format", "json", "-o", str(ctx.scratch / "report-trace.json"),
+                "-q", "--no-cache"]
+        rows.append(run_repeated(dataclasses.replace(ctx, size=trace), command, argv, env=diagnose_env(cold_cache),
+                                 before_each=functools.partial(_reset_dir, cold_cache)))
+    return rows
+
+
+def measure_size(ctx: Context, use_nsys: bool, phased: Size | None = None,
+                 traces: list[Size] | None = None) -> list[Row]:
     rows = [*floor_rows(ctx), *diagnose_rows(ctx)]
     if phased is not None:
         rows.append(phased_row(ctx, phased))
+    rows += trace_rows(ctx, traces or [])
     rows += nsys_rows(ctx, use_nsys)
     add_ratios(rows)
+    kineto.export_ratios(rows, DIAGNOSE_COLD)
     return rows
 
 
@@ -728,7 +765,7 @@ def targets(rows: list[Row]) -> list[str]:
         if r.command == DIAGNOSE_SMALL and r.status == "ok" and r.wall_s is not None:
             lines.append(f"- fixed cost, {r.note}: {r.wall_s:.2f} s (target <= {TARGET_FIXED_S:g} s): "
                          f"{_mark(r.wall_s <= TARGET_FIXED_S)}")
-    return lines
+    return lines + kineto.target_lines(rows, DIAGNOSE_COLD, TARGET_RSS_MB, _kernels)
 
 
 def _mark(ok: bool) -> str:
@@ -736,8 +773,11 @@ def _mark(ok: bool) -> str:
 
 
 def render(rows: list[Row], sizes: list[Size], info: dict[str, Any], tools: Tools, repeat: int,
-           timings: TimingsReport | None = None) -> str:
+           timings: TimingsReport | None = None, trace_timings: TimingsReport | None = None) -> str:
     parts = [markdown_table(rows), ""]
+    traces = kineto.comparison(rows, DIAGNOSE_COLD, _kernels)
+    if traces:
+        parts += ["PyTorch-profiler traces of the same runs, against the export's cold run:", "", *traces, ""]
     scale = scaling_lines(scaling(rows))
     if scale:
         parts += ["Linear scaling:", *scale, ""]
@@ -749,10 +789,11 @@ def render(rows: list[Row], sizes: list[Size], info: dict[str, Any], tools: Tool
     goal = targets(rows)
     if goal:
         parts += ["Targets:", *goal, ""]
-    if timings is not None:
-        parts += [f"Where the time went: `diagnose --timings`, cold, on {Path(timings.path).name} "
-                  f"({_kernels(timings.kernels)} kernels)" + ("" if timings.status == "ok" else f", {timings.status}")
-                  + ":", "", "```", timings.table, "```", ""]
+    for report in (timings, trace_timings):
+        if report is not None:
+            parts += [f"Where the time went: `diagnose --timings`, cold, on {Path(report.path).name} "
+                      f"({_kernels(report.kernels)} kernels)" + ("" if report.status == "ok" else f", {report.status}")
+                      + ":", "", "```", report.table, "```", ""]
     problems = [f"- {r.command} at {_kernels(r.kernels)}: {r.status}: {r.note}"
                 for r in rows if r.status in ("failed", "timeout")]
     if problems:
@@ -761,7 +802,8 @@ def render(rows: list[Row], sizes: list[Size], info: dict[str, Any], tools: Tool
              if r.status == "ok" and r.note and r.command != DIAGNOSE_SMALL]
     if notes:
         parts += ["Notes:", *notes, ""]
-    made = ", ".join(f"{_kernels(s.kernels)}{' phased' if s.path.endswith('-phased.sqlite') else ''}: "
+    made = ", ".join(f"{_kernels(s.kernels)}{' phased' if s.path.endswith('-phased.sqlite') else ''}"
+                     f"{'' if s.path.endswith('.sqlite') else ' trace.gz' if s.path.endswith('.gz') else ' trace'}: "
                      + (f"generated in {s.generated_s:.1f} s" if s.generated_s is not None else "reused")
                      for s in sizes)
     parts += [(f"Machine: {info['cpus']} CPUs ({info['cpu_model']}), {info['ram_gb']} GB RAM, load average at start "
@@ -773,10 +815,11 @@ def render(rows: list[Row], sizes: list[Size], info: dict[str, Any], tools: Tool
 
 
 def write_json(out: Path, rows: list[Row], sizes: list[Size], info: dict[str, Any], tools: Tools,
-               repeat: int, timings: TimingsReport | None = None) -> None:
+               repeat: int, timings: TimingsReport | None = None, trace_timings: TimingsReport | None = None) -> None:
     data = {"machine": info, "tools": asdict(tools), "repeat": repeat, "sizes": [asdict(s) for s in sizes],
             "rows": [asdict(r) for r in rows], "scaling": scaling(rows), "phase_cost": phase_cost(rows),
-            "targets": targets(rows), "timings": asdict(timings) if timings else None}
+            "targets": targets(rows), "timings": asdict(timings) if timings else None,
+            "trace_timings": asdict(trace_timings) if trace_timings else None}
     out.write_text(json.dumps(data, indent=2) + "\n")
 
 
@@ -803,9 +846,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
                    help=f"kill a command after S seconds and report it as a timeout (default: {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--keep", action="store_true", help="keep the work directory (exports, reports, nsys output)")
+    p.add_argument("--kineto", action="store_true",
+                   help="also diagnose each export's run as a PyTorch-profiler trace (WORKDIR/large-N.pt.trace.json, "
+                        "reused across runs) and compare it with the export's cold run")
+    p.add_argument("--kineto-gzip", action="store_true", help="with --kineto: the gzipped trace too (.json.gz)")
+    p.add_argument("--kineto-writer", choices=kineto.WRITERS, default="stream",
+                   help="with --kineto: write the trace streaming (default) or with fixtures' write_kineto "
+                        "(convert; memory grows with the trace)")
     args = p.parse_args(argv)
     if args.repeat < 1 or any(n < 1 for n in args.kernels):
         p.error("--repeat and --kernels must be >= 1")
+    args.kineto = args.kineto or args.kineto_gzip
     missing = [str(x) for x in args.small if not x.is_file()]
     if missing:
         p.error(f"--small: no such file: {', '.join(missing)}")
@@ -843,6 +894,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     sizes: list[Size] = []
     timings: TimingsReport | None = None
+    trace_timings: TimingsReport | None = None
     with work_directory(args.workdir, args.keep) as workdir:
         for kernels in sorted(set(args.kernels)):
             progress(f"{_kernels(kernels)} kernels: preparing the export in {workdir}")
@@ -857,14 +909,21 @@ def main(argv: list[str] | None = None) -> int:
                 progress(f"{_kernels(kernels)} kernels: preparing the phased export")
                 phased = ensure_export(workdir, kernels, phased=True)
                 sizes.append(phased)
+            traces = []
+            for gz in ([False, *([True] if args.kineto_gzip else [])] if args.kineto else []):
+                progress(f"{_kernels(kernels)} kernels: preparing the PyTorch-profiler trace{' (gzip)' if gz else ''}")
+                traces.append(ensure_trace(workdir, size, gz, args.kineto_writer))
+            sizes += traces
             progress(f"{_kernels(kernels)} kernels: measuring ({size.file_mb:.0f} MB)")
-            size_rows = measure_size(ctx, use_nsys=not args.no_nsys, phased=phased)
+            size_rows = measure_size(ctx, use_nsys=not args.no_nsys, phased=phased, traces=traces)
             for r in size_rows:
                 progress(f"  {r.command}: {_wall(r)}" + (f" s, {r.peak_rss_mb:.0f} MB" if r.status == "ok" else ""))
             rows += size_rows
             if kernels == max(args.kernels) and not args.no_timings and tools.has_timings:
                 progress(f"{_kernels(kernels)} kernels: where the time goes (diagnose --timings)")
                 timings = timings_report(ctx, phased or size)
+                if traces:
+                    trace_timings = timings_report(ctx, traces[0])
         if args.small:
             progress("small exports: measuring the fixed cost")
             scratch = workdir / "scratch-small"
@@ -873,8 +932,8 @@ def main(argv: list[str] | None = None) -> int:
             for r in rows[-len(args.small):]:
                 progress(f"  {r.note}: {_wall(r)}")
         if args.json:
-            write_json(args.json, rows, sizes, info, tools, args.repeat, timings)
-    print(render(rows, sizes, info, tools, args.repeat, timings))
+            write_json(args.json, rows, sizes, info, tools, args.repeat, timings, trace_timings)
+    print(render(rows, sizes, info, tools, args.repeat, timings, trace_timings))
     return 1 if any(r.status in ("failed", "timeout") and r.command in DIAGNOSE_ROWS for r in rows) else 0
 
 
