@@ -38,6 +38,7 @@ from nsys_diagnose.errors import InputError
 from nsys_diagnose.fixtures._kineto import KINETO_SUFFIX, dropped, write_kineto
 from nsys_diagnose.fixtures.generator import SCENARIOS, generate
 from nsys_diagnose.fixtures.runs import RUN_SCENARIOS, generate_run
+from nsys_diagnose.reports.render import FORMATS, render
 
 from conftest import _made_once, analysis, scenario_analysis, scenario_path, slow_but, sqlite_ro
 
@@ -292,7 +293,11 @@ def test_both_formats_get_the_same_diagnosis(name):
         with pytest.raises(InputError, match=re.escape(listed.refused)):
             analysis(kineto_path(name))
         return
-    kineto = summarise(analysis(kineto_path(name))[1])
+    report = analysis(kineto_path(name))[1]
+    for fmt in FORMATS:  # the whole report, in every format
+        text = render(report, fmt)
+        assert "PyTorch profiler trace" in text and "Traceback" not in text, f"{name}: {fmt} report"
+    kineto = summarise(report)
     diff = differences(nsys, kineto)
     unexplained = diff.lines(listed)
     assert not unexplained, (f"{name}: the Kineto trace of the same run is diagnosed differently:\n  "

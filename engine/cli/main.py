@@ -206,7 +206,8 @@ def _add_report_options(p: argparse.ArgumentParser, *, jobs: bool = False) -> No
 def profile_parser() -> argparse.ArgumentParser:
     p = _ArgumentParser(
         prog="diagnose",
-        description="Diagnose an Nsight Systems SQLite export of an LLM-inference run: names the bottleneck, "
+        description="Diagnose an Nsight Systems SQLite export, or a PyTorch-profiler trace (.pt.trace.json(.gz)), "
+                    "of an LLM-inference run: names the bottleneck, "
                     "proves it with numbers and says what to do. Two or more exports (or a directory of them) "
                     "are the ranks of one distributed run: each rank is diagnosed, in parallel, and the ranks are "
                     "compared (straggler, imbalance, NCCL time per rank); exports that are not one run's ranks "
@@ -219,7 +220,9 @@ def profile_parser() -> argparse.ArgumentParser:
                + " or ".join(COMMANDS) + " in the working directory is a profile, not a command. "
                + exit_codes_help("diagnose"))
     p.add_argument("profiles", nargs="+", metavar="PROFILE",
-                   help="SQLite export written by `nsys export --type sqlite` (read-only); two or more, or a "
+                   help="SQLite export written by `nsys export --type sqlite`, or a PyTorch-profiler trace "
+                        "(*.pt.trace.json or .json.gz, from torch.profiler, vLLM or SGLang), read-only; two or "
+                        "more, or a "
                         "directory of *.sqlite / *.nsys-rep exports or of PyTorch-profiler traces "
                         "(*.pt.trace.json.gz), diagnose one multi-rank run (rank numbers from the traces' "
                         "distributedInfo, else from names such as rank0, rank_3, -r2, .3.sqlite, else sorted order)")

@@ -27,6 +27,7 @@
 -- @column data_loading The run shows input loading a DataLoader would take off the GPU's thread: a process named like a PyTorch DataLoader worker (pt_data_worker) or DataLoader, an NVTX range naming a DataLoader (the PyTorch profiler's enumerate(DataLoader)), or file reads and opens (read, pread, fread, open ...) of the issuing thread in those gaps.
 -- @column op_count GPU operations on the device (gpu_utilization).
 -- @column window_ns The device window (ns).
+-- @column range_source What the ranges are: 'nvtx' (an nsys export), or 'record_function' (the record_function ranges and ATen operators of a PyTorch-profiler trace).
 -- @check device_id not_null
 -- @check device_id unique
 -- @check host_idle_ns non_negative
@@ -95,7 +96,9 @@ SELECT u.device_id, u.idle_host_ns AS host_idle_ns,
        coalesce(os.top_os_calls, []) AS top_os_calls,
        coalesce(sp.n, 0) AS gap_sample_count, coalesce(sp.top_functions, []) AS top_functions,
        l.graph_share, (SELECT yes FROM loader_named) OR fr.device_id IS NOT NULL AS data_loading,
-       u.op_count, u.window_ns
+       u.op_count, u.window_ns,
+       coalesce((SELECT CASE any_value(value) WHEN 'kineto' THEN 'record_function' END FROM profile_info
+                 WHERE key = 'source_format'), 'nvtx') AS range_source
 FROM gpu_utilization u
 JOIN launch_overhead l USING (device_id)
 LEFT JOIN gaps g USING (device_id)

@@ -14,6 +14,8 @@ from ..model import Report
 # How the steps were found, for people (fact _step_ranges, column source).
 _FOUND_BY = {"nvtx": "NVTX step ranges", "sync": "synchronisations of the launching thread",
              "graph-launch": "CUDA-graph launches of the launching thread"}
+# In a PyTorch-profiler trace the step ranges are record_function ranges (ProfilerStep#N, vLLM's execute_...).
+_FOUND_BY_TRACE = {**_FOUND_BY, "nvtx": "record_function step ranges"}
 ALL = "all"  # the row of every step (fact `steps`)
 _DECODE, _PREFILL = "decode", "prefill"
 # Said when no loop was found: neither NVTX steps nor calls that repeat over most of the GPU work.
@@ -83,6 +85,7 @@ def step_rows(report: Report) -> list[StepRow]:
                 if p.get("inferred")}
     phased = [r for r in rows if r.get("phase") != ALL]
     serving = serves_tokens(report)
+    found_words = _FOUND_BY_TRACE if report.profile.source_format == "kineto" else _FOUND_BY
     out = []
     # The steps that generated the tokens, as the throughput counts them (a run without phases whose --tokens make
     # its alike steps decode steps: diagnosis/throughput.py decode_row), so the STEPS block and the key metrics
@@ -100,7 +103,7 @@ def step_rows(report: Report) -> list[StepRow]:
                            busy_share=r.get("busy_share", r.get("median_busy_share")),
                            kernels=r.get("median_kernels"), tpot_ns=tpot, prefill_ns=r.get("prefill_step_ns"),
                            mean_batch=r.get("mean_batch"),
-                           found_by=_FOUND_BY.get(str(r.get("source")), str(r.get("source")))))
+                           found_by=found_words.get(str(r.get("source")), str(r.get("source")))))
     return out
 
 
