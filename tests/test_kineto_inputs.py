@@ -22,7 +22,7 @@ from nsys_diagnose.api import diagnose
 from nsys_diagnose.reading.export import open_export
 
 from cli_in_process import run_cli
-from kineto_traces import ANNOTATION, KERNEL, OP, TINY, trace, write
+from kineto_traces import ANNOTATION, KERNEL, LAUNCH, OP, TINY, trace, write
 
 
 def one_sentence(p) -> str:
@@ -74,6 +74,15 @@ BAD: list[tuple[str, str, Callable[[], bytes], str]] = [
      "is neither an nsys SQLite export nor a PyTorch-profiler trace"),
     ("gzip of no JSON", "trace.json.gz", lambda: _gz("hello world\n" * 100),
      "is neither an nsys SQLite export nor a PyTorch-profiler trace"),
+    ("header nested too deep", "trace.pt.trace.json",
+     lambda: trace(TINY).replace('"schemaVersion": 1', '"x": ' + "[" * 5000 + "]" * 5000
+                                 + ', "schemaVersion": 1').encode(),
+     "its 'x' key nests deeper than JSON readers allow"),
+    ("no events", "trace.pt.trace.json", lambda: trace([]).encode(), "holds no events (its traceEvents list is empty)"),
+    ("one correlation id for every call", "trace.pt.trace.json",
+     lambda: trace([{**LAUNCH, "ts": 1000.0 + i, "args": {**LAUNCH["args"], "correlation": 1}} for i in range(300)]
+                   + [KERNEL]).encode(),
+     "gives 300 CUDA calls only 1 correlation ids"),
 ]
 
 
@@ -86,6 +95,20 @@ def test_what_is_no_readable_trace_is_one_sentence_and_exit_2(tmp_path, case, na
     line = one_sentence(run_cli(path, "-q"))
     assert str(path) in line and expected in line, line
     assert sorted(os.listdir(inputs)) == [name]  # nothing written beside it: no cache, no events file
+
+
+@pytest.mark.parametrize("dur", [-30.25, None, "NaN"], ids=["negative", "missing", "NaN"])
+def test_a_kernel_without_a_valid_duration_is_left_out_and_counted_not_made_0_ns(tmp_path, dur):
+    bad = {k: v for k, v in KERNEL.items() if k != "dur"}
+    if dur is not None:
+        bad["dur"] = dur
+    text = trace([ANNOTATION, OP, LAUNCH, KERNEL, {**bad, "ts": 1060.0, "args": {**KERNEL["args"], "correlation": 8}},
+                  {**LAUNCH, "ts": 1050.0, "args": {**LAUNCH["args"], "correlation": 8}}]).replace('"NaN"', "NaN")
+    path = write(tmp_path / "t.pt.trace.json", text)
+    with open_export(path) as export:
+        kernels = export.query("SELECT count(*), min(dur_ns) FROM kernels")[0]
+        dropped = export.query("SELECT value FROM profile_info WHERE key = 'invalid_times:kernels'")[0][0]
+    assert kernels == (1, 30250) and dropped == "1"
 
 
 def test_a_bad_trace_among_the_ranks_is_named_with_its_rank(tmp_path):

@@ -20,9 +20,9 @@ import duckdb
 from . import kineto_adapters as kadapt
 from .adapters import Adapter, Source
 from .kineto_file import KINETO_CATEGORIES, KINETO_KEYS, SplitTrace
-from .loader import Loader, ViewStatus
+from .loader import TIME_LIMIT_NS, Loader, ViewStatus
 from .metadata import ProfileInfo
-from ..duck import insert_rows, reraise_interrupt, scalar, sql_literal
+from ..duck import insert_rows, one_row, reraise_interrupt, scalar, sql_literal
 from ..errors import InputError
 
 SOURCE_FORMAT = "kineto"
@@ -54,7 +54,7 @@ def _events_sql(parts: list[Path]) -> str:
     read = ", ".join(f"'{c}'" for c in _READ_CATEGORIES)
     return f"""
     SELECT ph, cat, name, try_cast(pid AS BIGINT) AS pid_n, try_cast(tid AS BIGINT) AS tid_n,
-           ts AS ts_us, CAST(round(greatest(coalesce(dur, 0), 0) * 1000) AS BIGINT) AS dur_ns,
+           ts AS ts_us, try_cast(round(dur * 1000) AS BIGINT) AS dur_ns,
            try_cast(args."correlation" AS BIGINT) AS correlation, try_cast(args."device" AS BIGINT) AS device,
            try_cast(args."context" AS BIGINT) AS context, try_cast(args."stream" AS BIGINT) AS stream,
            try_cast(args."registers per thread" AS BIGINT) AS registers,
@@ -145,7 +145,7 @@ class KinetoLoader(Loader):
             self.split.remove()
         self._check_kineto()
         origin = self._time_origin_us()
-        self.con.execute(f"CREATE TEMP VIEW _events AS SELECT *, CAST(round((ts_us - {origin}) * 1000) AS BIGINT) "
+        self.con.execute(f"CREATE TEMP VIEW _events AS SELECT *, try_cast(round((ts_us - {origin}) * 1000) AS BIGINT) "
                          f"AS ts_ns FROM _raw_events")
         # The launching call of every GPU activity: its process, and whether it replays a CUDA graph.
         self.con.execute("""CREATE TEMP TABLE _launchers AS
@@ -162,10 +162,10 @@ class KinetoLoader(Loader):
         traces count whole microseconds of the Unix epoch, 1.7e18 ns, beyond the 2**53 ns a time may reach
         (loader.TIME_LIMIT_NS) and a DOUBLE holds exactly: their times count from the first whole microsecond of
         the trace instead (the subtraction is exact on whole microseconds)."""
-        last = scalar(self.con, "SELECT max(ts_us) FROM _raw_events")
-        if last is None or last * 1000 < 2**52:
+        last = scalar(self.con, "SELECT max(ts_us) FROM _raw_events WHERE isfinite(ts_us)")
+        if last is None or last * 1000 < TIME_LIMIT_NS:
             return 0
-        first = scalar(self.con, "SELECT floor(min(ts_us)) FROM _raw_events")
+        first = scalar(self.con, "SELECT floor(min(ts_us)) FROM _raw_events WHERE isfinite(ts_us) AND ts_us >= 0")
         return int(first)
 
     def _check_kineto(self) -> None:
@@ -177,11 +177,23 @@ class KinetoLoader(Loader):
             raise InputError(f"{self.path} is a Chrome trace, but not one the PyTorch profiler wrote: none of its "
                              f"events has a Kineto category (kernel, cuda_runtime, cpu_op ...); give a "
                              f".pt.trace.json(.gz) from torch.profiler, vLLM or SGLang, or an nsys export.")
+        if not seen:
+            raise InputError(f"{self.path} holds no events (its traceEvents list is empty): the profiler recorded "
+                             f"nothing, or was stopped before the work it was to trace; profile the work again.")
         if not seen & set(_GPU_CATEGORIES):
-            raise InputError(f"{self.path} holds no GPU activity (no kernel, copy or CUDA API event): the profiler "
-                             f"ran without CUDA activities; profile with torch.profiler.profile(activities="
-                             f"[ProfilerActivity.CPU, ProfilerActivity.CUDA]) (vLLM's and SGLang's profilers record "
-                             f"both) and diagnose the new trace.")
+            raise InputError(f"{self.path} holds no GPU activity (no kernel, copy or CUDA API event): either it is "
+                             f"the trace of a process that runs no GPU work (vLLM and SGLang write one for their API "
+                             f"server beside the workers' traces: diagnose those), or the profiler ran without CUDA "
+                             f"activities (profile with torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+                             f"ProfilerActivity.CUDA])).")
+        calls, ids = one_row(self.con, "SELECT count(*), count(DISTINCT correlation) FROM _raw_events "
+                                       "WHERE cat IN ('cuda_runtime', 'cuda_driver') AND correlation IS NOT NULL")
+        if calls > 100 and calls > 1.5 * ids:
+            # CUPTI gives every CUDA call of a process its own correlation id; a trace that repeats them cannot
+            # say which call launched which kernel, and matching them would pair every call with every kernel.
+            raise InputError(f"{self.path} gives {calls:,} CUDA calls only {ids:,} correlation ids, so it cannot say "
+                             f"which call launched which GPU operation; the trace was altered or merged from "
+                             f"several processes: give each process's own trace.")
 
     def _describe(self) -> None:
         header = self.split.header

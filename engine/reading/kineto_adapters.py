@@ -148,7 +148,7 @@ def nvtx_ranges(_source: Source) -> list[Adapter]:
                CASE e.cat WHEN 'cpu_op' THEN 'cpu_op' END AS domain, 'push_pop' AS range_kind
         FROM _events e
         WHERE e.cat IN ('user_annotation', 'cpu_op') AND e.ts_ns IS NOT NULL AND e.pid_n IS NOT NULL
-          AND e.tid_n IS NOT NULL"""
+          AND e.tid_n IS NOT NULL AND e.dur_ns >= 0"""
 
     return [Adapter("nvtx_ranges", None, select, announce=False)]
 

@@ -201,6 +201,8 @@ def parse_head(text: str, final: bool) -> tuple[dict[str, Any], int | None]:
             if key == "traceEvents" and text[i:i + 1] == "[":
                 return header, i + 1
             value, i = decoder.raw_decode(text, i)
+        except RecursionError:
+            raise ValueError(f"its {key!r} key nests deeper than JSON readers allow") from None
         except (json.JSONDecodeError, IndexError) as exc:
             if not final:
                 raise NeedMore from None
