@@ -214,3 +214,11 @@ def test_rules_test_reads_a_trace_named_by_a_case(tiny, tmp_path):
     p = run_cli("rules", "test", rules)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "1 passed, 0 failed" in p.stdout
+
+
+def test_a_rank_of_a_distributed_run_and_a_trace_of_no_rank_are_not_one_run(tmp_path):
+    d = tmp_path / "run"
+    write(d / "w1.pt.trace.json", trace(TINY, distributed={"rank": 1, "world_size": 4}))
+    write(d / "other.pt.trace.json", trace(TINY, trace_id="other"))
+    line = one_sentence(run_cli(d, "-q"))
+    assert "records its rank of a distributed run" in line and "records none" in line, line

@@ -485,8 +485,11 @@ def _with_gpu_activity(paths: list[Path], identities: Mapping[Path, "RankIdentit
                          f"CPU events, like the trace vLLM writes for its API-server process), so there is no second "
                          f"rank to compare it with; diagnose {kept[0]} alone.")
     for p in idle:
-        say(Note(f"{p} is left out of the run: it holds no GPU activity, only CPU events, like the trace vLLM "
-                 f"writes for its API-server process beside its workers' traces"))
+        why = ("it is a Chrome trace, but none the PyTorch profiler wrote (no Kineto category or key)"
+               if not identities[p].kineto else
+               "it holds no GPU activity (CPU events only, or none), like the trace vLLM writes for its API-server "
+               "process beside its workers' traces")
+        say(Note(f"{p} is left out of the run: {why}"))
     return kept
 
 
@@ -510,6 +513,7 @@ class RankIdentity:
     rank: int | None = None                  # a trace's distributedInfo: its rank and the run's world size
     world_size: int | None = None
     gpu_activity: bool | None = None         # False: a trace read whole without any GPU activity
+    kineto: bool = True                      # False: JSON with traceEvents that no PyTorch profiler wrote
 
 
 def _query(con: sqlite3.Connection, sql: str) -> list[tuple]:
@@ -528,7 +532,7 @@ def read_identity(path: Path, *, whole: bool = False) -> RankIdentity:
     if is_trace(path):
         head = read_trace_head(path, whole=whole)
         return RankIdentity(session_start_ns=head.start_ns, source_format="kineto", rank=head.rank,
-                            world_size=head.world_size, gpu_activity=head.gpu)
+                            world_size=head.world_size, gpu_activity=head.gpu, kineto=head.kineto or not head.events)
     try:
         # immutable: no lock, no -shm or -wal file is created beside a WAL-mode export (these metadata tables are
         # written once by `nsys export`, so a write-ahead log the reading would miss holds none of them).
@@ -574,6 +578,12 @@ def check_one_run(inputs: Sequence[RankInput], identities: Mapping[Path, RankIde
         if size != sizes[0][1]:
             raise InputError(f"{sizes[0][0]} records a run of {sizes[0][1]} ranks and {p} one of {size} (the "
                              f"world_size of their distributedInfo); {INDEPENDENT}.")
+    ranked = [p for p, i in ids if i.rank is not None and i.world_size is not None and i.world_size > 1]
+    unranked = [p for p, i in ids if i.rank is None]
+    if ranked and unranked:
+        raise InputError(f"{ranked[0]} records its rank of a distributed run (its distributedInfo) and {unranked[0]} "
+                         f"records none, so they are not two ranks of one run: a trace of another program, or of a "
+                         f"process that is no rank (vLLM's API server); {INDEPENDENT}.")
     by_rank: dict[int, Path] = {}
     for p, i in ids:
         if i.rank is not None and i.rank in by_rank:
