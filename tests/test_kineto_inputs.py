@@ -222,3 +222,13 @@ def test_a_rank_of_a_distributed_run_and_a_trace_of_no_rank_are_not_one_run(tmp_
     write(d / "other.pt.trace.json", trace(TINY, trace_id="other"))
     line = one_sentence(run_cli(d, "-q"))
     assert "records its rank of a distributed run" in line and "records none" in line, line
+
+
+def test_a_gpu_the_trace_does_not_describe_skips_the_rules_that_need_its_sm_count(tmp_path):
+    # deviceProperties lists GPU 0, the kernels ran on GPU 7: small-grids cannot judge GPU 7, and says so
+    on7 = {**KERNEL, "pid": 7, "args": {**KERNEL["args"], "device": 7}}
+    path = write(tmp_path / "t.pt.trace.json", trace([ANNOTATION, OP, LAUNCH, on7]))
+    report = diagnose(path)
+    skipped = {s.rule: s.reason for s in report.skipped}
+    assert skipped.get("small-grids") == ("the trace records no devices.sm_count (Streaming multiprocessors) for "
+                                          "GPU 7, which did work")

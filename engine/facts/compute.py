@@ -401,17 +401,25 @@ def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict
 def _unmet(export: Export, requirement: str) -> str | None:
     """Why a `-- @requires` requirement does not hold, or None. `kernels|graph_launches`: any one of the views
     holding rows is enough; `devices.sm_count`: some row of the view must have a value there that is not NULL
-    (newer nsys columns, or ones an export leaves empty)."""
+    (newer nsys columns, or ones an export leaves empty), and of `devices` every GPU that did work must have one
+    (a property of the GPUs is needed for each GPU judged; a trace may list some GPUs and use another)."""
     if "." in requirement:
         view, column = requirement.split(".", 1)
         if view not in VIEWS or column not in [c.name for c in VIEWS[view].columns]:
             raise FactError(f"-- @requires {requirement}: no canonical column {requirement}; write VIEW.COLUMN with "
                             f"a column of engine/reading/nsys-schema.md, e.g. devices.sm_count")
+        doc = next(c.doc for c in VIEWS[view].columns if c.name == column)
+        source = "trace" if export.info.source_format == "kineto" else "export"
+        if view == "devices":
+            lacking = [r[0] for r in export.query(f'SELECT device_id FROM devices WHERE used AND "{column}" IS NULL '
+                                                  f'ORDER BY device_id')]
+            if lacking and scalar(export.con, f'SELECT count("{column}") FROM devices'):
+                gpus = ("GPUs " if len(lacking) > 1 else "GPU ") + ", ".join(str(d) for d in lacking)
+                return f"the {source} records no {view}.{column} ({doc.rstrip('.')}) for {gpus}, which did work"
         found = scalar(export.con, f'SELECT count("{column}") FROM "{view}"')
         if found:
             return None
-        doc = next(c.doc for c in VIEWS[view].columns if c.name == column)
-        return f"the export records no {view}.{column} ({doc.rstrip('.')})"
+        return f"the {source} records no {view}.{column} ({doc.rstrip('.')})"
     statuses = [export.views.get(view) for view in requirement.split("|")]
     if all(status is not None and status.rows == 0 for status in statuses):
         return next(s.reason for s in statuses if s is not None)
