@@ -19,6 +19,7 @@
 -- @column no_device_graph_replay_count CUDA-graph replays without a device, left out.
 -- @column no_device_count All GPU work without a device, left out.
 -- @column device_recovered_count GPU work recorded without a device and put on the GPU of its context or stream, or the only GPU.
+-- @column source_format What was read: 'nsys' (an export) or 'kineto' (a PyTorch-profiler trace, whose events without a valid time or duration are counted here).
 -- @check event_count not_null
 -- @check event_count non_negative
 -- @check no_device_count not_null
@@ -57,5 +58,6 @@ SELECT coalesce(sum(n) FILTER (WHERE view = 'kernels'), 0) AS kernel_count,
        (SELECT memset_count FROM unplaced) AS no_device_memset_count,
        (SELECT graph_replay_count FROM unplaced) AS no_device_graph_replay_count,
        (SELECT event_count FROM unplaced) AS no_device_count,
-       (SELECT recovered_count FROM unplaced) AS device_recovered_count
+       (SELECT recovered_count FROM unplaced) AS device_recovered_count,
+       coalesce((SELECT any_value(value) FROM profile_info WHERE key = 'source_format'), 'nsys') AS source_format
 FROM dropped
