@@ -173,8 +173,8 @@ EXCEPTIONS: dict[str, Listed] = {
     "short_decode_after_prefills": _exception("NVTX domains are lost; the ranges keep their text",
                                               ("nvtx_domain_ranges",)),
     # no GPU activity at all: the nsys export is judged a failed capture, the trace is refused
-    "empty_capture": _exception("the capture holds no event; a trace without GPU activity is refused", (),
-                                refused="holds no GPU activity"),
+    "empty_capture": _exception("the capture holds no event; a trace without any event is refused", (),
+                                refused="holds no events"),
     "nvtx_only": _exception("the capture holds NVTX ranges only; a trace without GPU activity is refused",
                             ("nvtx_domain_ranges",), refused="holds no GPU activity"),
 }
