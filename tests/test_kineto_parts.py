@@ -75,3 +75,14 @@ def test_a_cut_inside_an_event_is_read_again_whole(tmp_path, monkeypatch):
     whole = _summary(path, None, monkeypatch)
     assert whole[0] == 300
     assert _summary(path, 10, monkeypatch) == whole
+
+
+def test_parts_joined_again_are_the_events_as_copied(tmp_path):
+    events = _steps(200)
+    path = write(tmp_path / "t.pt.trace.json", trace(events))
+    (tmp_path / "scratch").mkdir()
+    split = split_trace(path, tmp_path / "scratch", part_bytes=2000)
+    assert len(split.parts) > 5
+    merged = split.merged()
+    assert split.parts == [merged] and json.loads(merged.read_bytes()) == events
+    assert [p.name for p in (tmp_path / "scratch").iterdir()] == [merged.name]

@@ -1,7 +1,7 @@
 """A PyTorch-profiler (Kineto) Chrome trace as a file: recognised by its content, and split, in one streaming
-pass, into its header (every top-level key but the events) and a file holding only the `traceEvents` array, which
-DuckDB then reads element by element (engine/reading/kineto.py). No event becomes a Python object, so a trace of
-gigabytes is read in bounded memory.
+pass, into its header (every top-level key but the events) and files holding only the events of its traceEvents
+array, as JSON arrays, which DuckDB then reads element by element (engine/reading/kineto.py). No event becomes a
+Python object, so a trace of gigabytes is read in bounded memory.
 
 The trace is one JSON object (pytorch/kineto, libkineto/src/output_json.cpp, ChromeTraceLogger):
 `{"schemaVersion": 1, "deviceProperties": [...], <metadata such as "distributedInfo">, "displayTimeUnit": "ms",
@@ -71,12 +71,6 @@ def _open_stream(path: Path, fd: int | None = None) -> BinaryIO:
     return raw
 
 
-def looks_like_trace(head: bytes) -> bool:
-    """Whether the first bytes (decompressed) are those of a JSON object, as every Chrome trace in object form is."""
-    text = head.lstrip(b" \t\r\n\xef\xbb\xbf")
-    return text.startswith(b"{")
-
-
 def sniff(path: Path) -> str | None:
     """'trace' when `path` holds a JSON object (plain or gzipped): a Chrome trace, perhaps Kineto's, which
     split_trace then checks; 'json-array' for a Chrome trace in array form (no Kineto writes that); None otherwise."""
@@ -103,22 +97,23 @@ class SplitTrace:
     separators: list[bytes] = field(default_factory=list)  # what was cut out between two parts
 
     def merged(self) -> Path:
-        """The parts joined back into the first one (the separators put back): one array, for a trace whose cuts
-        were not between two events after all (DuckDB refuses such a part)."""
+        """The parts joined back into the first one, the separators put back, as it was copied: the events and what
+        follows them, for _finish_events to close; for a trace cut among the keys that follow its events."""
         first = self.parts[0]
         with open(first, "r+b") as sink:
             sink.seek(-1, os.SEEK_END)
             sink.truncate()  # the `]` that closed the first part
-            for part, separator in zip(self.parts[1:], self.separators):
+            last = len(self.parts) - 1
+            for number, (part, separator) in enumerate(zip(self.parts[1:], self.separators), 1):
                 sink.write(separator)
                 with open(part, "rb") as source:
                     source.read(1)  # its `[`
                     while chunk := source.read(_CHUNK):
                         sink.write(chunk)
+                if number < last:  # the `]` that closed it (the last part is not closed yet)
                     sink.seek(-1, os.SEEK_END)
                     sink.truncate()
                 part.unlink()
-            sink.write(b"]")
         self.parts, self.separators = [first], []
         return first
 
