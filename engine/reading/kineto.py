@@ -1,7 +1,8 @@
 """Read a PyTorch-profiler (Kineto) trace into the canonical tables, as loader.py reads an nsys export.
 
-The events (split from the trace by kineto_file.split_trace) are read by DuckDB into one scratch table, `_events`,
-with the few `args` fields the canonical tables need, already typed; kineto_adapters.py then fills every canonical
+The events (split from the trace into parts by kineto_file.split_trace) are read by DuckDB, the parts side by side,
+into one TEMP table, `_raw_events` (seen through the view `_events`, which adds the time in ns), with the few `args`
+fields the canonical tables need, already typed; kineto_adapters.py then fills every canonical
 table from it through the same Loader machinery (time checks, GPU placement, name tables) an nsys export goes
 through. Timestamps are microseconds with three decimals (pytorch/kineto, output_json.cpp): each becomes an exact
 integer of nanoseconds on the trace's own time base (relative to its baseTimeNanoseconds since PyTorch 2.4, Unix
