@@ -385,8 +385,13 @@ def devices(source: Source) -> list[Adapter]:
                             NULL::BIGINT, NULL::VARCHAR
                      FROM src."{T}" g"""
 
-    def select(_src: str) -> str:
-        return f"""
+    return [Adapter("devices", None, lambda _src: devices_select(listed), announce=False)]
+
+
+def devices_select(listed: str) -> str:
+    """The devices table from `listed` (a query of device_id, name, sm, bw, mem, clk, cc: the GPUs the profile
+    describes) and the GPUs the GPU tables used."""
+    return f"""
         WITH listed AS (
             SELECT device_id, any_value(name) AS name, any_value(sm) AS sm, any_value(bw) AS bw,
                    any_value(mem) AS mem, any_value(clk) AS clk, any_value(cc) AS cc
@@ -401,8 +406,6 @@ def devices(source: Source) -> list[Adapter]:
         FROM listed l FULL OUTER JOIN (SELECT device_id FROM used WHERE device_id IS NOT NULL) u
           ON u.device_id = l.device_id
         ORDER BY 1"""
-
-    return [Adapter("devices", None, select, announce=False)]
 
 
 def processes(source: Source) -> list[Adapter]:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .adapters import Adapter, Source, devices as _nsys_devices
+from . import adapters as nsys_adapters
+from .adapters import Adapter, Source, devices_select
 
 # The launching process of GPU work: a trace is one process's, and its GPU events carry the device, not the pid.
 _GPU_PID = "coalesce(l.pid, (SELECT pid FROM _host))"
@@ -157,16 +158,7 @@ def devices(_source: Source) -> list[Adapter]:
     """The GPUs of deviceProperties (in `_device_properties`) plus every GPU that did work."""
     listed = ("SELECT device_id, name, sm_count, NULL::BIGINT, total_memory, NULL::BIGINT, compute_capability "
               "FROM _device_properties")
-    nsys = _nsys_devices(Source({}))[0]
-    template = nsys.select("")
-    none = ("SELECT NULL::INTEGER AS device_id, NULL::VARCHAR AS name, NULL::INTEGER AS sm, NULL::BIGINT AS bw, "
-            "NULL::BIGINT AS mem, NULL::BIGINT AS clk, NULL::VARCHAR AS cc WHERE false")
-    if none not in template:
-        raise AssertionError("adapters.devices changed: update kineto_adapters.devices")
-    query = template.replace(none, listed)
-
-    return [Adapter("devices", None, lambda _src: query, announce=False)]
-
+    return [Adapter("devices", None, lambda _src: devices_select(listed), announce=False)]
 
 def processes(_source: Source) -> list[Adapter]:
     """The processes named by `process_name` metadata events, plus every pid seen on a CPU thread."""
@@ -188,18 +180,9 @@ def _none(_source: Source) -> list[Adapter]:
     return []
 
 
-# In the order the tables are filled, as adapters.ADAPTERS.
-ADAPTERS: dict[str, Callable[[Source], list[Adapter]]] = {
-    "kernels": kernels,
-    "api_calls": api_calls,
-    "memcpys": memcpys,
-    "memsets": memsets,
-    "syncs": syncs,
-    "graph_launches": _none,
-    "nvtx_ranges": nvtx_ranges,
-    "gpu_metrics": _none,
-    "osrt_calls": _none,
-    "cpu_samples": _none,
-    "devices": devices,
-    "processes": processes,
-}
+# Every canonical table in adapters.ADAPTERS's order (syncs read api_calls; devices and processes the GPU tables);
+# those a trace cannot fill have no adapter.
+_FILLED = {"kernels": kernels, "api_calls": api_calls, "memcpys": memcpys, "memsets": memsets, "syncs": syncs,
+           "nvtx_ranges": nvtx_ranges, "devices": devices, "processes": processes}
+ADAPTERS: dict[str, Callable[[Source], list[Adapter]]] = {table: _FILLED.get(table, _none)
+                                                          for table in nsys_adapters.ADAPTERS}
