@@ -248,32 +248,17 @@ def _write_streaming(kt: Any, tr: Any, fh: TextIO, trace_name: str) -> None:
                                                        dsm)
             pid = kt._pid(gpid)
             c = tr.corr(pid, corr)
-            args = (f'{ext_of(pid, corr)}"queued": 0, "device": {device}, "context": {ctx}, "stream": {stream}, '
-                    f'"correlation": {c}, {static}, "graph id": {graph or 0}, "graph node id": {node or 0}, '
-                    f'"channel": 0, "channel_type": 1')
+            args = kt._kernel_args(ext_of(pid, corr), device, ctx, stream, c, static, graph, node)
             fh.write(kt._gpu_event(tr, "kernel", tr.names.event(x.strings.get(name_id, "")), device, stream, start,
                                    end, c, args).text)
         else:
             _, _, end, device, ctx, stream, corr, gpid, kind, event_id = r
             pid = kt._pid(gpid)
-            c = tr.corr(pid, corr)
-            name = kt._SYNC_KINDS.get(kind, "Unknown Sync")
-            trace_stream = -1 if stream == kt._UINT32_MAX else stream
-            waits = (f'"wait_on_stream": -1, "wait_on_cuda_event_record_corr_id": -1, "wait_on_cuda_event_id": '
-                     f'{event_id}, ' if kind in (kt._EVENT_SYNC, kt._STREAM_WAIT_EVENT) else "")
-            args = (f'{ext_of(pid, corr)}"cuda_sync_kind": "{name}", {waits}"stream": {trace_stream}, '
-                    f'"correlation": {c}, "device": {device}, "context": {ctx}')
-            if trace_stream == -1:
-                tr.streams.add((device, -1, f"Device {device}"))
-            else:
-                tr.streams.add((device, trace_stream, f"stream {trace_stream} "))
-            row = trace_stream + kt._SYNC_STREAM_TID_OFFSET if kind == kt._STREAM_SYNC else abs(trace_stream)
-            if kind == kt._STREAM_SYNC and (device, row) not in named_rows:
-                named_rows.add((device, row))
-                fh.write(kt._sync_row_metadata(tr.t(start), device, row, trace_stream))
-            text = kt._complete("cuda_sync", tr.names.event(name), device, row, tr.t(start), end - start, args)
-            if c > 0:
-                text += kt._flow(False, c, device, row, tr.t(start))
+            text, sync_row = kt._sync_event(tr, ext_of(pid, corr), start, end, device, ctx, stream,
+                                            tr.corr(pid, corr), kind, event_id)
+            if sync_row is not None and sync_row[:2] not in named_rows:
+                named_rows.add(sync_row[:2])
+                fh.write(kt._sync_row_metadata(tr.t(start), *sync_row))
             fh.write(text)
     window_start = tr.t(0)
     for text in kt._resource_metadata(tr, window_start):
