@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sqlite3
 import subprocess
@@ -184,6 +185,15 @@ def pytest_sessionfinish(session, exitstatus):
     if not _is_xdist_worker(session.config) and _other_user_was_created():
         # by the controller only: under xdist the workers share the user and finish at different times
         subprocess.run(["userdel", OTHER_USER], capture_output=True)
+
+
+def assert_findings_finite(report) -> None:
+    """Every finding's cost is a share (0-1 or none) and every float of its evidence is finite."""
+    for f in report.findings:
+        assert f.impact is None or 0 <= f.impact <= 1
+        for e in f.evidence:
+            if isinstance(e.value, float):
+                assert math.isfinite(e.value)
 
 
 def real(fragment: str) -> Path:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
 
 import pytest
 
-from conftest import REAL_EXPORTS, analysis, real, requires_real
+from conftest import REAL_EXPORTS, analysis, assert_findings_finite, real, requires_real
 
 pytestmark = requires_real
 
@@ -26,11 +25,7 @@ def _finding(report, rule):
 def test_every_real_export_is_diagnosed_with_finite_numbers(path):
     report = analysis(path)[1]
     assert report.verdict.headline
-    for f in report.findings:
-        assert f.impact is None or 0 <= f.impact <= 1
-        for e in f.evidence:
-            if isinstance(e.value, float):
-                assert math.isfinite(e.value)
+    assert_findings_finite(report)
 
 
 def test_openmp_offload_is_pcie_bound_with_pageable_memory(reports):

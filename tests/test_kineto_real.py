@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ from nsys_diagnose.facts import load_facts
 from nsys_diagnose.facts.compute import compute_facts
 from nsys_diagnose.reading.export import open_export
 
-from conftest import REPO, analysis
+from conftest import REPO, analysis, assert_findings_finite
 
 pytestmark = pytest.mark.slow
 
@@ -38,11 +37,7 @@ def test_every_real_trace_is_read_as_a_trace_with_finite_numbers(name):
     assert report.profile.source_format == "kineto"
     assert report.profile.producer == "PyTorch profiler trace"
     assert report.verdict.headline
-    for f in report.findings:
-        assert f.impact is None or 0 <= f.impact <= 1
-        for e in f.evidence:
-            if isinstance(e.value, float):
-                assert math.isfinite(e.value)
+    assert_findings_finite(report)
 
 
 def test_vllm_eager_prefill_on_b200_is_host_bound_inside_vllm_ops():
