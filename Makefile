@@ -15,7 +15,7 @@ help:
 	@echo "make regen      every generated expectation: JSON schemas, golden reports, scenario expectations, docs"
 	@echo "make docs       docs/rules/*.md and docs/facts.md from the rule and fact metadata"
 	@echo "make lint       ruff (Python) and sqlfluff (fact SQL)"
-	@echo "make format     ruff format, on the files you name: make format FILES='engine/docs.py'"
+	@echo "make format     ruff format, on the files you name: make format FILES='engine/authoring/docs.py'"
 	@echo "make typecheck  mypy (configured in pyproject.toml)"
 
 $(PY):
@@ -49,18 +49,18 @@ expectations:
 	UPDATE_EXPECTED=1 $(PYTEST) tests/test_scenario_expectations.py
 
 docs:
-	$(PY) -m nsys_diagnose.docs --write
+	$(PY) -m nsys_diagnose.authoring.docs --write
 
 docs-check:
-	$(PY) -m nsys_diagnose.docs --check
+	$(PY) -m nsys_diagnose.authoring.docs --check
 
 lint:
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/sqlfluff lint engine/facts --processes 2
+	$(VENV)/bin/sqlfluff lint rules/facts --processes 2
 
 FILES ?=
 format:
-	@test -n "$(FILES)" || { echo "name the files: make format FILES='engine/docs.py tests/test_docs.py'"; exit 2; }
+	@test -n "$(FILES)" || { echo "name the files: make format FILES='engine/authoring/docs.py tests/test_docs.py'"; exit 2; }
 	$(VENV)/bin/ruff format $(FILES)
 
 typecheck:

@@ -129,7 +129,7 @@ def _is_xdist_worker(config) -> bool:
 
 def _share_the_cpus(workerinput) -> None:
     """Give each xdist worker its own share of the CPUs (its affinity mask), so that its DuckDB runs as many threads
-    as it has CPUs (engine/duck.py usable_cpus): N workers each running one thread per CPU of the machine would
+    as it has CPUs (engine/base/duck.py usable_cpus): N workers each running one thread per CPU of the machine would
     oversubscribe the cores and spend the difference switching between threads. Subprocesses inherit the mask."""
     try:
         cpus = sorted(os.sched_getaffinity(0))
@@ -315,7 +315,7 @@ def _shared_analysis(path: Path):
 
 
 def _analyse(path: Path):
-    from nsys_diagnose.api import build_report, load_pack
+    from nsys_diagnose.runs.api import build_report, load_pack
     from nsys_diagnose.facts.compute import compute_facts
     from nsys_diagnose.reading.export import open_export
 

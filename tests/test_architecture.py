@@ -18,7 +18,9 @@ PACKAGE = "nsys_diagnose"
 # module is named by its path under nsys_diagnose, and a package stands for everything inside it. "" is the root.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # shared helpers that know nothing of the pipeline; the profile generator writes exports with sqlite3 alone
-    ("base", ("", "errors", "units", "text", "vocabulary", "version", "duck", "timings", "fixtures")),
+    ("base", ("", "base", "fixtures")),
+    # where each part of a knowledge pack lives, and its loaders
+    ("pack", ("pack",)),
     # what a diagnosis produces and every report reads: findings, verdict, evidence, the three report documents
     ("model", ("model",)),
     ("reading", ("reading",)),  # exports -> canonical tables
@@ -26,9 +28,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("facts", ("facts",)),  # canonical tables -> fact tables
     ("diagnosis", ("diagnosis",)),  # rules, their settings, evaluation, verdict
     ("reports", ("reports",)),  # key metrics, rendering, JSON Schemas
-    # entry points that run the whole pipeline: one profile, a multi-rank run, a comparison and its gates, a batch,
+    # entry points that run the whole pipeline: one profile, a multi-rank run, a comparison and its gates, a batch
+    ("runs", ("runs",)),
     # the rule and fact tests and the generated docs (which run the rule tests' examples)
-    ("api", ("api", "multirank", "compare", "batch", "batch_dask", "ruletest", "facttest", "docs")),
+    ("authoring", ("authoring",)),
     ("cli", ("cli",)),
 )
 
@@ -189,23 +192,24 @@ def _vocabulary_uses(path: Path, words: set[str]) -> set[str]:
 
 
 def test_severity_and_kind_names_are_spelled_in_one_module():
-    from nsys_diagnose.vocabulary import Kind, Severity
+    from nsys_diagnose.base.vocabulary import Kind, Severity
 
     words = set(Severity.names()) | {k.value for k in Kind}
     spelled = {str(p.relative_to(ENGINE)): sorted(used) for p in ENGINE.rglob("*.py")
                if p.name != "vocabulary.py" and (used := _vocabulary_uses(p, words))}
-    assert spelled == {}, f"use nsys_diagnose.vocabulary's Severity and Kind instead of literals: {spelled}"
+    assert spelled == {}, f"use nsys_diagnose.base.vocabulary's Severity and Kind instead of literals: {spelled}"
 
 
 def test_category_names_live_in_the_data_file_only():
-    from nsys_diagnose.vocabulary import Kind
+    from nsys_diagnose.base.vocabulary import Kind
 
     # "capture" is a category and a kind; as a kind it is spelled in vocabulary.py
-    categories = {c["id"] for c in yaml.safe_load((RULES / "categories.yaml").read_text(encoding="utf-8"))}
+    vocabulary = (RULES / "vocabulary" / "categories.yaml").read_text(encoding="utf-8")
+    categories = {c["id"] for c in yaml.safe_load(vocabulary)}
     categories -= {k.value for k in Kind}
     spelled = {str(p.relative_to(ENGINE)): sorted(hits) for p in ENGINE.rglob("*.py")
                if (hits := _literals(p) & categories)}
-    assert spelled == {}, f"category names belong in rules/categories.yaml, not in Python: {spelled}"
+    assert spelled == {}, f"category names belong in rules/vocabulary/categories.yaml, not in Python: {spelled}"
 
 
 def _literals(path: Path) -> set[str]:

@@ -21,11 +21,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from nsys_diagnose import batch
+from nsys_diagnose.runs import batch
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.cli.output import current_umask
 from nsys_diagnose.diagnosis.config import Config
-from nsys_diagnose.errors import InputError
+from nsys_diagnose.base.errors import InputError
 from nsys_diagnose.reading.inputs import check_profile_path
 from nsys_diagnose.reports.metrics import METRICS
 

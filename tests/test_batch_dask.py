@@ -19,7 +19,7 @@ import duckdb
 import pytest
 
 import conftest
-from nsys_diagnose import batch
+from nsys_diagnose.runs import batch
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.diagnosis.config import Config
 
@@ -110,7 +110,7 @@ def test_the_local_cluster_gives_the_rows_of_local_mode(inputs, local, tmp_path,
 def test_the_local_cluster_refuses_a_client_without_its_credentials(reaped):
     """Any local user can reach a loopback port: without the cluster's throwaway TLS credentials no client may
     connect and run code as the batch's user, neither over plain TCP nor with TLS credentials of its own."""
-    from nsys_diagnose.batch_dask import close_local, connect
+    from nsys_diagnose.runs.batch_dask import close_local, connect
 
     client, cluster, where = connect(None, 1, distributed)
     try:
@@ -166,7 +166,7 @@ def test_the_local_cluster_serves_no_http(reaped):
     """Dask's scheduler and workers start HTTP servers (the scheduler's identity, the workers' call stacks, a
     sitemap) that ask no credentials: the local cluster of a batch keeps none listening, only its TLS ports (the
     scheduler's, the workers' and their nannies'), and none of those answers HTTP."""
-    from nsys_diagnose.batch_dask import close_local, connect
+    from nsys_diagnose.runs.batch_dask import close_local, connect
 
     before = _listening_ports(os.getpid())
     client, cluster, where = connect(None, 2, distributed)
@@ -220,7 +220,7 @@ def _killer(path: str, settings: batch.WorkerSettings, check) -> dict:
 
 
 def test_a_worker_killed_mid_task_is_retried_then_an_internal_error_row(scheduler, tmp_path):
-    from nsys_diagnose.batch_dask import diagnose_batch_dask
+    from nsys_diagnose.runs.batch_dask import diagnose_batch_dask
 
     paths = [tmp_path / f"{name}.sqlite" for name in ("a", "b", "c", "d")]
     done: list[str] = []
@@ -243,7 +243,7 @@ def _slow(path: str, settings: batch.WorkerSettings, check) -> dict:
 def test_a_scheduler_that_goes_away_leaves_a_row_for_every_profile(tmp_path, reaped):
     """The cluster's scheduler stops once the first row is back: the profiles it had not finished are rows that
     say so (not "internal error:": the cluster's trouble, not a bug), and the batch returns."""
-    from nsys_diagnose.batch_dask import diagnose_batch_dask
+    from nsys_diagnose.runs.batch_dask import diagnose_batch_dask
 
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
@@ -282,7 +282,7 @@ def test_a_scheduler_without_the_dask_executor_is_one_sentence(tmp_path):
 
 @pytest.mark.parametrize("where", ["refusing port", "scheduler file without an address", "no address"])
 def test_an_unreachable_scheduler_is_one_sentence(where, monkeypatch, tmp_path):
-    from nsys_diagnose import batch_dask
+    from nsys_diagnose.runs import batch_dask
 
     monkeypatch.setattr(batch_dask, "CONNECT_TIMEOUT_S", 1)
     out, bad_file = tmp_path / "out", tmp_path / "scheduler.json"

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import default_stop_signals, start_and_wait_for
 from nsys_diagnose.reading import cache as store
-from nsys_diagnose.api import diagnose
+from nsys_diagnose.runs.api import diagnose
 from nsys_diagnose.fixtures.generator import generate, generate_large
 from nsys_diagnose.reading.export import open_export
 

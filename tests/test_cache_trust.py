@@ -18,8 +18,8 @@ import pytest
 
 from conftest import run_as, shared_directory
 from nsys_diagnose.reading import cache as store
-from nsys_diagnose.api import diagnose
-from nsys_diagnose.errors import InputError
+from nsys_diagnose.runs.api import diagnose
+from nsys_diagnose.base.errors import InputError
 from nsys_diagnose.fixtures.generator import generate
 from nsys_diagnose.reading.export import open_export
 

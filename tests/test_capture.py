@@ -338,7 +338,7 @@ def test_every_bundled_preset_says_how_to_get_a_pytorch_profiler_trace_with_its_
 
 def test_a_preset_without_its_pytorch_profiler_note_does_not_load(tmp_path, monkeypatch):
     from nsys_diagnose.capture import presets as presets_module
-    from nsys_diagnose.errors import SetupError
+    from nsys_diagnose.base.errors import SetupError
 
     bundled = presets_module.presets_dir()
     (tmp_path / "nsys-flags.yaml").write_text((bundled / "nsys-flags.yaml").read_text(encoding="utf-8"))
@@ -567,7 +567,7 @@ def test_every_bundled_capture_line_is_a_command_diagnose_profile_accepts():
     from nsys_diagnose.capture.presets import capture_line, load_presets
     from nsys_diagnose.cli.main import capture_parser
     from nsys_diagnose.diagnosis.rules import load_rules
-    from nsys_diagnose.facts import load_facts
+    from nsys_diagnose.facts.catalog import load_facts
 
     rules = [r for r in load_rules(load_facts(), scope=None).values() if r.spec.capture is not None]
     assert len(rules) >= 8

@@ -12,8 +12,8 @@ import pytest
 
 from nsys_diagnose.diagnosis.categories import load_categories
 from nsys_diagnose.diagnosis.rules import RuleError, bundled_rules_dir, load_rules, rule_files
-from nsys_diagnose.facts import load_facts
-from nsys_diagnose.vocabulary import Kind
+from nsys_diagnose.facts.catalog import load_facts
+from nsys_diagnose.base.vocabulary import Kind
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"

@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.reports.render import render
-from nsys_diagnose.model import Report
+from nsys_diagnose.model.report import Report
 
 EXAMPLE = REPO / "fixtures" / "examples" / "healthy_prefill.sqlite"
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from nsys_diagnose.cli import main as cli
-from nsys_diagnose.version import tool_version
+from nsys_diagnose.base.version import tool_version
 
 from conftest import slow_but
 

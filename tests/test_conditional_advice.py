@@ -11,11 +11,11 @@ import pytest
 from cli_in_process import run_cli
 from nsys_diagnose.diagnosis.evaluate import Evaluation, idle_cause_rules, verdict
 from nsys_diagnose.diagnosis.rules import load_rules
-from nsys_diagnose.facts import load_facts
+from nsys_diagnose.facts.catalog import load_facts
 from nsys_diagnose.facts.compute import FactSet
-from nsys_diagnose.model import Finding
-from nsys_diagnose.units import fmt_ratio
-from nsys_diagnose.vocabulary import Kind, Severity
+from nsys_diagnose.model.report import Finding
+from nsys_diagnose.base.units import fmt_ratio
+from nsys_diagnose.base.vocabulary import Kind, Severity
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "eager_decode.sqlite"
@@ -230,7 +230,7 @@ def test_a_plain_cuda_run_has_one_row_that_carries_serves_tokens_and_stays_cuda(
     """software_stack gives a run without stack evidence one `cuda`/`none` row, so `software_stack.serves_tokens`
     is there for a hand-written CUDA LLM; the row is no evidence of a stack."""
     from nsys_diagnose.diagnosis.stacks import detect_stack
-    from nsys_diagnose.facts import Fact
+    from nsys_diagnose.facts.catalog import Fact
     from nsys_diagnose.facts.compute import FactResult
 
     row = {"stack": "cuda", "source": "none", "matches": 0, "time_share": None, "example": None,

@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REAL_EXPORTS, analysis, requires_real, scenario_analysis
-from nsys_diagnose.api import diagnose, load_pack
+from nsys_diagnose.runs.api import diagnose, load_pack
 from nsys_diagnose.fixtures._export import ERA_2024, H100_SXM, Proc
 from nsys_diagnose.fixtures._kernels import KernelSpec
 from nsys_diagnose.fixtures._timeline import DEVICE, HTOD, PAGEABLE, PINNED, Host, _finish, _new_export, _t0, jit
 from nsys_diagnose.fixtures.generator import SCENARIOS
-from nsys_diagnose.model import Report
+from nsys_diagnose.model.report import Report
 from nsys_diagnose.reports.consistency import check
 
 REPLAYED = {r.id for r in load_pack().rules.values() if r.spec.what_if}

@@ -133,7 +133,7 @@ def test_tiny_captures_are_called_too_short_not_idle(reports):
 
 def test_a_gate_on_gpu_utilisation_catches_kernel_time_that_copies_replaced(reports):
     """Kernels ran ≈ 90 % of the window before and ≈ 2 % after (the rest is copies): the gate must trip."""
-    from nsys_diagnose.compare import compare
+    from nsys_diagnose.runs.compare import compare
 
     c = compare(reports("mfu_2gpu_before"), reports("h100_2gpu_1s"), gates=["gpu_utilization:-5%"])
     assert c.gate_crossed and c.gates[0].crossed

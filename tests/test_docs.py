@@ -1,4 +1,5 @@
-"""The reference docs under docs/ are generated from the rule and fact metadata (engine/docs.py); the committed
+"""The reference docs under docs/ are generated from the rule and fact metadata (engine/authoring/docs.py); the
+committed
 pages must be what the generator writes now, so a changed rule, param or fact cannot leave its docs behind."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose import docs
+from nsys_diagnose.authoring import docs
 from nsys_diagnose.diagnosis.rules import bundled_rules_dir, rule_files
 
 from conftest import REPO, scenario_analysis
@@ -91,8 +92,10 @@ def test_check_mode_names_a_stale_page_and_the_command_that_fixes_it(tmp_path: P
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
     (tmp_path / "rules" / "launch-bound.md").write_text("old", encoding="utf-8")
-    (tmp_path / "rules" / "retired-rule.md").write_text(f"{docs.GENERATED_MARKER} (python -m nsys_diagnose.docs "
-                                                       f"--write) from rules/x/retired-rule.yaml -->\n# gone\n",
+    (tmp_path / "rules" / "retired-rule.md").write_text(f"{docs.GENERATED_MARKER} (python -m "
+                                                       f"nsys_diagnose.authoring.docs --write) from "
+                                                       f"rules/x/retired-rule.yaml "
+                                                       f"-->\n# gone\n",
                                                        encoding="utf-8")
     monkeypatch.setattr(docs, "build", lambda: pages)
     assert docs.main(["--check", "--out", str(tmp_path)]) == 1

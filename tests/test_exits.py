@@ -163,7 +163,7 @@ def test_an_internal_error_is_exit_3_not_a_finding(monkeypatch, capsys):
 
 @pytest.mark.parametrize("message", ["empty.", "empty", "what?", "stop!", "trailing space. "])
 def test_an_internal_error_ending_in_a_full_stop_gets_no_second_one(monkeypatch, capsys, message):
-    from nsys_diagnose.errors import full_stop
+    from nsys_diagnose.base.errors import full_stop
 
     def crash(*args, **kwargs):
         raise ValueError(message)
@@ -204,9 +204,9 @@ def test_every_exit_code_a_command_can_return_is_explained_in_the_usage_guide():
 
 
 def test_an_os_error_and_running_out_of_memory_are_one_sentence_and_exit_2(monkeypatch, capsys):
-    """The same sentence as a batch row's error (engine/errors.py error_sentence), file name first."""
-    from nsys_diagnose import batch
-    from nsys_diagnose.errors import error_sentence
+    """The same sentence as a batch row's error (engine/base/errors.py error_sentence), file name first."""
+    from nsys_diagnose.runs import batch
+    from nsys_diagnose.base.errors import error_sentence
 
     full = OSError(28, "No space left on device", "/reports/run\x1b[2J.md")
     for exc, said in ((full, "/reports/run\ufffd[2J.md: No space left on device"),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.facts import FactError, check_rows, load_facts, parse_fact
+from nsys_diagnose.facts.catalog import FactError, check_rows, load_facts, parse_fact
 from nsys_diagnose.fixtures.generator import SCENARIOS
 
 from conftest import REAL_EXPORTS, analysis, requires_real, scenario_analysis, slow_but
@@ -129,7 +129,7 @@ def test_a_helper_is_never_reported():
 def test_the_report_keeps_the_facts_and_rows_the_headers_name():
     """What `-- @report` marks is what the JSON report holds: each fact cut to its `rows=N`, and the per-phase rows
     of the facts marked `per-phase` under each phase judged alone."""
-    from nsys_diagnose.facts import reported_facts
+    from nsys_diagnose.facts.catalog import reported_facts
 
     facts, report = scenario_analysis("prefill_heavy_eager_decode")
     marked = {f.name: f for f in reported_facts(FACTS)}

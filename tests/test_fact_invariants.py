@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.vocabulary import IDLE_CAUSES
+from nsys_diagnose.base.vocabulary import IDLE_CAUSES
 from nsys_diagnose.fixtures.generator import SCENARIOS
 from nsys_diagnose.reading.export import open_export
 
@@ -44,7 +44,7 @@ def _waits(path: Path) -> list[tuple[int, int]]:
     OS waits, is tested in test_server_idle.py): the oracle takes them as given and checks the interval arithmetic
     around them."""
     from nsys_diagnose.cli.facts import needed
-    from nsys_diagnose.facts import load_facts
+    from nsys_diagnose.facts.catalog import load_facts
     from nsys_diagnose.facts.compute import compute_facts
 
     with open_export(path) as export:

@@ -9,9 +9,15 @@ from pathlib import Path
 import pytest
 
 from nsys_diagnose.cli.main import main
-from nsys_diagnose.facttest import (FactTestError, bundled_fact_tests, find_fact_tests, load_fact_test, run_fact_tests,
-                                              fact_test_file)
-from nsys_diagnose.facts import load_facts
+from nsys_diagnose.authoring.facttest import (
+    FactTestError,
+    bundled_fact_tests,
+    find_fact_tests,
+    load_fact_test,
+    run_fact_tests,
+    fact_test_file,
+)
+from nsys_diagnose.facts.catalog import load_facts
 
 REPO = Path(__file__).resolve().parents[1]
 PACK = REPO / "examples" / "team-rules"

@@ -12,7 +12,7 @@ import json
 import pytest
 from conftest import scenario_analysis
 from nsys_diagnose.cli import compare as comparecli, main as cli
-from nsys_diagnose.compare import GateError, check_gates, compare, known_metrics, parse_gate
+from nsys_diagnose.runs.compare import GateError, check_gates, compare, known_metrics, parse_gate
 from nsys_diagnose.reports.render import render
 
 

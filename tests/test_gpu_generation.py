@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from nsys_diagnose.api import diagnose
+from nsys_diagnose.runs.api import diagnose
 from nsys_diagnose.diagnosis.config import Config, Setting
 from nsys_diagnose.fixtures.generator import SCENARIOS
 

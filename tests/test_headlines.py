@@ -1,4 +1,5 @@
-"""The verdict headline's wording is data (rules/headlines.yaml): a team pack rewords it with a headlines.yaml in
+"""The verdict headline's wording is data (rules/vocabulary/headlines.yaml): a team
+pack rewords it with a headlines.yaml in
 its rule directory, and a broken one stops the load with the file and what to change."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.api import diagnose
+from nsys_diagnose.runs.api import diagnose
 from nsys_diagnose.diagnosis.config import Config
 from nsys_diagnose.diagnosis.headlines import PLACEHOLDERS, HeadlineError, load_headlines
 from nsys_diagnose.fixtures.generator import generate
@@ -78,9 +79,9 @@ def test_every_mistake_of_a_wording_file_is_listed_with_its_line(tmp_path):
 
 
 def test_a_team_pack_rewords_the_multi_rank_headline(tmp_path):
-    from nsys_diagnose.model import Verdict
+    from nsys_diagnose.model.report import Verdict
     from nsys_diagnose.model.runmodel import RankRow, RunBalance
-    from nsys_diagnose.multirank import run_verdict
+    from nsys_diagnose.runs.multirank import run_verdict
 
     ranks = [RankRow(rank=i, path=f"r{i}.sqlite", file=f"r{i}.sqlite",
                      verdict=Verdict(primary="launch-bound", rule="launch-bound", headline=f"rank {i} is launch-bound"),

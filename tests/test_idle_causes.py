@@ -8,7 +8,7 @@ import pytest
 
 from conftest import scenario_analysis, slow_but
 from nsys_diagnose.reports.render import render
-from nsys_diagnose.vocabulary import IDLE_CAUSES, WINDOW_PARTS
+from nsys_diagnose.base.vocabulary import IDLE_CAUSES, WINDOW_PARTS
 
 
 def _idle(name: str) -> dict[str, float]:
@@ -114,7 +114,7 @@ def test_time_in_calls_during_each_gap_matches_a_brute_force_count_with_nested_a
 
     import duckdb
 
-    from nsys_diagnose.facts import load_facts, render_sql
+    from nsys_diagnose.facts.catalog import load_facts, render_sql
 
     rng = random.Random(seed)
     classes = ["launch", "sync", "allocation"]
@@ -173,7 +173,7 @@ def test_a_burst_of_calls_before_long_gaps_stays_cheap_and_exact():
     over the calls alone, every gap would be listed in a hundred million)."""
     import duckdb
 
-    from nsys_diagnose.facts import load_facts, render_sql
+    from nsys_diagnose.facts.catalog import load_facts, render_sql
 
     con = duckdb.connect()
     con.execute("CREATE TABLE _api_classes AS SELECT 0 AS name_id, 'launch' AS api_class")

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.api import load_rule_set
+from nsys_diagnose.runs.api import load_rule_set
 from nsys_diagnose.diagnosis.ruleset import RuleSet
 from nsys_diagnose.cli.main import main
 from nsys_diagnose.diagnosis.config import Config, apply_set
-from nsys_diagnose.errors import InputError
+from nsys_diagnose.base.errors import InputError
 from nsys_diagnose.fixtures.runs import generate_run
 from nsys_diagnose.reading.ranks import resolve_run
 

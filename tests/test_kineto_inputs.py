@@ -18,7 +18,7 @@ from typing import Callable
 import duckdb
 import pytest
 
-from nsys_diagnose.api import diagnose
+from nsys_diagnose.runs.api import diagnose
 from nsys_diagnose.reading.export import open_export
 
 from cli_in_process import run_cli

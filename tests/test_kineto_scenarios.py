@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from nsys_diagnose.errors import InputError
+from nsys_diagnose.base.errors import InputError
 from nsys_diagnose.fixtures._kineto import KINETO_SUFFIX, dropped, write_kineto
 from nsys_diagnose.fixtures.generator import SCENARIOS, generate
 from nsys_diagnose.fixtures.runs import RUN_SCENARIOS, generate_run
@@ -420,7 +420,7 @@ def _run_summary(report) -> dict[str, Any]:
 def test_a_run_of_rank_traces_gets_the_same_diagnosis(name, tmp_path, monkeypatch):
     """Each rank's trace carries its rank in `distributedInfo`, which numbers the ranks; the run read from the
     directory of traces is judged as the run read from the exports."""
-    from nsys_diagnose.multirank import diagnose_run
+    from nsys_diagnose.runs.multirank import diagnose_run
 
     monkeypatch.setenv("NSYS_DIAGNOSE_CACHE_DIR", str(tmp_path / "cache"))
     generate_run(name, tmp_path / "nsys")

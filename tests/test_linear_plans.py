@@ -2,7 +2,7 @@
 than a small multiple of all the rows the export holds. A plan that is quadratic on a small fixture is hours on a
 capture of millions of kernels, long before a timing test would notice. DuckDB plans an ASOF join whose left side
 it estimates small as a nested loop with every earlier row of the right side; estimates behind semi joins are
-often 1, so _steps met 2 M joined rows on a 4,000-call export (engine/duck.py turns that plan off)."""
+often 1, so _steps met 2 M joined rows on a 4,000-call export (engine/base/duck.py turns that plan off)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.facts import load_facts, render_sql
+from nsys_diagnose.facts.catalog import load_facts, render_sql
 from nsys_diagnose.facts.compute import compute_facts
 from nsys_diagnose.reading.export import open_export
 

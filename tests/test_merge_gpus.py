@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from nsys_diagnose.diagnosis.merge import merge_gpus
-from nsys_diagnose.model import Finding
+from nsys_diagnose.model.report import Finding
 from nsys_diagnose.reports.render import render
-from nsys_diagnose.vocabulary import Kind, Severity
+from nsys_diagnose.base.vocabulary import Kind, Severity
 
 from conftest import analysis, real, requires_real
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose import api
-from nsys_diagnose.errors import DiagnoseError, InputError
+from nsys_diagnose.runs import api
+from nsys_diagnose.base.errors import DiagnoseError, InputError
 from nsys_diagnose.fixtures.generator import main as fixture_main
 from nsys_diagnose.fixtures.runs import RUN_SCENARIOS, generate_run
-from nsys_diagnose.multirank import diagnose_inputs, diagnose_run
+from nsys_diagnose.runs.multirank import diagnose_inputs, diagnose_run
 from nsys_diagnose.reading.cache import Note
 from nsys_diagnose.reading.inputs import sqlite_uri
 from nsys_diagnose.reading.ranks import number_ranks, read_identity, resolve_run
@@ -326,7 +326,7 @@ def test_documented_commands_run_with_relative_paths_from_the_files_directory(tm
     p = cli("rank0.sqlite", "rank1.sqlite", "--no-cache", cwd=run)
     assert p.returncode == 0, p.stderr
     assert "run of 2 ranks" in p.stdout
-    assert "both ranks" in p.stdout and "all 2 ranks" not in p.stdout  # rules/headlines.yaml run_both_ranks
+    assert "both ranks" in p.stdout and "all 2 ranks" not in p.stdout  # rules/vocabulary/headlines.yaml run_both_ranks
     p = cli("mr/", "--no-cache", "-f", "json", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["source"] == "mr/"

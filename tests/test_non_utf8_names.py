@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from nsys_diagnose.fixtures.runs import generate_run
-from nsys_diagnose.text import printable, shown_path
+from nsys_diagnose.base.text import printable, shown_path
 
 from cli_in_process import run_cli
 

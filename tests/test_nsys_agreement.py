@@ -28,7 +28,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 def _whole_capture_facts(path: Path):
     """The facts over the whole capture, as nsys stats counts: the start-up (judged apart in reports) not cut."""
-    from nsys_diagnose.api import load_pack
+    from nsys_diagnose.runs.api import load_pack
     from nsys_diagnose.diagnosis.config import Config, apply_set
     from nsys_diagnose.facts.compute import compute_facts
     from nsys_diagnose.reading.export import open_export

@@ -1,4 +1,4 @@
-"""Where GPU time goes by operation: the classes of rules/operation_classes.yaml on real kernel names, the
+"""Where GPU time goes by operation: the classes of rules/vocabulary/operation_classes.yaml on real kernel names, the
 breakdown of the LLM-shaped fixtures, the rules that read it (unfused-elementwise, fp32-gemms) and the reports."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from nsys_diagnose.cli import compare as comparecli, main as cli
 from nsys_diagnose.cli.output import check_output
-from nsys_diagnose.errors import OutputError
+from nsys_diagnose.base.errors import OutputError
 from nsys_diagnose.reading import cache as store
 from nsys_diagnose.reading.cache import cache_path
 
@@ -242,7 +242,7 @@ def test_refusal_comes_before_any_diagnosis(export, command, monkeypatch, capsys
 
     for module in (cli, comparecli):
         monkeypatch.setattr(module, "diagnose", must_not_run)
-    from nsys_diagnose import multirank
+    from nsys_diagnose.runs import multirank
 
     monkeypatch.setattr(multirank, "diagnose_run", must_not_run)  # imported by the command only when it runs
     args = [str(export), "-o", str(export)]

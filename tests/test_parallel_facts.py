@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from conftest import rounded
-from nsys_diagnose.facts import Fact, FactError, load_facts
+from nsys_diagnose.facts.catalog import Fact, FactError, load_facts
 from nsys_diagnose.facts import parallel
 from nsys_diagnose.facts.compute import compute_facts
 from nsys_diagnose.facts.parallel import SIDE_BY_SIDE_MAX_OPERATIONS, run_facts, side_by_side
@@ -142,7 +142,7 @@ def test_duckdb_runs_one_thread_per_cpu_the_process_may_use() -> None:
     import sys
 
     cpu = min(os.sched_getaffinity(0))
-    code = ("import os; from nsys_diagnose.duck import offline_connection as c; "
+    code = ("import os; from nsys_diagnose.base.duck import offline_connection as c; "
             f"os.sched_setaffinity(0, {{{cpu}}}); "
             "print(c().execute(\"SELECT current_setting('threads')\").fetchone()[0], "
             "c(threads=3).execute(\"SELECT current_setting('threads')\").fetchone()[0])")

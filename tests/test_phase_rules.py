@@ -124,7 +124,7 @@ def test_a_short_launch_bound_decode_after_long_prefills_is_the_headline() -> No
 
 @pytest.mark.slow
 def test_a_phase_with_fewer_steps_than_phase_min_steps_keeps_its_run_share(tmp_path) -> None:
-    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.runs.api import diagnose
     from nsys_diagnose.diagnosis.config import Config, apply_set
     from nsys_diagnose.fixtures.generator import generate
 
@@ -195,7 +195,7 @@ def test_every_format_lists_the_phase_lines() -> None:
 @pytest.mark.slow
 def test_configured_phases_named_context_and_generation_bound_ttft_and_tpot(tmp_path) -> None:
     """TensorRT-LLM's names for the phases: configured as phase names they take prefill's and decode's goals."""
-    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.runs.api import diagnose
     from nsys_diagnose.diagnosis.config import Config
     from nsys_diagnose.fixtures.generator import generate
 

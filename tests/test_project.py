@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nsys_diagnose.reading.canonical import VIEWS
-from nsys_diagnose.facts import load_facts
+from nsys_diagnose.facts.catalog import load_facts
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -81,7 +81,7 @@ def test_installed_wheel_ships_rules_templates_and_facts_under_one_import_name()
                  if not f.startswith("..") and not f.split("/")[0].endswith((".dist-info", ".data"))}
     assert top_level == {"nsys_diagnose"}  # no generic `rules`, `engine` or `reports` in site-packages
     assert any(f.startswith("nsys_diagnose/bundled_rules/launch-bound/launch-bound.yaml") for f in files)
-    assert any(f.startswith("nsys_diagnose/bundled_rules/capture-presets/vllm.yaml") for f in files)
+    assert any(f.startswith("nsys_diagnose/bundled_rules/capture/presets/vllm.yaml") for f in files)
     assert any(f.startswith("nsys_diagnose/capture/run.py") for f in files)
     assert any(f.startswith("nsys_diagnose/facts/summary.sql") for f in files)
     assert any(f.startswith("nsys_diagnose/templates/report.md.j2") for f in files)

@@ -11,7 +11,7 @@ import pytest
 
 from cli_in_process import run_cli
 from conftest import REAL_DIR, analysis, real, requires_real
-from nsys_diagnose.vocabulary import IDLE_CAUSES
+from nsys_diagnose.base.vocabulary import IDLE_CAUSES
 
 pytestmark = requires_real
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 import pytest
 
 from conftest import scenario_analysis
-from nsys_diagnose.model import ClassShare, GpuWindow, OperationBreakdown, Report, StartUp, Verdict
+from nsys_diagnose.model.report import ClassShare, GpuWindow, OperationBreakdown, Report, StartUp, Verdict
 from nsys_diagnose.reports.render import FORMATS, render
-from nsys_diagnose.vocabulary import Kind, Severity
+from nsys_diagnose.base.vocabulary import Kind, Severity
 
 
 def _base() -> Report:

@@ -37,14 +37,14 @@ import pytest
 
 from chromium import Browser, page_problems, require_chromium
 from conftest import analysis, rounded, scenario_analysis, slow_but
-from nsys_diagnose.api import diagnose
+from nsys_diagnose.runs.api import diagnose
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.diagnosis.config import resolve_config
-from nsys_diagnose.facts import load_facts
+from nsys_diagnose.facts.catalog import load_facts
 from nsys_diagnose.fixtures.generator import SCENARIOS, generate
 from nsys_diagnose.reports.charts import bucket_label
 from nsys_diagnose.reports.metrics import METRICS
-from nsys_diagnose.model import REPORT_SCHEMA_VERSION, Report
+from nsys_diagnose.model.report import REPORT_SCHEMA_VERSION, Report
 from nsys_diagnose.reports.render import FORMATS, GITHUB_COMMENT_LIMIT, TERMINAL_LINES, TERMINAL_WIDTH, render
 from nsys_diagnose.reports.schema import SCHEMAS, report_schema, schema_text, shipped_schema
 
@@ -147,10 +147,10 @@ def test_every_metric_names_a_documented_source_and_a_real_rule_param():
         for source in m.sources:
             where, _, column = source.partition(".")
             if where == "throughput":
-                from nsys_diagnose.model import Throughput
+                from nsys_diagnose.model.report import Throughput
                 assert column in Throughput.model_fields, m
             elif where == "profile":
-                from nsys_diagnose.model import ProfileSummary
+                from nsys_diagnose.model.report import ProfileSummary
                 assert column in ProfileSummary.model_fields, m
             else:
                 assert column in facts[where].column_names, m
@@ -584,7 +584,7 @@ def test_a_pcie_bound_report_draws_copy_time_as_copies_not_as_idle():
     typical-stretch strip draw that time in the copies colour with a legend entry of its own; what they draw as
     idle is the idle time only."""
     from nsys_diagnose.reports.charts import IDLE_COLOUR, PART_COLOURS
-    from nsys_diagnose.units import fmt_duration
+    from nsys_diagnose.base.units import fmt_duration
 
     report = scenario_analysis("pageable_copies")[1]
     doc = render(report, "html")
@@ -808,7 +808,7 @@ def test_tokens_give_the_decode_steps_and_tpot_the_steps_block_and_verdict_show(
 def test_mentions_in_names_notify_no_one_in_markdown():
     """A kernel or NVTX name holding '@user' or '@org/team' would ping them when the Markdown report is posted to
     a pull request: every name the Markdown shows keeps its text but mentions no one."""
-    from nsys_diagnose.text import md_inline
+    from nsys_diagnose.base.text import md_inline
 
     assert md_inline("k@host @alice (@org/team)") == "k@host @\u200dalice (@\u200dorg/team)"
     report = scenario_analysis("eager_decode")[1].model_copy(deep=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from nsys_diagnose.api import diagnose
+from nsys_diagnose.runs.api import diagnose
 from nsys_diagnose.diagnosis.config import Config, apply_set
 from nsys_diagnose.facts.results_cache import SUFFIX
 from nsys_diagnose.reports.render import render

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nsys_diagnose.cli import main as cli
-from nsys_diagnose.api import diagnose
-from nsys_diagnose.errors import DiagnoseError
+from nsys_diagnose.runs.api import diagnose
+from nsys_diagnose.base.errors import DiagnoseError
 from nsys_diagnose.fixtures.runs import generate_run
 
 from conftest import scenario_path, slow_but

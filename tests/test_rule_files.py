@@ -9,9 +9,9 @@ import sys
 import pytest
 import yaml
 
-from nsys_diagnose.facts import load_facts
+from nsys_diagnose.facts.catalog import load_facts
 from nsys_diagnose.diagnosis.rules import bundled_rules_dir, load_rules, rule_files
-from nsys_diagnose.ruletest import find_test_files, run_rule_tests
+from nsys_diagnose.authoring.ruletest import find_test_files, run_rule_tests
 
 from conftest import scenario_analysis
 
@@ -170,7 +170,7 @@ def test_an_inline_rows_case_checks_message_and_evidence(tmp_path):
 
 def _refused_as(tmp_path, old, new, message):
     """INLINE with `old` replaced by `new` fails to load with exactly `message` after its path."""
-    from nsys_diagnose.ruletest import RuleTestError, load_test_file
+    from nsys_diagnose.authoring.ruletest import RuleTestError, load_test_file
 
     assert old in INLINE
     path = tmp_path / "launch-bound.test.yaml"
@@ -235,7 +235,7 @@ def test_a_rows_case_may_give_the_facts_a_remediation_step_reads(tmp_path):
     path = tmp_path / "host-bound.test.yaml"
     path.write_text(f"rule: host-bound\ncases:\n  - rows:\n      {rule.spec.fact}: []\n"
                     f"      capture_traces: [{{cpu_sample_count: 4e3, osrt_call_count: 0}}]\n    expect: []\n")
-    from nsys_diagnose.ruletest import load_test_file
+    from nsys_diagnose.authoring.ruletest import load_test_file
 
     _, [case] = load_test_file(path, RULES, FACTS)
     assert case["rows"]["capture_traces"] == [{"cpu_sample_count": 4000, "osrt_call_count": 0}]
@@ -261,7 +261,7 @@ def test_a_condition_that_cannot_compare_its_values_is_a_rule_error_and_null_doe
     from nsys_diagnose.diagnosis.evaluate import ConditionError, evaluate
     from nsys_diagnose.diagnosis.rules import load_rule_file
     from nsys_diagnose.diagnosis.ruleset import RuleSet
-    from nsys_diagnose.ruletest import inline_facts
+    from nsys_diagnose.authoring.ruletest import inline_facts
 
     path = tmp_path / "busy-sync.yaml"
     path.write_text(TEXT_AGAINST_NUMBER)

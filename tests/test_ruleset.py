@@ -8,8 +8,8 @@ import pytest
 from nsys_diagnose.diagnosis.config import Config, apply_set
 from nsys_diagnose.diagnosis.rules import load_rules
 from nsys_diagnose.diagnosis.ruleset import RuleSet
-from nsys_diagnose.facts import load_facts
-from nsys_diagnose.vocabulary import Severity
+from nsys_diagnose.facts.catalog import load_facts
+from nsys_diagnose.base.vocabulary import Severity
 
 
 @pytest.fixture(scope="module")

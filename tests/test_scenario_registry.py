@@ -12,7 +12,7 @@ from nsys_diagnose.fixtures import registry
 from nsys_diagnose.fixtures.generator import SCENARIOS, generate
 
 SCENARIO_DIR = Path(registry.__file__).resolve().parent / "scenarios"
-CATEGORIES = Path(__file__).resolve().parents[1] / "rules" / "categories.yaml"
+CATEGORIES = Path(__file__).resolve().parents[1] / "rules" / "vocabulary" / "categories.yaml"
 
 
 def _noop(path: Path, rng: random.Random, scale: int) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsys_diagnose.facts import load_facts, reported_facts
+from nsys_diagnose.facts.catalog import load_facts, reported_facts
 from nsys_diagnose.reports import sections
 from nsys_diagnose.reports.render import render
 

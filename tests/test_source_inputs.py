@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.errors import InputError
+from nsys_diagnose.base.errors import InputError
 from nsys_diagnose.reading.export import open_export
 
 KERNEL_COLUMNS = "start INTEGER, \"end\" INTEGER, deviceId INTEGER, streamId INTEGER, correlationId INTEGER, " \
@@ -89,7 +89,7 @@ def test_invalid_utf8_in_kernel_names_is_replaced_not_fatal(tmp_path):
 def test_impossible_timestamps_are_dropped_and_counted(tmp_path):
     """Negative starts and reversed intervals are left out of the canonical tables, and the count of each kind
     reaches the capture warning instead of vanishing."""
-    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.runs.api import diagnose
     from nsys_diagnose.fixtures.generator import generate
 
     path = tmp_path / "glitch.sqlite"
@@ -176,7 +176,7 @@ def test_a_table_named_in_invalid_utf8_is_ignored(tmp_path):
 @pytest.mark.slow
 def test_strings_stored_as_invalid_utf8_blobs_are_read_lossily(tmp_path):
     """StringIds values written as BLOBs with bytes that are not UTF-8: read with U+FFFD, never a traceback."""
-    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.runs.api import diagnose
 
     path = _copy_of_example(tmp_path, "blob-strings.sqlite")
     with sqlite3.connect(path) as con:

@@ -15,7 +15,7 @@ import pytest
 from conftest import REAL_DIR, analysis, requires_real, scenario_analysis, slow_but
 from nsys_diagnose.diagnosis.stacks import detect_stack
 from nsys_diagnose.facts.compute import FactResult, FactSet
-from nsys_diagnose.facts import Fact
+from nsys_diagnose.facts.catalog import Fact
 from nsys_diagnose.fixtures import _kernels as K
 from nsys_diagnose.fixtures import generator as gen
 from nsys_diagnose.fixtures._export import ERA_2024, H100_SXM, Proc
@@ -190,7 +190,7 @@ def test_the_stack_example_is_the_same_name_on_every_run_when_names_tie():
     DuckDB met first, so reports and `compare` do not change between runs of one profile."""
     import duckdb
 
-    from nsys_diagnose.facts import load_facts, render_sql
+    from nsys_diagnose.facts.catalog import load_facts, render_sql
     from nsys_diagnose.reading.canonical import VIEWS
 
     sql = render_sql(load_facts()["software_stack"])

@@ -16,9 +16,9 @@ import duckdb
 import pytest
 
 from nsys_diagnose.facts import compute as factrun
-from nsys_diagnose.api import diagnose
+from nsys_diagnose.runs.api import diagnose
 from nsys_diagnose.diagnosis.config import Config
-from nsys_diagnose.errors import DiagnoseError
+from nsys_diagnose.base.errors import DiagnoseError
 
 from cli_in_process import run_cli
 
@@ -238,7 +238,7 @@ def test_the_sandbox_allows_what_team_facts_need(tmp_path):
 
 def test_every_bundled_fact_would_pass_the_team_sandbox():
     """The guard refuses nothing the bundled facts (the model for team facts) read."""
-    from nsys_diagnose.facts import load_facts, team_sql_problem
+    from nsys_diagnose.facts.catalog import load_facts, team_sql_problem
 
     facts = load_facts()
     assert [p for f in facts.values() if (p := team_sql_problem(f, facts))] == []

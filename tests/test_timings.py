@@ -12,7 +12,7 @@ import pytest
 
 from cli_in_process import run_cli
 from nsys_diagnose.fixtures.generator import generate
-from nsys_diagnose.timings import Timings, render_timings
+from nsys_diagnose.base.timings import Timings, render_timings
 
 _LINE = re.compile(r"^(\S+)\s+(\S.*?)\s+(\d+\.\d{3})\s+(\d+\.\d%)?\s*([\d,]+|-)?\s*(\S+ ?[kMG]?B|-)?$")
 
@@ -149,7 +149,7 @@ def test_facts_side_by_side_that_end_in_the_other_order_keep_their_own_spill(mon
     values; the second begun ends first, then the spill grows, then the first ends. Each fact must drop its own
     watch: the first is charged the spill that grew while it ran, and its end raises nothing (a 450 k-kernel export
     under a small memory limit crashed here with ValueError: list.remove(x): x not in list)."""
-    monkeypatch.setattr("nsys_diagnose.timings.SPILL_SAMPLE_S", 3600)  # only the facts' own ends sample
+    monkeypatch.setattr("nsys_diagnose.base.timings.SPILL_SAMPLE_S", 3600)  # only the facts' own ends sample
     con = _FakeSpill()
     timings = Timings()
     timings.sample(con)

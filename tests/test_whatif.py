@@ -252,7 +252,7 @@ def test_no_what_if_on_info_or_symptom_findings():
 
 
 def test_compare_shows_projection_beside_measurement(tmp_path):
-    from nsys_diagnose.compare import compare
+    from nsys_diagnose.runs.compare import compare
     from nsys_diagnose.reports.render import render
 
     _, before = scenario_analysis("reference_batch1_decode")
@@ -282,7 +282,7 @@ def test_compare_shows_projection_beside_measurement(tmp_path):
 def test_compare_checks_no_projection_while_the_cause_is_still_present():
     """Comparing a run with itself: the finding is still there at its full cost, so no fix was applied and its
     projection is not set beside a measurement."""
-    from nsys_diagnose.compare import compare
+    from nsys_diagnose.runs.compare import compare
     from nsys_diagnose.reports.render import render
 
     _, before = scenario_analysis("reference_batch1_decode")
@@ -316,7 +316,7 @@ def test_what_if_batch_refuses_bad_values(value, says, tmp_path):
 
 @pytest.mark.slow
 def test_what_if_batch_on_the_command_line(tmp_path):
-    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.runs.api import diagnose
     from conftest import _SCENARIO_DIR
 
     scenario_analysis("reference_batch1_decode")
@@ -338,7 +338,7 @@ def test_what_if_batch_on_the_command_line(tmp_path):
 def test_batch_fit_where_steps_carry_their_batch(tmp_path):
     """TensorRT-LLM labels each step with its batch composition: with 1-4 generation requests per step, the batch
     projection fits step time against batch size by least squares instead of the kernel model."""
-    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.runs.api import diagnose
     from nsys_diagnose.fixtures.generator import generate
 
     path = tmp_path / "trtllm.sqlite"
@@ -389,7 +389,7 @@ def test_rule_what_if_key_is_validated(tmp_path):
 def test_a_run_that_serves_no_llm_gets_no_batch_projection_unless_asked(tmp_path):
     # An OpenACC stencil loop whose primary (small-kernels) a larger batch would amortise: "tokens/s" and "TPOT"
     # mean nothing there, so no projection by default, and an explicit one speaks of work and step time.
-    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.runs.api import diagnose
     from conftest import _SCENARIO_DIR
 
     _, report = scenario_analysis("tiny_kernels_queued")
@@ -433,7 +433,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "examples" / "ea
 def test_an_explicit_batch_what_if_is_shown_as_the_one_asked_for():
     """`--what-if batch=8` asks for the projection the report makes by default: the report says so, rather than
     printing the same bytes as without the option (docs/reports.md "One story per report")."""
-    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.runs.api import diagnose
     from nsys_diagnose.reports.render import render
 
     default, asked = diagnose(EXAMPLE), diagnose(EXAMPLE, what_if_batch=8)
@@ -451,9 +451,9 @@ def test_a_range_whose_ends_print_alike_is_one_value_in_every_format():
     """'4.19 ms..4.19 ms' or '8.0×..8.0×' says nothing a single value does not: each format shows one value."""
     import re
 
-    from nsys_diagnose.api import diagnose
+    from nsys_diagnose.runs.api import diagnose
     from nsys_diagnose.reports.render import render
-    from nsys_diagnose.units import fmt_range, fmt_span
+    from nsys_diagnose.base.units import fmt_range, fmt_span
 
     assert fmt_range(4_185_175, 4_192_723) == "4.19 ms" and fmt_range(1_380_000, 1_510_000) == "1.38..1.51 ms"
     assert fmt_span(7.99, 8.0, lambda x: f"{x:.1f}×") == "8.0×"

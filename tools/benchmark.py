@@ -314,7 +314,7 @@ def present_columns(path: Path) -> dict[str, list[str]]:
 def floor_child(mode: str, profile: str, columns_json: str) -> None:
     """Attach `profile` with DuckDB's SQLite scanner and copy ("copy") or read ("scan") the given columns once;
     "gaps" copies, then sums each device's idle gaps between kernels with one window."""
-    from nsys_diagnose.duck import load_sqlite_scanner, sqlite_reader_connection, sql_literal
+    from nsys_diagnose.base.duck import load_sqlite_scanner, sqlite_reader_connection, sql_literal
 
     columns: dict[str, list[str]] = json.loads(columns_json)
     con = sqlite_reader_connection(threads=os.cpu_count())

@@ -1,5 +1,5 @@
 """The command lines of a capture: `nsys profile` with the preset's switches in the spellings the installed nsys
-accepts (rules/capture-presets/nsys-flags.yaml), the environment the preset sets, and `nsys export`. A switch or
+accepts (rules/capture/presets/nsys-flags.yaml), the environment the preset sets, and `nsys export`. A switch or
 value this nsys lacks is dropped with a one-line warning that says what the capture loses."""
 
 from __future__ import annotations

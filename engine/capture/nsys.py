@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import DiagnoseError
+from ..base.errors import DiagnoseError
 from ..reading.cache import cache_dir_private, read_own_file
 
 NSYS_ENV = "NSYS_DIAGNOSE_NSYS"

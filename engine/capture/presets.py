@@ -1,4 +1,4 @@
-"""Capture presets: data in rules/capture-presets/<name>.yaml (flags, environment, a note on what and why, and how to
+"""Capture presets: data in rules/capture/presets/<name>.yaml (flags, environment, a note on what and why, and how to
 get a PyTorch-profiler trace from the same stack without nsys), and the guess of which preset a command needs from its
 program name or `python -m` module."""
 
@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-import importlib.resources
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,10 +13,10 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import SetupError
+from ..pack.layout import bundled, PRESETS_DIR
+from ..base.errors import SetupError
 
 # Capture presets live beside the rules, in a directory of their own, and are no rules (engine/diagnosis/rules.py).
-PRESETS_DIR = "capture-presets"
 FLAGS_FILE = "nsys-flags.yaml"
 FALLBACK = "cuda"  # a command no preset recognises
 
@@ -53,7 +52,7 @@ class Preset(BaseModel):
 
 
 def presets_dir() -> Path:
-    return Path(str(importlib.resources.files("nsys_diagnose.bundled_rules"))) / PRESETS_DIR
+    return bundled(PRESETS_DIR)
 
 
 def _load(path: Path) -> object:
@@ -136,7 +135,7 @@ def guess_preset(argv: list[str]) -> tuple[str, str]:
 
 
 def preset_for_stack(lineage: Sequence[str]) -> Preset:
-    """The preset whose capture suits a diagnosed stack, given its lineage (engine/vocabulary.py STACKS: vllm,
+    """The preset whose capture suits a diagnosed stack, given its lineage (engine/base/vocabulary.py STACKS: vllm,
     pytorch), else the generic one."""
     presets = load_presets()
     for stack in lineage:

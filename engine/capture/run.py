@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import DiagnoseError, OutputError
+from ..base.errors import DiagnoseError, OutputError
 from .flags import Plan
 from .nsys import INSTALL_HINT, NsysError, find_importer
 

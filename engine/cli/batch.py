@@ -1,5 +1,5 @@
 """`diagnose batch PROFILE|DIR|GLOB... --out results.parquet`: diagnose many independent profiles in parallel and
-write one row per profile (engine/batch.py does the work in local processes, engine/batch_dask.py on a Dask
+write one row per profile (engine/runs/batch.py does the work in local processes, engine/runs/batch_dask.py on a Dask
 cluster with --executor dask; --shard I/N keeps one shard of the profiles; the command line itself is defined in
 main.py).
 
@@ -15,13 +15,24 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..batch import (STATUS_OK, TABLE_FORMATS, check_config, diagnose_batch, find_profiles, has_finding_at_least,
-                     output_mode, summary, table_format, worker_count, write_table)
+from ..runs.batch import (
+    STATUS_OK,
+    TABLE_FORMATS,
+    check_config,
+    diagnose_batch,
+    find_profiles,
+    has_finding_at_least,
+    output_mode,
+    summary,
+    table_format,
+    worker_count,
+    write_table,
+)
 from ..diagnosis.config import resolve_config
-from ..errors import InputError, OutputError
+from ..base.errors import InputError, OutputError
 from ..reading.cache import cache_problem
-from ..text import printable
-from ..units import fmt_ratio
+from ..base.text import printable
+from ..base.units import fmt_ratio
 from .exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, one_line
 from .interrupt import StopRequest
 from .output import check_output, current_umask
@@ -96,7 +107,7 @@ def _run(args: argparse.Namespace, stop: StopRequest, progress: BatchProgress) -
     if args.scheduler is not None and args.executor != "dask":
         raise InputError("--scheduler names a Dask scheduler; add --executor dask to run the batch there.")
     if args.executor == "dask":
-        from ..batch_dask import require_dask  # Dask is an optional extra: imported only when asked for
+        from ..runs.batch_dask import require_dask
 
         require_dask()
     found = find_profiles(args.inputs)
@@ -115,7 +126,7 @@ def _run(args: argparse.Namespace, stop: StopRequest, progress: BatchProgress) -
 
     where = f"with {worker_count(total, args.jobs)} worker processes"
     if args.executor == "dask" and total:
-        from ..batch_dask import diagnose_batch_dask
+        from ..runs.batch_dask import diagnose_batch_dask
 
         def connected(cluster: Any) -> None:
             nonlocal where

@@ -12,16 +12,16 @@ import sys
 import time
 from pathlib import Path
 
-from ..api import diagnose
+from ..runs.api import diagnose
 from ..capture.flags import CaptureOptions, build_plan
 from ..capture.nsys import INSTALL_HINT, NsysError, installed_nsys
 from ..capture.presets import expected_settings, guess_preset, load_presets, parallel_size, visible_gpus
 from ..capture.run import (create_default_out_dir, default_out_dir, export_sqlite, finish_report, prepare_out_dir,
                            run_capture)
 from ..diagnosis.config import resolve_config
-from ..errors import InputError
+from ..base.errors import InputError
 from ..reports.render import render
-from ..timings import Timings
+from ..base.timings import Timings
 from .deliver import deliver
 from .exits import EXIT_PROGRAM_FAILED, one_line
 from .interrupt import StopRequest

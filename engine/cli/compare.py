@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..api import diagnose
+from ..runs.api import diagnose
 from ..diagnosis.config import resolve_config
-from ..compare import ACROSS_FORMATS, compare, formats_differ, known_metrics, parse_gate
+from ..runs.compare import ACROSS_FORMATS, compare, formats_differ, known_metrics, parse_gate
 from ..reports.render import render
 from .exits import EXIT_FINDINGS, EXIT_OK
 from .interrupt import StopRequest

@@ -20,7 +20,7 @@ from .progress import Progress
 def deliver(args: argparse.Namespace, document, findings: Sequence, outputs: list[tuple[Path | None, str]],
             inputs: Sequence[str], stop: StopRequest, progress: Progress, timings=None,
             begin: float | None = None) -> int:
-    """`timings` (engine/timings.py), when --timings asked for it: the rendering is timed, and the table goes to
+    """`timings` (engine/base/timings.py), when --timings asked for it: the rendering is timed, and the table goes to
     stderr after the report, with the whole run's wall time from `begin`."""
     with timings.stage("render") if timings else contextlib.nullcontext():
         texts = [(output, render(document, fmt, colour=fmt == "terminal" and wants_colour(args.color, output)))
@@ -30,7 +30,7 @@ def deliver(args: argparse.Namespace, document, findings: Sequence, outputs: lis
     for output, text in texts:
         emit(text, output, inputs=inputs, cache_dir=args.cache_dir)
     if timings:
-        from ..timings import render_timings
+        from ..base.timings import render_timings
 
         sys.stderr.write(render_timings(timings, time.perf_counter() - (begin or time.perf_counter())) + "\n")
     if args.fail_on and any(f.severity.at_least(args.fail_on) for f in findings):

@@ -10,7 +10,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from ..errors import DiagnoseError, error_sentence, full_stop, one_line
+from ..base.errors import DiagnoseError, error_sentence, full_stop, one_line
 from .interrupt import StopRequest
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL, EXIT_PROGRAM_FAILED = 0, 1, 2, 3, 4

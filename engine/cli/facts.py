@@ -9,23 +9,23 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from ..api import load_pack
+from ..runs.api import load_pack
 from ..diagnosis.ruleset import RuleSet
 from ..diagnosis.config import Config, ConfigError, resolve_config
-from ..facttest import bundled_fact_tests, find_fact_tests, run_fact_tests, fact_test_file
-from ..multirank import diagnose_ranks, run_facts_of
+from ..authoring.facttest import bundled_fact_tests, find_fact_tests, run_fact_tests, fact_test_file
+from ..runs.multirank import diagnose_ranks, run_facts_of
 from ..diagnosis.rules import load_rules
-from ..duck import reraise_interrupt
-from ..errors import DiagnoseError, InputError
+from ..base.duck import reraise_interrupt
+from ..base.errors import DiagnoseError, InputError
 from ..facts.opclasses import load_operation_classes
-from ..facts import Fact, bundled_fact_files, load_facts, with_needs
-from ..text import did_you_mean
+from ..facts.catalog import Fact, bundled_fact_files, load_facts, with_needs
+from ..base.text import did_you_mean
 from ..facts.compute import FactResult, compute_facts
 from ..facts.cross_rank import load_run_facts
 from ..reading.export import open_export
 from ..reading.ranks import resolve_run
-from ..text import term
-from ..units import describe_range
+from ..base.text import term
+from ..base.units import describe_range
 from .exits import EXIT_FINDINGS, EXIT_OK
 from .interrupt import StopRequest
 from .output import check_output, emit

@@ -29,20 +29,20 @@ from typing import TYPE_CHECKING, NoReturn  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 try:
-    from ..api import diagnose
+    from ..runs.api import diagnose
     from ..diagnosis.config import resolve_config
     from ..diagnosis.whatif import MAX_BATCH
-    from ..errors import InputError
+    from ..base.errors import InputError
     from ..reports.render import FORMATS
-    from ..vocabulary import Severity
-    from ..errors import DiagnoseError
+    from ..base.vocabulary import Severity
+    from ..base.errors import DiagnoseError
     from .deliver import deliver
     from .exits import EXIT_ERROR, exit_codes_help, finish, one_line
     from .output import ClosedOutput, check_output, output_formats
     from .progress import Progress
     from .tables import ROW_FORMATS
-    from ..version import tool_version
-    from ..timings import Timings
+    from ..base.version import tool_version
+    from ..base.timings import Timings
 except ImportError:
     if not _STARTING.requested:
         raise
@@ -52,8 +52,8 @@ except ImportError:
     sys.exit(_STARTING.exit_code)
 
 if TYPE_CHECKING:
-    from ..batch import Shard
-    from ..model import Report
+    from ..runs.batch import Shard
+    from ..model.report import Report
     from ..model.runmodel import RunReport
 
 Command = Callable[[argparse.Namespace, StopRequest], int]
@@ -86,7 +86,7 @@ def _tokens_per_run(text: str) -> int | tuple[int, int]:
 
 
 def _shard(text: str) -> "Shard":
-    from ..batch import Shard  # only `diagnose batch` needs it
+    from ..runs.batch import Shard  # only `diagnose batch` needs it
 
     try:
         return Shard.parse(text)
@@ -231,7 +231,7 @@ def profile_parser() -> argparse.ArgumentParser:
 
 
 def _known_metrics() -> list[str]:
-    from ..compare import known_metrics  # only `compare` needs it (see COMMANDS)
+    from ..runs.compare import known_metrics  # only `compare` needs it (see COMMANDS)
 
     return known_metrics()
 
@@ -591,7 +591,7 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -
             raise InputError("--what-if applies to one profile; diagnose a rank alone to project its batch.")
         if args.timings:
             raise InputError("--timings applies to one profile; diagnose a rank alone to see where its time goes.")
-        from ..multirank import diagnose_run  # only multi-rank runs need it
+        from ..runs.multirank import diagnose_run  # only multi-rank runs need it
 
         run = diagnose_run(args.profiles, config, progress=progress, cache=args.cache, workers=args.jobs,
                            cache_dir=args.cache_dir)

@@ -31,11 +31,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError, OutputError
+from ..base.errors import InputError, OutputError
 from ..reading.ranks import exports_in
 from ..reading.cache import (FACTS_SUFFIX, cache_file_kind, cache_location, chosen_cache_dir, key_path,
                              user_cache_dir)
-from ..text import printable
+from ..base.text import printable
 
 STDOUT_ALIASES = frozenset({"-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"})
 SQLITE_SIDE_FILES = {"-wal": "SQLite write-ahead log", "-shm": "SQLite shared-memory file",

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from ..errors import full_stop, one_line
+from ..base.errors import full_stop, one_line
 from ..reading.cache import CacheWarning, Note
 from .interrupt import StopRequest, reached
 

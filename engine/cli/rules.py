@@ -8,18 +8,18 @@ import textwrap
 from pathlib import Path
 
 from ..capture.presets import capture_line
-from ..vocabulary import STACKS
+from ..base.vocabulary import STACKS
 from ..diagnosis.config import Config, resolve_config
 from ..diagnosis.rules import Rule, StepSpec, bundled_rules_dir, load_rules
 from ..diagnosis.ruleset import RuleSet
 from ..diagnosis import templating
-from ..model import Finding
-from ..ruletest import FactCache, example_finding, find_test_files, load_test_file, run_rule_tests
-from ..errors import DiagnoseError
+from ..model.report import Finding
+from ..authoring.ruletest import FactCache, example_finding, find_test_files, load_test_file, run_rule_tests
+from ..base.errors import DiagnoseError
 from ..facts.opclasses import load_operation_classes
-from ..facts import Fact, load_facts
-from ..text import did_you_mean
-from ..text import term
+from ..facts.catalog import Fact, load_facts
+from ..base.text import did_you_mean
+from ..base.text import term
 from .exits import EXIT_FINDINGS, EXIT_OK
 from .interrupt import StopRequest
 from .progress import Progress
@@ -147,7 +147,7 @@ _Example = tuple[str, Finding, dict[str, float]]
 
 
 def _example(rule: Rule, rules: dict[str, Rule], facts: dict[str, Fact]) -> _Example | None:
-    """The rule's example case (engine/ruletest.py example_finding): where it comes from, the first finding the
+    """The rule's example case (authoring/ruletest.py example_finding): where it comes from, the first finding the
     rule makes on it and the params it was judged with, to show a real message and real remediation steps."""
     test_file = Path(rule.path).with_name(f"{Path(rule.path).stem}.test.yaml")
     if not test_file.is_file():

@@ -11,11 +11,11 @@ from ..diagnosis.headlines import HeadlineError, load_headlines
 from ..facts.opclasses import OpClassError, load_operation_classes
 from ..diagnosis.rules import (RuleError, bundled_rules_dir, load_rule_file, load_rules, problem_position,
                                rule_files)
-from ..facttest import FactTestError, find_fact_tests, load_fact_test
-from ..ruletest import RuleTestError, find_test_files, load_test_file
-from ..duck import offline_connection
-from ..errors import DiagnoseError
-from ..facts import Fact, FactError, load_facts, run_order
+from ..authoring.facttest import FactTestError, find_fact_tests, load_fact_test
+from ..authoring.ruletest import RuleTestError, find_test_files, load_test_file
+from ..base.duck import offline_connection
+from ..base.errors import DiagnoseError
+from ..facts.catalog import Fact, FactError, load_facts, run_order
 from ..facts.compute import check_facts, compile_facts
 from ..facts.cross_rank import load_run_facts, ranks_table_ddl
 from .exits import EXIT_ERROR, EXIT_OK

@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..text import strip_controls, term
+from ..base.text import strip_controls, term
 
 ROW_FORMATS = ("terminal", "json", "csv")
 _CELL_WIDTH = 60  # longer text (templated C++ kernel names) is shortened in the middle

@@ -1,4 +1,4 @@
-"""Bottleneck categories are data: rules/categories.yaml, plus a categories.yaml in a team's rule directory.
+"""Bottleneck categories are data: rules/vocabulary/categories.yaml, plus a categories.yaml in a team's rule directory.
 
 Each has an id (what rules name in `category:`), a kind (the default kind of its rules' findings), a title and a
 description for the reports; their order in the file is their display order, bundled before team ones.
@@ -6,7 +6,6 @@ description for the reports; their order in the file is their display order, bun
 
 from __future__ import annotations
 
-import importlib.resources
 import os
 import stat
 from pathlib import Path
@@ -14,8 +13,9 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import DiagnoseError
-from ..vocabulary import Kind
+from ..pack.layout import bundled, VOCABULARY_DIR
+from ..base.errors import DiagnoseError
+from ..base.vocabulary import Kind
 from .yamlfile import SAFE_LOADER, error_position, error_problem
 
 CATEGORY_FILE = "categories.yaml"
@@ -38,7 +38,7 @@ class Category(BaseModel):
 
 
 def _bundled_file() -> Path:
-    return Path(str(importlib.resources.files("nsys_diagnose.bundled_rules"))) / CATEGORY_FILE
+    return bundled(VOCABULARY_DIR, CATEGORY_FILE)
 
 
 def _read(path: Path, source: str) -> list[Category]:

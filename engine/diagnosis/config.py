@@ -15,8 +15,8 @@ from typing import Any
 import duckdb
 import yaml
 
-from ..errors import DiagnoseError
-from ..vocabulary import Severity
+from ..base.errors import DiagnoseError
+from ..base.vocabulary import Severity
 from .yamlfile import error_position
 
 

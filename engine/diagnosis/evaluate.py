@@ -12,7 +12,7 @@ from typing import Any
 from . import templating
 from ..capture.presets import capture_line
 from ..facts.compute import FactSet
-from ..model import Evidence, Finding, RuleOutcome, Verdict
+from ..model.report import Evidence, Finding, RuleOutcome, Verdict
 from .headlines import Headlines, load_headlines
 from .rules import Condition, Operand, Rule, RuleError, key_position, step_text, template_fields
 from .ruleset import RuleSet
@@ -21,9 +21,9 @@ from .stacks import detect_stack
 from .startup import startup_note
 from . import whatif
 from .whatif import serves_llm
-from ..vocabulary import IDLE_CAUSES, Kind, Severity, WindowPart
-from ..text import column_label
-from ..units import PARAM_UNITS, column_unit, fmt_param, fmt_ratio, fmt_value
+from ..base.vocabulary import IDLE_CAUSES, Kind, Severity, WindowPart
+from ..base.text import column_label
+from ..base.units import PARAM_UNITS, column_unit, fmt_param, fmt_ratio, fmt_value
 
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
         "==": operator.eq, "!=": operator.ne}

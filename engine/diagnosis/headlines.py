@@ -1,19 +1,20 @@
-"""The verdict headline's wording is data: rules/headlines.yaml, plus a headlines.yaml in a team's rule directory
+"""The verdict headline's wording is data: rules/vocabulary/headlines.yaml, plus
+ a headlines.yaml in a team's rule directory
 that overrides some of its sentences. A sentence is text with `{placeholder}`s that this module fills in; nothing
 in the file runs or reads anything (the team-pack trust rules of docs/security.md)."""
 
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from ..errors import DiagnoseError
-from ..text import did_you_mean
+from ..pack.layout import bundled, vocabulary_file, VOCABULARY_DIR
+from ..base.errors import DiagnoseError
+from ..base.text import did_you_mean
 from .yamlfile import Positions, error_position, error_problem
 
 HEADLINES_FILE = "headlines.yaml"
@@ -104,7 +105,7 @@ def _read(path: Path) -> dict[str, str]:
 
 @functools.cache
 def _bundled() -> dict[str, str]:
-    sentences = _read(Path(str(importlib.resources.files("nsys_diagnose.bundled_rules"))) / HEADLINES_FILE)
+    sentences = _read(bundled(VOCABULARY_DIR, HEADLINES_FILE))
     missing = sorted(set(PLACEHOLDERS) - set(sentences))
     if missing:
         raise HeadlineError(f"the bundled {HEADLINES_FILE} lacks {', '.join(missing)}")
@@ -115,7 +116,7 @@ def load_headlines(rule_dirs: list[Path] | tuple[Path, ...] | None = None) -> He
     """The bundled wording with each team directory's DIR/headlines.yaml applied in order."""
     sentences = dict(_bundled())
     for directory in rule_dirs or []:
-        path = Path(directory) / HEADLINES_FILE
+        path = vocabulary_file(Path(directory), HEADLINES_FILE)
         if path.is_file():
             sentences.update(_read(path))
     return Headlines(sentences)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from ..model import AlsoOn, Finding, RuleOutcome
-from ..units import fmt_ratio
-from ..vocabulary import Kind
+from ..model.report import AlsoOn, Finding, RuleOutcome
+from ..base.units import fmt_ratio
+from ..base.vocabulary import Kind
 
 _ON_GPU = re.compile(r"(?:(?P<phase>.+) · )?GPU (?P<device>\d+)")
 

@@ -9,10 +9,10 @@ from collections.abc import Collection
 from typing import Literal
 
 from ..facts.compute import FactSet
-from ..model import Finding, PhaseVerdict
-from ..text import plural, shorten
-from ..units import fmt_ratio
-from ..vocabulary import Kind, Severity
+from ..model.report import Finding, PhaseVerdict
+from ..base.text import plural, shorten
+from ..base.units import fmt_ratio
+from ..base.vocabulary import Kind, Severity
 
 # The phase names (default or configured) whose steps bound each goal; TensorRT-LLM calls them context and generation.
 Goal = Literal["TTFT", "TPOT"]

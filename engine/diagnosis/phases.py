@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..facts import Fact
+from ..facts.catalog import Fact
 from ..facts.compute import FactSet
 from .evaluate import Evaluation, evaluate, sort_findings
 from .phase_verdict import judged_alone_phases, phase_share
 from .ruleset import RuleSet
-from ..vocabulary import Kind
+from ..base.vocabulary import Kind
 
 
 def judge_phases(run: Evaluation, rules: RuleSet, facts: FactSet, fact_defs: dict[str, Fact], *,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib.resources
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,16 +13,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from ..errors import DiagnoseError
-from ..text import did_you_mean
-from ..facts import Fact
+from ..base.errors import DiagnoseError
+from ..base.text import did_you_mean
+from ..facts.catalog import Fact
 from ..facts.cross_rank import load_run_facts
 from .templating import compile_problem
-from ..units import PARAM_RANGES, PARAM_UNITS, column_unit, describe_range, fmt_limit
-from ..vocabulary import IDLE_CAUSES, STACK_KEYS, Kind, Severity
+from ..base.units import PARAM_RANGES, PARAM_UNITS, column_unit, describe_range, fmt_limit
+from ..base.vocabulary import IDLE_CAUSES, STACK_KEYS, Kind, Severity
 from .yamlfile import SAFE_LOADER, error_position, error_problem
 from .whatif import TRANSFORMS as _TRANSFORMS
-from ..capture.presets import PRESETS_DIR
+from ..pack.layout import bundled_pack, is_rule_file, vocabulary_file
 from ..facts.opclasses import CLASSES_FILE
 from .headlines import HEADLINES_FILE
 from .categories import CATEGORY_FILE, Category, CategoryError, load_categories, team_category_file
@@ -148,9 +147,9 @@ class RuleSpec(BaseModel):
     id: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*(/[a-z0-9]+(-[a-z0-9]+)*)?$")
     title: str
     category: str
-    kind: Kind | None = None  # default: the kind of the rule's category (rules/categories.yaml)
-    # profile: judges one export (the facts of engine/facts); run: judges the ranks of a multi-rank run
-    # together (`diagnose RANK0 RANK1 ...`, the cross-rank facts of engine/facts/cross_rank).
+    kind: Kind | None = None  # default: the kind of the rule's category (rules/vocabulary/categories.yaml)
+    # profile: judges one export (the facts of rules/facts); run: judges the ranks of a multi-rank run
+    # together (`diagnose RANK0 RANK1 ...`, the cross-rank facts of rules/facts/cross_rank).
     scope: Literal["profile", "run"] = "profile"
     blocking: bool = False  # capture problems that make the rest of the diagnosis meaningless
     severity: Severity
@@ -172,7 +171,7 @@ class RuleSpec(BaseModel):
     why: str
     evidence: list[EvidenceSpec] = Field(default_factory=list)
     remediation: list[str | StepSpec] = Field(min_length=1)
-    # Steps for one software stack (engine/vocabulary.py STACKS), shown before the generic steps when the
+    # Steps for one software stack (engine/base/vocabulary.py STACKS), shown before the generic steps when the
     # profile comes from that stack and never otherwise: serving flags reach only serving profiles.
     stack_remediation: dict[StackKey, list[str | StepSpec]] = Field(default_factory=dict)
     # A capture problem: the `diagnose profile` line that fixes it comes first in the remediation.
@@ -510,9 +509,9 @@ def _check_spec(spec: RuleSpec, bad: set[str], path: Path, source: str, facts: d
 
 def _rule_fact(spec: RuleSpec, facts: dict[str, Fact], err) -> tuple[Fact | None, RuleError | None]:
     """The fact the rule reads (a cross-rank one for `scope: run`), or the problem naming it."""
-    if spec.scope == "run":  # cross-rank rules read the facts of engine/facts/cross_rank
+    if spec.scope == "run":  # cross-rank rules read the facts of rules/facts/cross_rank
         facts, other = load_run_facts(), facts
-        hint = "; a rule with `scope: run` reads a cross-rank fact of engine/facts/cross_rank, such as 'rank_balance'"
+        hint = "; a rule with `scope: run` reads a cross-rank fact of rules/facts/cross_rank, such as 'rank_balance'"
     else:
         other, hint = load_run_facts(), "; it is a cross-rank fact: add `scope: run` to judge multi-rank runs"
     if spec.fact not in facts or facts[spec.fact].is_helper:
@@ -557,18 +556,17 @@ def key_position(path: str | Path, key: str) -> tuple[int, int]:
 
 
 def bundled_rules_dir() -> Path:
-    return Path(str(importlib.resources.files("nsys_diagnose.bundled_rules")))
+    return bundled_pack()
 
 
 def rule_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*.yaml")
-                  if not p.name.endswith(".test.yaml") and p.name not in (CATEGORY_FILE, CLASSES_FILE, HEADLINES_FILE)
-                  and PRESETS_DIR not in p.relative_to(directory).parts[:-1])
+    return sorted(p for p in directory.rglob("*.yaml") if is_rule_file(p, directory)
+                  and not (p.parent == directory and p.name in (CATEGORY_FILE, CLASSES_FILE, HEADLINES_FILE)))
 
 
 def rule_categories(extra_dirs: list[Path] | None = None) -> dict[str, Category]:
     """The bundled categories and those of each team rule directory (DIR/categories.yaml), in display order."""
-    files = [Path(d) / CATEGORY_FILE for d in extra_dirs or []]
+    files = [vocabulary_file(Path(d), CATEGORY_FILE) for d in extra_dirs or []]
     try:
         return load_categories([f for f in files if f.is_file()])
     except CategoryError as exc:

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 from .config import Config, ConfigError, Setting
 from .rules import Rule
-from ..facts import Fact, fact_param_range
-from ..model import ParamOverride
-from ..text import did_you_mean
-from ..units import PARAM_UNITS, describe_range, fmt_limit
-from ..vocabulary import Severity
+from ..facts.catalog import Fact, fact_param_range
+from ..model.report import ParamOverride
+from ..base.text import did_you_mean
+from ..base.units import PARAM_UNITS, describe_range, fmt_limit
+from ..base.vocabulary import Severity
 
 _COMPARISONS = (">", ">=", "<", "<=")
 _FLIP = {">": "<", "<": ">", ">=": "<=", "<=": ">="}

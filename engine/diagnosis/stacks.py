@@ -1,6 +1,6 @@
 """Which software stack a profile comes from, decided from the rows of the software_stack fact.
 
-The most specific stack with evidence wins (engine/vocabulary.py STACKS lists them in that order): a vLLM
+The most specific stack with evidence wins (engine/base/vocabulary.py STACKS lists them in that order): a vLLM
 server also runs PyTorch kernels, and is vLLM. A profile with no recognised framework is plain CUDA, so it
 never gets framework- or serving-specific advice. Evidence comes from the processes that launched GPU work;
 a process on the same host that launched none (source `host`: an idle `sglang::detokenizer` beside a PyTorch
@@ -9,9 +9,9 @@ script) is named as context after the evidence and never decides the stack."""
 from __future__ import annotations
 
 from ..facts.compute import FactSet
-from ..model import StackInfo
-from ..units import fmt_ratio
-from ..vocabulary import STACKS
+from ..model.report import StackInfo
+from ..base.units import fmt_ratio
+from ..base.vocabulary import STACKS
 
 _SOURCES = {"kernels": "kernels", "nvtx": "NVTX ranges", "process": "processes"}
 # Rows of this source are processes that launched no GPU work: context, never the stack.

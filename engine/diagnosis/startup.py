@@ -8,8 +8,8 @@ import re
 from typing import Any
 
 from ..facts.compute import FactSet
-from ..model import StartUp
-from ..units import fmt_bytes, fmt_duration, fmt_ratio
+from ..model.report import StartUp
+from ..base.units import fmt_bytes, fmt_duration, fmt_ratio
 
 
 def _row(facts: FactSet) -> dict[str, Any]:

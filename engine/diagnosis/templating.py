@@ -36,8 +36,8 @@ from jinja2.runtime import LoopContext
 from jinja2.sandbox import SandboxedEnvironment, SecurityError
 from jinja2.utils import _PassArg, missing
 
-from ..text import did_you_mean, plural
-from ..units import fmt_bytes, fmt_duration, fmt_number, fmt_ratio
+from ..base.text import did_you_mean, plural
+from ..base.units import fmt_bytes, fmt_duration, fmt_number, fmt_ratio
 
 # Wall-clock time one render may take. Bundled messages render in well under a millisecond.
 RENDER_SECONDS = 2.0

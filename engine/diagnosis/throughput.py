@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InputError
-from ..model import Throughput
+from ..base.errors import InputError
+from ..model.report import Throughput
 
 
 def decode_row(steps: list[dict[str, Any]], tokens: int | None) -> dict[str, Any] | None:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..facts.compute import FactSet
-from ..model import BatchWhatIf, Finding, Throughput, WhatIf
-from ..units import fmt_range, fmt_ratio, fmt_span, fmt_step
-from ..vocabulary import Kind, Severity
+from ..model.report import BatchWhatIf, Finding, Throughput, WhatIf
+from ..base.units import fmt_range, fmt_ratio, fmt_span, fmt_step
+from ..base.vocabulary import Kind, Severity
 
 FACT = "whatif_replay"
 

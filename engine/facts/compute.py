@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import datetime
 import decimal
-import importlib.resources
 import math
 import re
 import threading
@@ -15,9 +14,20 @@ from typing import Any, Callable
 
 import duckdb
 
-from ..duck import insert_rows, scalar, sql_literal
-from ..facts import (Fact, FactError, check_documented_columns, check_rows, load_facts, materialize,
-                     run_order, table_columns, team_sql_problem, with_needs)
+from ..pack.layout import bundled, FACTS_DIR
+from ..base.duck import insert_rows, scalar, sql_literal
+from .catalog import (
+    Fact,
+    FactError,
+    check_documented_columns,
+    check_rows,
+    load_facts,
+    materialize,
+    run_order,
+    table_columns,
+    team_sql_problem,
+    with_needs,
+)
 from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
 from .compact import Compactor
@@ -25,8 +35,8 @@ from .opclasses import OperationClasses, define_op_classes
 from .parallel import run_facts, side_by_side
 from .scopes import bundled_from_run, compute_phase, per_phase_order, phases_to_judge
 from .window import steady_start, steady_window
-from ..timings import RUN, Timings, timed
-from ..text import did_you_mean
+from ..base.timings import RUN, Timings, timed
+from ..base.text import did_you_mean
 
 # Default NVTX phase patterns (case-insensitive RE2 regular expressions on the range text; the first phase whose
 # pattern matches wins, so a range that names both is prefill). A phase word counts only as a whole word: what
@@ -67,7 +77,7 @@ DEFAULT_PHASE_PATTERNS: dict[str, str] = {
 # model (a text that opens with init/load/setup, or names the model, weights or checkpoint being loaded), `warmup`
 # for warm-up, compilation (torch.compile, autotuning) and CUDA-graph capture. Word edges keep `preload` or
 # `reload_cache` out, but a loop's own `load_batch` or `load_kv_cache` matches the text: what keeps the loop out is
-# that a start-up range counts only before the first kernel launched outside such ranges (engine/facts/startup.sql).
+# that a start-up range counts only before the first kernel launched outside such ranges (rules/facts/startup.sql).
 DEFAULT_STARTUP_PATTERNS: dict[str, str] = {
     "load": r"(?i)^[^a-z]*(init|initiali[sz]e|initiali[sz]ation|load|loading|setup|set_up)([^a-z]|$)"
             r"|(^|[^a-z])(load|init|initiali[sz]e)[ _.-]?(model|weights?|checkpoint|engine|params)([^a-z]|$)"
@@ -241,7 +251,7 @@ def _define_phases(con: Any, phase_patterns: dict[str, str] | None,
                        else DEFAULT_STARTUP_PATTERNS)
     # step_of(text): the name of the first step pattern that matches (or NULL), the same way.
     _define_classifier(con, "step_of", step_patterns if step_patterns is not None else DEFAULT_STEP_PATTERNS)
-    # op_class_of(name), gemm_precision_of(name): the operation classes (rules/operation_classes.yaml).
+    # op_class_of(name), gemm_precision_of(name): the operation classes (rules/vocabulary/operation_classes.yaml).
     define_op_classes(con, op_classes)
 
 
@@ -255,9 +265,9 @@ METRIC_NAMES_FILE = "gpu_metric_names.csv"
 
 
 def metric_names() -> list[dict[str, str]]:
-    """The GPU-metric name table (engine/facts/gpu_metric_names.csv): every metric name nsys is known to write,
+    """The GPU-metric name table (rules/facts/gpu_metric_names.csv): every metric name nsys is known to write,
     with its canonical metric, unit, nsys versions, chips and where the name was seen."""
-    text = importlib.resources.files("nsys_diagnose.facts").joinpath(METRIC_NAMES_FILE).read_text(encoding="utf-8")
+    text = bundled(FACTS_DIR, METRIC_NAMES_FILE).read_text(encoding="utf-8")
     return list(csv.DictReader(line for line in text.splitlines() if line and not line.startswith("#")))
 
 
@@ -297,7 +307,7 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
     `-- @whole-capture` (the start-up) run first over the whole capture; when a start-up is followed by steady
     work, every other fact runs over the steady window after it (engine/facts/window.py). `op_classes`: the
     operation classes (engine/facts/opclasses.py); None: the bundled ones. `timings`: record each fact's wall time,
-    rows and spill there (engine/timings.py)."""
+    rows and spill there (engine/base/timings.py)."""
     facts = facts if facts is not None else load_facts(extra_fact_dirs)
     con = export.con
     if timings is not None:

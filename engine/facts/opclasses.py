@@ -1,4 +1,4 @@
-"""Operation classes are data: rules/operation_classes.yaml, plus an operation_classes.yaml in a team's rule
+"""Operation classes are data: rules/vocabulary/operation_classes.yaml, plus an operation_classes.yaml in a team's rule
 directory. Each class lists RE2 patterns over the demangled kernel name; the first class that matches wins. The
 classes and the GEMM precisions become two DuckDB macros, op_class_of(name) and gemm_precision_of(name), with
 every pattern written in as a constant so DuckDB compiles each regular expression once (as compute.py does for
@@ -7,7 +7,6 @@ the phase patterns)."""
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +15,9 @@ from typing import Any, Protocol, TypeVar
 import duckdb
 import yaml
 
-from ..duck import sql_literal
-from ..errors import DiagnoseError
+from ..pack.layout import bundled, vocabulary_file, VOCABULARY_DIR
+from ..base.duck import sql_literal
+from ..base.errors import DiagnoseError
 
 CLASSES_FILE = "operation_classes.yaml"
 # Classes that never come from a pattern: copies and memsets have tables of their own, `other` is what is left.
@@ -74,7 +74,7 @@ class OperationClasses:
 
 
 def _bundled_file() -> Path:
-    return Path(str(importlib.resources.files("nsys_diagnose.bundled_rules"))) / CLASSES_FILE
+    return bundled(VOCABULARY_DIR, CLASSES_FILE)
 
 
 def _regex_problem(con: duckdb.DuckDBPyConnection, pattern: str) -> str | None:
@@ -175,7 +175,7 @@ def load_operation_classes(rule_dirs: list[Path] | None = None) -> OperationClas
     others (a team names its own kernels more precisely than the generic patterns). Precisions work the same."""
     bundled_classes, bundled_precisions = _bundled()
     classes, precisions = list(bundled_classes), list(bundled_precisions)
-    files = [Path(d) / CLASSES_FILE for d in rule_dirs or []]
+    files = [vocabulary_file(Path(d), CLASSES_FILE) for d in rule_dirs or []]
     files = [f for f in files if f.is_file()]
     if files:
         with duckdb.connect() as con:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
-from . import Fact
+from .catalog import Fact
 
 T = TypeVar("T")
 

@@ -24,18 +24,26 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
+from ..pack.layout import bundled, FACTS_DIR
 from ..reading import cache as store
 from ..reading.export import Export
-from . import Fact, render_sql
-from ..timings import Timings
+from .catalog import Fact, render_sql
+from ..base.timings import Timings
 from .opclasses import OperationClasses, default_classes
-from .compute import (DEFAULT_PHASE_PATTERNS, DEFAULT_STARTUP_PATTERNS, DEFAULT_STEP_PATTERNS, METRIC_NAMES_FILE,
-                      FactResult, FactSet, compute_facts)
+from .compute import (
+    DEFAULT_PHASE_PATTERNS,
+    DEFAULT_STARTUP_PATTERNS,
+    DEFAULT_STEP_PATTERNS,
+    METRIC_NAMES_FILE,
+    FactResult,
+    FactSet,
+    compute_facts,
+)
 
 SUFFIX = store.FACTS_SUFFIX
 MAX_BYTES = 256 << 20  # a bigger file is not ours (the facts of 5 M kernels take well under a megabyte)
 # The code that turns fact SQL into rows: a change to any of it gives every entry a new key.
-_COMPUTING_CODE = ("__init__.py", "compute.py", "scopes.py", "results_cache.py", "opclasses.py", METRIC_NAMES_FILE)
+_COMPUTING_CODE = ("catalog.py", "compute.py", "scopes.py", "results_cache.py", "opclasses.py")
 
 
 @functools.lru_cache(maxsize=1)
@@ -44,6 +52,7 @@ def _code_digest() -> str:
     digest = hashlib.sha256()
     for name in _COMPUTING_CODE:
         digest.update(b"\0" + name.encode() + b"\0" + package.joinpath(name).read_bytes())
+    digest.update(b"\0" + METRIC_NAMES_FILE.encode() + b"\0" + bundled(FACTS_DIR, METRIC_NAMES_FILE).read_bytes())
     return digest.hexdigest()
 
 

@@ -16,13 +16,13 @@ import contextlib
 import functools
 from typing import Any, Callable, TypeVar
 
-from ..duck import sql_literal
+from ..base.duck import sql_literal
 from ..reading.canonical import STORED, view_sql
 from .compact import Compactor
-from . import Fact, load_facts, materialize, run_order, with_needs
+from .catalog import Fact, load_facts, materialize, run_order, with_needs
 from .parallel import run_facts
 from .window import cut_predicate
-from ..timings import Timings, timed
+from ..base.timings import Timings, timed
 
 T = TypeVar("T")
 

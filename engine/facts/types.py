@@ -8,8 +8,8 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from ..duck import offline_connection
-from . import Fact
+from ..base.duck import offline_connection
+from .catalog import Fact
 
 _INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
                   "UBIGINT", "UHUGEINT"}
@@ -57,7 +57,7 @@ def _number(value: Any) -> int | float | None:
 def column_types(facts: dict[str, Fact], names: Collection[str], *, cross_rank: bool = False
                  ) -> dict[str, dict[str, str]]:
     """Fact name -> column -> DuckDB type of the facts `names`, compiled over empty input tables as `rules check`
-    compiles them (`cross_rank`: the facts of engine/facts/cross_rank, over an empty `ranks` table). A fact that
+    compiles them (`cross_rank`: the facts of rules/facts/cross_rank, over an empty `ranks` table). A fact that
     does not compile is left out: `rules check` reports it."""
     # The types of every fact are found in one compilation and kept: most of its cost is compiling the helpers
     # every fact needs, and `rules check` asks again for each rule-test file.
@@ -66,7 +66,7 @@ def column_types(facts: dict[str, Fact], names: Collection[str], *, cross_rank: 
         if cross_rank:
             found = _run_fact_types(facts, list(facts))
         else:
-            from .compute import fact_column_types  # compute imports this package's modules
+            from .compute import fact_column_types
 
             found = fact_column_types(facts, list(facts))
         _CACHE[key] = {n: dict(columns) for n, columns in found.items()}
@@ -76,7 +76,7 @@ def column_types(facts: dict[str, Fact], names: Collection[str], *, cross_rank: 
 def _run_fact_types(facts: dict[str, Fact], names: Collection[str]) -> dict[str, list[tuple[str, str]]]:
     from .cross_rank import ranks_table_ddl
 
-    from .compute import compiled_columns  # compute imports this package's modules
+    from .compute import compiled_columns
 
     con = offline_connection(threads=1)
     try:

@@ -1,12 +1,12 @@
 """The comparison of two diagnosed profiles (`diagnose compare BEFORE AFTER`): metric deltas over the key
-metrics of engine/reports/metrics.py, finding changes, a verdict and the CI gates. Built by engine/compare.py."""
+metrics of engine/reports/metrics.py, finding changes, a verdict and the CI gates. Built by engine/runs/compare.py."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from . import Document, MetricInfo, Model
-from ..vocabulary import Severity
+from .report import Document, MetricInfo, Model
+from ..base.vocabulary import Severity
 
 COMPARISON_SCHEMA_VERSION = "1.3"
 Assessment = Literal["improved", "regressed", "unchanged", "changed", "n/a"]

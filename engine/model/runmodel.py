@@ -2,7 +2,7 @@
 row per rank and the run-wide balance.
 
 Per-rank numbers and the run-wide balance come from the `rank_balance` cross-rank fact
-(engine/facts/cross_rank/rank_balance.sql documents every column); each rank also carries its own verdict and
+(rules/facts/cross_rank/rank_balance.sql documents every column); each rank also carries its own verdict and
 findings from its single-profile diagnosis.
 """
 
@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from . import Document, Finding, Model, Number, ParamOverride, RuleOutcome, Verdict
-from ..text import distinguishing_parts
+from .report import Document, Finding, Model, Number, ParamOverride, RuleOutcome, Verdict
+from ..base.text import distinguishing_parts
 
 RUN_SCHEMA_VERSION = "1.0"
 
@@ -65,7 +65,7 @@ class RunBalance(Model):
 
 class RunReport(Document):
     """Output of `diagnose RANK0 RANK1 ... --format json` (or `diagnose RUN_DIR`). Per-rank and run-wide numbers
-    are the columns of the `rank_balance` fact (engine/facts/cross_rank/rank_balance.sql)."""
+    are the columns of the `rank_balance` fact (rules/facts/cross_rank/rank_balance.sql)."""
 
     # a constant in Literal[...]: pydantic reads it at run time (the JSON Schema const), mypy wants a literal
     schema_version: Literal[RUN_SCHEMA_VERSION] = RUN_SCHEMA_VERSION  # type: ignore[valid-type]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..duck import sql_literal
+from ..base.duck import sql_literal
 
 # Enum codes, identical in every export that has the ENUM_* tables (2022.4 to 2026.2); older exports have no
 # ENUM tables, so the codes are written here (nsys-schema.md, "Enum codes").

@@ -58,9 +58,9 @@ import duckdb
 
 from . import canonical
 from .canonical import database_ddl
-from ..duck import insert_rows, offline_connection, reraise_interrupt, sql_literal, sqlite_reader_connection
-from ..errors import DiagnoseError, SetupError
-from ..text import is_utf8, printable, shown_path
+from ..base.duck import insert_rows, offline_connection, reraise_interrupt, sql_literal, sqlite_reader_connection
+from ..base.errors import DiagnoseError, SetupError
+from ..base.text import is_utf8, printable, shown_path
 
 # The code that decides what a cache holds, besides the canonical definitions: part of format_version().
 FILLING_CODE = ("adapters.py", "loader.py", "metadata.py", "kineto.py", "kineto_adapters.py", "kineto_file.py")

@@ -25,9 +25,9 @@ from .kineto_file import split_trace
 from .loader import Loader, ViewStatus
 from .metadata import ProfileInfo
 from .profile_file import ProfileFile
-from ..duck import insert_rows, load_sqlite_scanner, reraise_interrupt, sql_literal
-from ..errors import DiagnoseError, InputError
-from ..text import is_utf8, shown_path
+from ..base.duck import insert_rows, load_sqlite_scanner, reraise_interrupt, sql_literal
+from ..base.errors import DiagnoseError, InputError
+from ..base.text import is_utf8, shown_path
 
 Progress = Callable[[str], None]
 
@@ -126,7 +126,7 @@ def empty_export() -> Export:
 def rows_export(tables: dict[str, list[dict[str, Any]]], name: str = "empty.sqlite") -> Export:
     """An export whose canonical views hold exactly `tables` (view name -> rows as mappings of its columns; a
     column a row leaves out is NULL) and nothing else, opened through the same sandbox as a real one: fact tests
-    (engine/facttest.py) compute facts on it. Names of kernels and API calls are stored as ids, the way the
+    (engine/authoring/facttest.py) compute facts on it. Names of kernels and API calls are stored as ids, the way the
     reader stores them (canonical.STORED). A value the column's type cannot hold raises duckdb.Error."""
     workspace = Workspace.create(threads=1)
     try:
@@ -219,7 +219,7 @@ def _cache_file(p: Path, profile: ProfileFile, directory: Path | None, say: Prog
 
 
 def _cache_key(profile: ProfileFile) -> str:
-    from ..version import tool_version
+    from ..base.version import tool_version
 
     return json.dumps({"format": store.format_version(), "tool": tool_version(), "duckdb": duckdb.__version__,
                        **profile.fingerprint()}, sort_keys=True)

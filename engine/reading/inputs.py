@@ -19,8 +19,8 @@ from pathlib import Path
 
 from .cache import CACHE_DIR_ENV, out_of_memory_error
 from .kineto_file import sniff
-from ..duck import is_out_of_memory
-from ..errors import DiagnoseError, InputError
+from ..base.duck import is_out_of_memory
+from ..base.errors import DiagnoseError, InputError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")

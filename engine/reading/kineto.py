@@ -23,8 +23,8 @@ from .adapters import Adapter, Source
 from .kineto_file import KINETO_CATEGORIES, KINETO_KEYS, SplitTrace
 from .loader import TIME_LIMIT_NS, Loader, ViewStatus
 from .metadata import ProfileInfo
-from ..duck import insert_rows, one_row, reraise_interrupt, scalar, sql_literal
-from ..errors import InputError
+from ..base.duck import insert_rows, one_row, reraise_interrupt, scalar, sql_literal
+from ..base.errors import InputError
 
 SOURCE_FORMAT = "kineto"
 

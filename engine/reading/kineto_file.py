@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..errors import InputError
+from ..base.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 1 << 22                 # bytes per read and write while copying the events

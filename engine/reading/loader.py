@@ -20,9 +20,9 @@ from .adapters import Adapter, Source
 from .canonical import fill, stored_ddl
 from .inputs import sqlite_uri, unreadable
 from .metadata import ProfileInfo, read_metadata, read_window_and_graph_mode, write_profile_info
-from ..duck import one_row, reraise_interrupt, scalar
-from ..errors import InputError
-from ..text import shown_path
+from ..base.duck import one_row, reraise_interrupt, scalar
+from ..base.errors import InputError
+from ..base.text import shown_path
 
 # Tables whose rows are intervals on the capture timeline; rows with impossible times are dropped from them.
 _TIMED_TABLES = ("kernels", "api_calls", "memcpys", "memsets", "syncs", "graph_launches")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from ..duck import insert_rows, one_row, scalar
+from ..base.duck import insert_rows, one_row, scalar
 from .adapters import METADATA_TABLES, Source
 from .canonical import VIEWS
 

@@ -30,7 +30,7 @@ import threading
 from pathlib import Path
 
 from .inputs import SQLITE_MAGIC, live_reason
-from ..errors import InputError
+from ..base.errors import InputError
 
 _CHUNK = 1 << 22
 _COPY_CHUNK = 1 << 26  # per copy call: Ctrl-C stops a copy of a large export between two of them

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from ..errors import InputError
+from ..base.errors import InputError
 from .cache import Note
 from .inputs import check_profile_path, is_report, is_trace, sqlite_uri
 from .kineto_file import GZIP_MAGIC, KINETO_CATEGORIES, KINETO_KEYS, array_end, NeedMore, parse_head

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..vocabulary import WINDOW_PARTS
-from ..model import GpuWindow, WindowShare
+from ..base.vocabulary import WINDOW_PARTS
+from ..model.report import GpuWindow, WindowShare
 
 
 def window_breakdown(rows: Sequence[Mapping[str, Any]]) -> list[GpuWindow]:

@@ -10,16 +10,16 @@ import math
 from typing import Any, Literal
 
 from ..model.comparemodel import TimeBin
-from ..model import Report
+from ..model.report import Report
 from ..model.runmodel import RunReport
-from ..text import plural
-from ..units import fmt_duration, fmt_ratio
+from ..base.text import plural
+from ..base.units import fmt_duration, fmt_ratio
 
 WIDTH = 760          # plot width in SVG user units (the SVG scales to the page width)
 LEFT = 52            # room for the y-axis labels
 RIGHT = 12
 
-# Colour of each part of the time breakdown (engine/vocabulary.py WINDOW_PARTS gives the parts and their order).
+# Colour of each part of the time breakdown (engine/base/vocabulary.py WINDOW_PARTS gives the parts and their order).
 PART_COLOURS = {
     "kernels": "#2563eb", "copies": "#0d9488", "sync": "#f59e0b", "allocation": "#b45309", "uvm": "#9333ea",
     "launch": "#dc2626", "host": "#db2777", "gpu-side": "#64748b", "other": "#9ca3af",
@@ -91,7 +91,8 @@ def breakdown(report: Report) -> list[dict[str, Any]]:
     return out
 
 
-# Fixed colour of each bundled operation class (rules/operation_classes.yaml), so a class looks the same in every
+# Fixed colour of each bundled operation class (rules/vocabulary/operation_classes.yaml),
+# so a class looks the same in every
 # report: compute in blues, attention in violet, glue (norm, activation, elementwise, reduction) in warm colours,
 # data movement in teal and green, `other` in grey. A team's own class takes a colour of TEAM_CLASS_COLOURS by
 # its name.

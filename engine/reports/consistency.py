@@ -26,9 +26,9 @@ from ..diagnosis.categories import load_categories
 from ..diagnosis.evaluate import BUSY_GPU, BUSY_GPU_OVERHEAD
 from ..diagnosis.merge import NEGLIGIBLE
 from ..diagnosis.whatif import MIN_GAIN, MIN_STEPS
-from ..model import Report
-from ..units import fmt_ratio
-from ..vocabulary import Kind, Severity
+from ..model.report import Report
+from ..base.units import fmt_ratio
+from ..base.vocabulary import Kind, Severity
 from .render import FORMATS, render
 from .steps import serves_tokens
 
@@ -59,7 +59,8 @@ def check(report: Report, replayed_rules: Collection[str] = (), *, formats: Coll
 
 
 def _overheads() -> set[str]:
-    """The bundled categories that are overheads around the kernels (rules/categories.yaml `overhead: true`)."""
+    """The bundled categories that are overheads around the kernels (rules/vocabulary/categories.yaml
+    `overhead: true`)."""
     return {c.id for c in load_categories().values() if c.overhead}
 
 

@@ -14,9 +14,9 @@ from itertools import groupby
 import jinja2
 import markupsafe
 
-from ..model import MetricRow
-from ..text import distinct_short_names, md_inline, plural, shorten, strip_controls, term
-from ..units import column_unit, fmt_bytes, fmt_duration, fmt_number, fmt_ratio, fmt_value
+from ..model.report import MetricRow
+from ..base.text import distinct_short_names, md_inline, plural, shorten, strip_controls, term
+from ..base.units import column_unit, fmt_bytes, fmt_duration, fmt_number, fmt_ratio, fmt_value
 
 TERMINAL_WIDTH = 100  # columns of the terminal summary
 ANSI = {"red": "\x1b[31m", "yellow": "\x1b[33m", "green": "\x1b[32m", "cyan": "\x1b[36m", "bold": "\x1b[1m",

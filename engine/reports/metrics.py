@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..diagnosis.ruleset import ParamThreshold, RuleSet
-from ..model import Better, MetricRow, Report, Throughput
-from ..units import fmt_value
+from ..model.report import Better, MetricRow, Report, Throughput
+from ..base.units import fmt_value
 
 Unit = Literal["ratio", "share", "percent", "ns", "count", "bytes", "rate"]
 
@@ -189,7 +189,7 @@ def phase_values(report: Report) -> dict[str, float | None]:
 # ------------------------------------------------------------------------------------------------------------
 # Formatting
 # ------------------------------------------------------------------------------------------------------------
-# A metric's unit -> the display unit of engine/units.py fmt_value (a metric 'ratio' is shown as 0.00, a 'share'
+# A metric's unit -> the display unit of engine/base/units.py fmt_value (a metric 'ratio' is shown as 0.00, a 'share'
 # as a percentage).
 _DISPLAY_UNIT = {"ratio": "plain", "share": "ratio", "percent": "percent", "ns": "ns", "bytes": "bytes",
                  "rate": "per_s", "count": "number"}

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..units import fmt_ratio
-from ..model import ClassShare, OperationBreakdown
+from ..base.units import fmt_ratio
+from ..model.report import ClassShare, OperationBreakdown
 
 # The terminal line names the classes down to this share of the GPU's time, at most _LINE_CLASSES of them.
 _LINE_MIN_SHARE = 0.01

@@ -17,9 +17,9 @@ from typing import Any
 from . import charts, operations, sections, steps, timeline
 from ..model.comparemodel import Comparison
 from .environment import TERMINAL_WIDTH, environment, painter
-from ..model import Document, Report
+from ..model.report import Document, Report
 from ..model.runmodel import RunReport
-from ..vocabulary import Severity
+from ..base.vocabulary import Severity
 
 FORMATS = ("terminal", "md", "html", "json")
 GITHUB_COMMENT_LIMIT = 65_536

@@ -25,11 +25,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..model.comparemodel import COMPARISON_SCHEMA_VERSION, Comparison
-from ..facts import Fact, load_facts, reported_facts
+from ..facts.catalog import Fact, load_facts, reported_facts
 from ..facts.cross_rank import load_run_facts
-from ..model import REPORT_SCHEMA_VERSION, Report
+from ..model.report import REPORT_SCHEMA_VERSION, Report
 from ..model.runmodel import RUN_SCHEMA_VERSION, RunReport
-from ..units import column_unit
+from ..base.units import column_unit
 
 SCHEMAS = ("report", "run", "compare")
 _UNIT_TYPES: dict[str, Any] = {"ns": float, "bytes": float, "ratio": float, "percent": float, "gbps": float,

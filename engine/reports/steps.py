@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..diagnosis.whatif import INFERENCE_PHASES, SERVING_STACKS
-from ..units import fmt_duration, fmt_number, fmt_ratio
-from ..model import Report
+from ..base.units import fmt_duration, fmt_number, fmt_ratio
+from ..model.report import Report
 
 # How the steps were found, for people (fact _step_ranges, column source).
 _FOUND_BY = {"nvtx": "NVTX step ranges", "sync": "synchronisations of the launching thread",

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .charts import CHAR_WIDTH, PART_COLOURS, nice_ticks
-from ..model import Report
-from ..text import shorten
-from ..units import fmt_duration
+from ..model.report import Report
+from ..base.text import shorten
+from ..base.units import fmt_duration
 
 WIDTH = 960          # SVG user units; the SVG scales to the page width
 LABEL_W = 168        # room for the lane labels on the left
