@@ -16,7 +16,7 @@ import pytest
 
 from nsys_diagnose.capture.flags import CaptureOptions, build_plan
 from nsys_diagnose.capture.nsys import installed_nsys
-from nsys_diagnose.capture.presets import guess_preset, load_presets, parallel_size
+from nsys_diagnose.pack.presets import guess_preset, load_presets, parallel_size
 from nsys_diagnose.fixtures.generator import generate
 
 from cli_in_process import run_cli
@@ -337,7 +337,7 @@ def test_every_bundled_preset_says_how_to_get_a_pytorch_profiler_trace_with_its_
 
 
 def test_a_preset_without_its_pytorch_profiler_note_does_not_load(tmp_path, monkeypatch):
-    from nsys_diagnose.capture import presets as presets_module
+    from nsys_diagnose.pack import presets as presets_module
     from nsys_diagnose.base.errors import SetupError
 
     bundled = presets_module.presets_dir()
@@ -564,7 +564,7 @@ def test_every_bundled_capture_line_is_a_command_diagnose_profile_accepts():
     import re
     import shlex
 
-    from nsys_diagnose.capture.presets import capture_line, load_presets
+    from nsys_diagnose.pack.presets import capture_line, load_presets
     from nsys_diagnose.cli.main import capture_parser
     from nsys_diagnose.diagnosis.rules import load_rules
     from nsys_diagnose.facts.catalog import load_facts

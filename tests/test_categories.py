@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.diagnosis.categories import load_categories
+from nsys_diagnose.pack.categories import load_categories
 from nsys_diagnose.diagnosis.rules import RuleError, bundled_rules_dir, load_rules, rule_files
 from nsys_diagnose.facts.catalog import load_facts
 from nsys_diagnose.base.vocabulary import Kind
@@ -104,7 +104,7 @@ def test_a_broken_categories_file_is_one_sentence_with_its_path(tmp_path):
 
 
 def test_a_categories_file_others_may_write_is_not_trusted_for_a_lone_rule_file(tmp_path):
-    from nsys_diagnose.diagnosis.categories import team_category_file
+    from nsys_diagnose.pack.categories import team_category_file
 
     pack = _pack(tmp_path)
     (pack / "categories.yaml").chmod(0o666)

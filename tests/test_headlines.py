@@ -10,7 +10,7 @@ import pytest
 
 from nsys_diagnose.runs.api import diagnose
 from nsys_diagnose.diagnosis.config import Config
-from nsys_diagnose.diagnosis.headlines import PLACEHOLDERS, HeadlineError, load_headlines
+from nsys_diagnose.pack.headlines import PLACEHOLDERS, HeadlineError, load_headlines
 from nsys_diagnose.fixtures.generator import generate
 
 

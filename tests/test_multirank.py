@@ -553,7 +553,7 @@ def test_a_failing_rank_abandons_the_others(runs, monkeypatch):
 def test_a_broken_team_pack_is_the_runs_error_not_a_ranks(runs, tmp_path, monkeypatch):
     """The pack is loaded once for the run: its error names the file to fix, no rank, and no rank is read."""
     from nsys_diagnose.diagnosis.config import Config
-    from nsys_diagnose.diagnosis.headlines import HeadlineError
+    from nsys_diagnose.pack.headlines import HeadlineError
 
     pack = tmp_path / "pack"
     pack.mkdir()

@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from nsys_diagnose.facts.opclasses import OpClassError, define_op_classes, load_operation_classes
+from nsys_diagnose.pack.opclasses import OpClassError, define_op_classes, load_operation_classes
 from nsys_diagnose.fixtures.generator import SCENARIOS
 from nsys_diagnose.reports.charts import CLASS_COLOURS
 

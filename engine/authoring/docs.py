@@ -22,7 +22,7 @@ from typing import Any
 
 import jinja2
 
-from ..diagnosis.categories import Category
+from ..pack.categories import Category
 from ..diagnosis.rules import Rule, StepSpec, load_rules, rule_categories
 from .ruletest import FactCache, example_finding, load_test_file
 from ..base.errors import DiagnoseError

@@ -35,7 +35,7 @@ from ..base.errors import DiagnoseError
 from ..facts.catalog import Fact, bundled_fact_files, with_needs
 from ..base.text import did_you_mean
 from ..facts.compute import compute_facts
-from ..facts.opclasses import OperationClasses
+from ..pack.opclasses import OperationClasses
 from ..facts.scopes import from_run
 from ..facts.types import fitted
 from ..reading.canonical import VIEWS

@@ -43,7 +43,7 @@ from ..base.errors import DiagnoseError
 from ..diagnosis.evaluate import ConditionError, Evaluation, evaluate
 from ..facts.compute import FactResult, FactSet, compute_facts
 from ..facts.cross_rank import load_run_facts
-from ..facts.opclasses import OperationClasses
+from ..pack.opclasses import OperationClasses
 from ..facts.catalog import Fact, fact_param_range
 from ..facts.types import column_types, fitted
 from ..model.report import Finding
@@ -52,7 +52,7 @@ from ..base.units import describe_range
 from ..base.vocabulary import Severity
 from ..diagnosis.rules import Rule, RuleError
 from ..diagnosis.ruleset import RuleSet
-from ..diagnosis.yamlfile import SAFE_LOADER, Positions, error_position, error_problem
+from ..pack.yamlfile import SAFE_LOADER, Positions, error_position, error_problem
 from ..reading.export import open_export
 
 _CASE_KEYS = {"name", "scenario", "profile", "rows", "params", "facts", "expect"}
@@ -342,7 +342,7 @@ class FactCache:
                  op_classes: OperationClasses | None = None):
         self.facts = facts
         self.scenario_facts = scenario_facts
-        self.op_classes = op_classes  # a team pack's operation classes (engine/facts/opclasses.py); None: bundled
+        self.op_classes = op_classes  # a team pack's operation classes (engine/pack/opclasses.py); None: bundled
         self.dir = Path(tempfile.mkdtemp(prefix="nsys-diagnose-ruletest-"))
         self.cache: dict[str, FactSet] = {}
 

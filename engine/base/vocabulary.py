@@ -1,6 +1,6 @@
 """The words every layer shares: finding severities and kinds, and the parts of a GPU's window (kernels, copies
 only, idle time by cause). This is the only Python module that spells them; bundled and team categories are data
-(rules/vocabulary/categories.yaml, engine/diagnosis/categories.py)."""
+(rules/vocabulary/categories.yaml, engine/pack/categories.py)."""
 
 from __future__ import annotations
 

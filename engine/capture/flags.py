@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .nsys import Nsys
-from .presets import FlagSpec, Preset, load_flags
+from ..pack.presets import FlagSpec, Preset, load_flags
 
 RANGE_CHOICES = ("cudaProfilerApi",)
 # nsys profile switches that `diagnose profile` sets itself, and what to use instead: through --nsys-arg they would

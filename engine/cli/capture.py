@@ -15,7 +15,7 @@ from pathlib import Path
 from ..runs.api import diagnose
 from ..capture.flags import CaptureOptions, build_plan
 from ..capture.nsys import INSTALL_HINT, NsysError, installed_nsys
-from ..capture.presets import expected_settings, guess_preset, load_presets, parallel_size, visible_gpus
+from ..pack.presets import expected_settings, guess_preset, load_presets, parallel_size, visible_gpus
 from ..capture.run import (create_default_out_dir, default_out_dir, export_sqlite, finish_report, prepare_out_dir,
                            run_capture)
 from ..diagnosis.config import resolve_config

@@ -17,7 +17,7 @@ from ..runs.multirank import diagnose_ranks, run_facts_of
 from ..diagnosis.rules import load_rules
 from ..base.duck import reraise_interrupt
 from ..base.errors import DiagnoseError, InputError
-from ..facts.opclasses import load_operation_classes
+from ..pack.opclasses import load_operation_classes
 from ..facts.catalog import Fact, bundled_fact_files, load_facts, with_needs
 from ..base.text import did_you_mean
 from ..facts.compute import FactResult, compute_facts

@@ -260,7 +260,7 @@ def _nsys_switch(text: str) -> str:
 
 def capture_parser() -> argparse.ArgumentParser:
     from ..capture.flags import RANGE_CHOICES
-    from ..capture.presets import preset_names
+    from ..pack.presets import preset_names
 
     p = _ArgumentParser(
         prog="diagnose profile",

@@ -7,7 +7,7 @@ import argparse
 import textwrap
 from pathlib import Path
 
-from ..capture.presets import capture_line
+from ..pack.presets import capture_line
 from ..base.vocabulary import STACKS
 from ..diagnosis.config import Config, resolve_config
 from ..diagnosis.rules import Rule, StepSpec, bundled_rules_dir, load_rules
@@ -16,7 +16,7 @@ from ..diagnosis import templating
 from ..model.report import Finding
 from ..authoring.ruletest import FactCache, example_finding, find_test_files, load_test_file, run_rule_tests
 from ..base.errors import DiagnoseError
-from ..facts.opclasses import load_operation_classes
+from ..pack.opclasses import load_operation_classes
 from ..facts.catalog import Fact, load_facts
 from ..base.text import did_you_mean
 from ..base.text import term

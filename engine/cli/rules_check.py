@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..diagnosis.config import Config
 from ..diagnosis.evaluate import check_templates
-from ..diagnosis.headlines import HeadlineError, load_headlines
-from ..facts.opclasses import OpClassError, load_operation_classes
+from ..pack.headlines import HeadlineError, load_headlines
+from ..pack.opclasses import OpClassError, load_operation_classes
 from ..diagnosis.rules import (RuleError, bundled_rules_dir, load_rule_file, load_rules, problem_position,
                                rule_files)
 from ..authoring.facttest import FactTestError, find_fact_tests, load_fact_test

@@ -17,7 +17,7 @@ import yaml
 
 from ..base.errors import DiagnoseError
 from ..base.vocabulary import Severity
-from .yamlfile import error_position
+from ..pack.yamlfile import error_position
 
 
 class ConfigError(DiagnoseError):

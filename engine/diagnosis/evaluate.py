@@ -10,10 +10,10 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from . import templating
-from ..capture.presets import capture_line
+from ..pack.presets import capture_line
 from ..facts.compute import FactSet
 from ..model.report import Evidence, Finding, RuleOutcome, Verdict
-from .headlines import Headlines, load_headlines
+from ..pack.headlines import Headlines, load_headlines
 from .rules import Condition, Operand, Rule, RuleError, key_position, step_text, template_fields
 from .ruleset import RuleSet
 from .phase_verdict import GOAL_WORDS, goal_of, judged_alone_phases, lower_first, phase_verdicts, ranking_cost

@@ -20,12 +20,12 @@ from ..facts.cross_rank import load_run_facts
 from .templating import compile_problem
 from ..base.units import PARAM_RANGES, PARAM_UNITS, column_unit, describe_range, fmt_limit
 from ..base.vocabulary import IDLE_CAUSES, STACK_KEYS, Kind, Severity
-from .yamlfile import SAFE_LOADER, error_position, error_problem
+from ..pack.yamlfile import SAFE_LOADER, error_position, error_problem
 from .whatif import TRANSFORMS as _TRANSFORMS
 from ..pack.layout import bundled_pack, is_rule_file, vocabulary_file
-from ..facts.opclasses import CLASSES_FILE
-from .headlines import HEADLINES_FILE
-from .categories import CATEGORY_FILE, Category, CategoryError, load_categories, team_category_file
+from ..pack.opclasses import CLASSES_FILE
+from ..pack.headlines import HEADLINES_FILE
+from ..pack.categories import CATEGORY_FILE, Category, CategoryError, load_categories, team_category_file
 
 
 

@@ -31,7 +31,7 @@ from .catalog import (
 from ..reading.canonical import VIEWS
 from ..reading.export import Export, empty_export
 from .compact import Compactor
-from .opclasses import OperationClasses, define_op_classes
+from ..pack.opclasses import OperationClasses, define_op_classes
 from .parallel import run_facts, side_by_side
 from .scopes import bundled_from_run, compute_phase, per_phase_order, phases_to_judge
 from .window import steady_start, steady_window
@@ -306,7 +306,7 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
     holds the rows of every fact that is not a helper, and of the helpers named in `helpers`. The facts marked
     `-- @whole-capture` (the start-up) run first over the whole capture; when a start-up is followed by steady
     work, every other fact runs over the steady window after it (engine/facts/window.py). `op_classes`: the
-    operation classes (engine/facts/opclasses.py); None: the bundled ones. `timings`: record each fact's wall time,
+    operation classes (engine/pack/opclasses.py); None: the bundled ones. `timings`: record each fact's wall time,
     rows and spill there (engine/base/timings.py)."""
     facts = facts if facts is not None else load_facts(extra_fact_dirs)
     con = export.con

@@ -29,7 +29,7 @@ from ..reading import cache as store
 from ..reading.export import Export
 from .catalog import Fact, render_sql
 from ..base.timings import Timings
-from .opclasses import OperationClasses, default_classes
+from ..pack.opclasses import OperationClasses, default_classes
 from .compute import (
     DEFAULT_PHASE_PATTERNS,
     DEFAULT_STARTUP_PATTERNS,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import html
 from collections.abc import Collection
 
-from ..diagnosis.categories import load_categories
+from ..pack.categories import load_categories
 from ..diagnosis.evaluate import BUSY_GPU, BUSY_GPU_OVERHEAD
 from ..diagnosis.merge import NEGLIGIBLE
 from ..diagnosis.whatif import MIN_GAIN, MIN_STEPS

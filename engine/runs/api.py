@@ -10,12 +10,12 @@ from typing import Any, Callable
 from ..diagnosis.config import Config, ConfigError, split_config
 from ..base.duck import reraise_interrupt
 from ..diagnosis.evaluate import evaluate, idle_cause_rules, verdict
-from ..diagnosis.headlines import Headlines, load_headlines
+from ..pack.headlines import Headlines, load_headlines
 from ..diagnosis.merge import fold_restatements, merge_agreeing, merge_gpus, set_aside_negligible
 from ..diagnosis.phases import judge_phases
 from ..diagnosis.stacks import detect_stack
 from ..facts.compute import FactSet
-from ..facts.opclasses import OperationClasses, load_operation_classes
+from ..pack.opclasses import OperationClasses, load_operation_classes
 from ..facts.results_cache import facts_of
 from ..facts.catalog import Fact, FactError, FactOverflowError, load_facts, reported_facts
 from ..base.errors import InputError

@@ -23,7 +23,7 @@ from . import api
 from ..diagnosis.config import Config
 from ..base.errors import DiagnoseError
 from ..diagnosis.evaluate import evaluate
-from ..diagnosis.headlines import Headlines, load_headlines
+from ..pack.headlines import Headlines, load_headlines
 from ..facts.compute import FactSet
 from ..facts.catalog import Fact
 from ..model.report import Finding, ParamOverride, Report, Verdict

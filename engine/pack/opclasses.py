@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar
 import duckdb
 import yaml
 
-from ..pack.layout import bundled, vocabulary_file, VOCABULARY_DIR
+from .layout import bundled, vocabulary_file, VOCABULARY_DIR
 from ..base.duck import sql_literal
 from ..base.errors import DiagnoseError
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from ..pack.layout import bundled, vocabulary_file, VOCABULARY_DIR
+from .layout import bundled, vocabulary_file, VOCABULARY_DIR
 from ..base.errors import DiagnoseError
 from ..base.text import did_you_mean
 from .yamlfile import Positions, error_position, error_problem

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..pack.layout import bundled, VOCABULARY_DIR
+from .layout import bundled, VOCABULARY_DIR
 from ..base.errors import DiagnoseError
 from ..base.vocabulary import Kind
 from .yamlfile import SAFE_LOADER, error_position, error_problem

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..pack.layout import bundled, PRESETS_DIR
+from .layout import bundled, PRESETS_DIR
 from ..base.errors import SetupError
 
 # Capture presets live beside the rules, in a directory of their own, and are no rules (engine/diagnosis/rules.py).
