@@ -6,13 +6,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 
-.PHONY: help dev test test-all regen schemas goldens expectations docs docs-check lint format typecheck
+.PHONY: help dev test test-all regen regen-check schemas docs docs-check lint format typecheck
 
 help:
 	@echo "make dev        editable install of the package and its test and dev tools into $(VENV)"
 	@echo "make test       the fast tier (pytest's default run) on every core (-n auto)"
 	@echo "make test-all   exactly what CI runs (.ci/run): both tiers, pytest --all -n auto"
-	@echo "make regen      every generated expectation: JSON schemas, golden reports, scenario expectations, docs"
+	@echo "make regen      every generated file: JSON schemas, golden reports, scenario expectations, docs; prints each it rewrote"
+	@echo "make regen-check  the same, writing nothing: lists the stale files, fails if there are any"
 	@echo "make docs       docs/rules/*.md and docs/facts.md from the rule and fact metadata"
 	@echo "make lint       ruff (Python) and sqlfluff (fact SQL)"
 	@echo "make format     ruff format, on the files you name: make format FILES='engine/authoring/docs.py'"
@@ -36,17 +37,16 @@ test:
 test-all:
 	$(PYTEST) --all -n auto
 
-# Regenerate everything that is compared with committed files, then review `git diff`.
-regen: schemas goldens expectations docs
+# Regenerate everything that is compared with committed files (engine/authoring/regen.py): one `rewrote PATH` line
+# per file it changed, then a count, or "nothing changed". Review `git diff` after it.
+regen:
+	$(PY) -m nsys_diagnose.authoring.regen
+
+regen-check:
+	$(PY) -m nsys_diagnose.authoring.regen --check
 
 schemas:
 	$(PY) -m nsys_diagnose.reports.schema --write
-
-goldens:
-	UPDATE_GOLDEN=1 $(PYTEST) tests/test_reports.py -k golden
-
-expectations:
-	UPDATE_EXPECTED=1 $(PYTEST) tests/test_scenario_expectations.py
 
 docs:
 	$(PY) -m nsys_diagnose.authoring.docs --write

@@ -215,3 +215,47 @@ def test_category_names_live_in_the_data_file_only():
 def _literals(path: Path) -> set[str]:
     return {n.value for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
             if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
+# What counts as a launch or a synchronisation is defined once: rules/vocabulary/api_names.yaml lists the names and
+# rules/facts/_api_classes.sql alone matches calls against them. A fact that spells such a name (or a LIKE or
+# regular-expression fragment of one) in a string literal defines the concept a second time.
+_API_WORD_FRAGMENTS = ("Launch", "Synchronize", "WaitEvent", "HostFunc", "MultiDevice")
+_SYNC_FAMILIES = ("sync", "sync_copy", "wait")
+
+
+def _launch_and_sync_names() -> set[str]:
+    data = yaml.safe_load((RULES / "vocabulary" / "api_names.yaml").read_text(encoding="utf-8"))
+    return {name.rstrip("*") for family, entry in data["families"].items()
+            if family.endswith("_launch") or family in _SYNC_FAMILIES for name in entry["names"]}
+
+
+def _api_name_spellings(sql: str, names: set[str]) -> list[str]:
+    """The string literals of a fact's SQL (comments left out) that spell a launch or sync API name."""
+    import re
+
+    code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+    found = []
+    for literal in re.findall(r"'((?:[^']|'')*)'", code):
+        words = re.findall(r"[A-Za-z0-9_]+", literal)
+        if any(w in names or any(f in w for f in _API_WORD_FRAGMENTS) for w in words):
+            found.append(literal)
+    return found
+
+
+def test_no_fact_spells_a_launch_or_sync_api_name():
+    names = _launch_and_sync_names()
+    spelled = {str(p.relative_to(RULES)): hits for p in sorted((RULES / "facts").rglob("*.sql"))
+               if (hits := _api_name_spellings(p.read_text(encoding="utf-8"), names))}
+    assert not spelled, "\n".join(
+        f"{path} spells CUDA API names ({', '.join(repr(h) for h in hits)}): read _api_classes' api_family or "
+        f"is_launch instead, and list new names in rules/vocabulary/api_names.yaml" for path, hits in spelled.items())
+
+
+def test_the_api_name_check_finds_a_second_definition_of_a_launch():
+    names = _launch_and_sync_names()
+    assert _api_name_spellings("SELECT count(*) FROM api_calls WHERE name LIKE 'cudaGraphLaunch%'", names)
+    assert _api_name_spellings("SELECT 1 WHERE regexp_matches(name, '^(cuLaunch|cudaLaunch)')", names)
+    assert _api_name_spellings("SELECT 1 WHERE name IN ('cudaStreamSynchronize', 'cudaMemcpy')", names)
+    # a comment may name the APIs, an asynchronous copy is no sync, and the causes are lower-case words
+    assert not _api_name_spellings("-- one cudaLaunchKernel per kernel\nSELECT 'cudaMemcpyAsync', 'launch'", names)

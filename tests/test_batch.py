@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from nsys_diagnose.runs import batch
+from nsys_diagnose.runs import batch, batch_profiles, batch_table
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.cli.output import current_umask
 from nsys_diagnose.diagnosis.config import Config
@@ -121,7 +121,8 @@ def test_every_row_has_the_same_columns_so_shards_merge(run, tmp_path):
     assert columns[:4] == ["path", "status", "error", "verdict"] and "primary_cost" in columns
     assert {m.key for m in METRICS if m.report} <= set(columns)
     shard = tmp_path / "shard-2.parquet"
-    batch.write_table([batch.error_row("elsewhere.sqlite", "elsewhere.sqlite: no such file.")], shard, mode=0o644)
+    batch_table.write_table([batch_table.error_row("elsewhere.sqlite", "elsewhere.sqlite: no such file.")], shard,
+                            mode=0o644)
     merged = duckdb.sql(f"SELECT status, count(*) FROM read_parquet(['{run['results']}', '{shard}']) "
                         f"GROUP BY status ORDER BY status").fetchall()
     assert merged == [("error", 5), ("ok", 3)]
@@ -129,8 +130,8 @@ def test_every_row_has_the_same_columns_so_shards_merge(run, tmp_path):
 
 def test_csv_and_jsonl_hold_the_same_rows(rows, tmp_path):
     table = list(rows.values())
-    batch.write_table(table, tmp_path / "r.csv", mode=0o644)
-    batch.write_table(table, tmp_path / "r.jsonl", mode=0o644)
+    batch_table.write_table(table, tmp_path / "r.csv", mode=0o644)
+    batch_table.write_table(table, tmp_path / "r.jsonl", mode=0o644)
     from_csv = {Path(p).name: (v, json.loads(f) if f else None)
                 for p, v, f in duckdb.sql(f"SELECT path, verdict, findings FROM read_csv('{tmp_path / 'r.csv'}', "
                                           f"all_varchar = true)").fetchall()}
@@ -185,7 +186,7 @@ def test_a_glob_that_matches_nothing_is_one_sentence(tmp_path, capsys):
 
 
 def test_directories_skip_non_exports_and_a_file_reached_twice_is_one_row(run):
-    found = batch.find_profiles([str(EXAMPLES), str(run["root"] / "mixed"), str(run["root"] / "broken" / "*")])
+    found = batch_profiles.find_profiles([str(EXAMPLES), str(run["root"] / "mixed"), str(run["root"] / "broken" / "*")])
     assert [p.name for p in found.profiles] == ["eager_decode.sqlite", "graph_decode_node.sqlite",
                                                 "healthy_prefill.sqlite", "empty.sqlite", "text.sqlite"]
     assert (found.skipped, found.duplicates) == (1, 1)  # mixed/README.md; mixed/again.sqlite is eager_decode
@@ -205,11 +206,11 @@ def _traces_beside_exports(d: Path) -> Path:
 
 def test_directories_give_their_traces_too(tmp_path):
     d = _traces_beside_exports(tmp_path / "mixed")
-    found = batch.find_profiles([str(d)])
+    found = batch_profiles.find_profiles([str(d)])
     assert sorted(p.name for p in found.profiles) == ["1759312.5-TP-0.trace.json", "eager.sqlite",
                                                       "host_51.1759312.pt.trace.json.gz", "prefill.json"]
     assert found.skipped == 2
-    globbed = batch.find_profiles([str(d / "*.json")])
+    globbed = batch_profiles.find_profiles([str(d / "*.json")])
     assert ([p.name for p in globbed.profiles], globbed.skipped) == (["1759312.5-TP-0.trace.json", "prefill.json"], 1)
 
 
@@ -222,7 +223,7 @@ def test_the_row_of_a_trace_says_so(tmp_path):
     cut.write_text(trace(TINY)[:-60])
     row = batch.diagnose_row(str(cut), batch.WorkerSettings(Config(), cache=False))
     assert row["status"] == "error" and row["source_format"] == "kineto" and "was cut short" in row["error"]
-    assert batch.error_row(str(EAGER), "x")["source_format"] == "nsys"
+    assert batch_table.error_row(str(EAGER), "x")["source_format"] == "nsys"
 
 
 @pytest.mark.slow
@@ -247,7 +248,7 @@ def test_a_bug_while_diagnosing_is_an_internal_error_row_and_exit_3(monkeypatch,
     monkeypatch.setattr(batch, "diagnose", crash)
     row = batch.diagnose_row(str(EAGER), batch.WorkerSettings(Config()))
     assert row["status"] == "error" and row["error"] == "internal error: ZeroDivisionError: division by zero"
-    assert batch.is_internal(row)
+    assert batch_table.is_internal(row)
     monkeypatch.setattr("nsys_diagnose.cli.batch.diagnose_batch", lambda profiles, *a, **k: [row])
     assert cli.main(["batch", str(EAGER), "--out", str(tmp_path / "r.jsonl"), "-q"]) == 3
     assert "1 of 1 profiles hit a bug in nsys-diagnose" in capsys.readouterr().err
@@ -258,7 +259,7 @@ def _die_on_a(path: str, settings: batch.WorkerSettings) -> dict:
     """A worker task (run in a spawned process) whose process dies on a.sqlite, as one killed for memory would."""
     if Path(path).name == "a.sqlite":
         os._exit(1)
-    return batch.error_row(path, "diagnosed")
+    return batch_table.error_row(path, "diagnosed")
 
 
 @pytest.mark.slow
@@ -268,7 +269,7 @@ def test_a_worker_that_dies_is_an_internal_error_row_not_the_end_of_the_batch(tm
     rows = batch.diagnose_batch(paths, Config(), jobs=2, cache=False, work=_die_on_a,
                                 on_done=lambda row, finished, total: done.append(Path(row["path"]).name))
     assert [r["error"] for r in rows] == [batch._WORKER_DIED, "diagnosed", "diagnosed"]
-    assert batch.is_internal(rows[0]) and sorted(done) == ["a.sqlite", "b.sqlite", "c.sqlite"]
+    assert batch_table.is_internal(rows[0]) and sorted(done) == ["a.sqlite", "b.sqlite", "c.sqlite"]
 
 
 @pytest.mark.real_exports
@@ -358,13 +359,13 @@ def test_a_signal_after_the_stop_event_does_not_cut_the_clean_up_short(monkeypat
 @pytest.mark.slow
 def test_shards_partition_the_profiles_by_path_the_same_under_any_hash_seed():
     paths = [Path(f"runs/job{i}/rank{r}.sqlite") for i in range(250) for r in range(4)]
-    shards = [batch.shard_of(p, 4) for p in paths]
+    shards = [batch_profiles.shard_of(p, 4) for p in paths]
     counts = [shards.count(i) for i in (1, 2, 3, 4)]
     assert sum(counts) == len(paths) and min(counts) > 200  # every profile in one shard, and none starved
     # The partition is a contract: CI matrices and Slurm arrays run on other machines, other Python builds, other
     # hash seeds, and must agree on it; these values pin it.
-    assert [batch.shard_of(Path(p), 4) for p in ("runs/llama-8b/rank0.sqlite", "nightly/a.sqlite")] == [1, 3]
-    code = ("import sys; from pathlib import Path; from nsys_diagnose.batch import shard_of; "
+    assert [batch_profiles.shard_of(Path(p), 4) for p in ("runs/llama-8b/rank0.sqlite", "nightly/a.sqlite")] == [1, 3]
+    code = ("import sys; from pathlib import Path; from nsys_diagnose.runs.batch_profiles import shard_of; "
             "print([shard_of(Path(p), 4) for p in sys.argv[1:]])")
     for seed in ("0", "12345"):
         out = subprocess.run([sys.executable, "-c", code, *map(str, paths[:40])], capture_output=True, text=True,
@@ -376,7 +377,7 @@ def test_shards_partition_the_profiles_by_path_the_same_under_any_hash_seed():
 def test_the_shards_of_a_batch_together_are_the_whole_batch(tmp_path):
     for i in range(8):
         (tmp_path / f"p{i}.sqlite").write_text("not an export\n")  # a row each at once: its error
-    whole = {r["path"] for r in batch.diagnose_batch(batch.find_profiles([str(tmp_path)]).profiles, Config(),
+    whole = {r["path"] for r in batch.diagnose_batch(batch_profiles.find_profiles([str(tmp_path)]).profiles, Config(),
                                                        jobs=1, cache=False)}
     seen: set[str] = set()
     for index in (1, 2, 3):
@@ -384,9 +385,9 @@ def test_the_shards_of_a_batch_together_are_the_whole_batch(tmp_path):
         out.parent.mkdir(exist_ok=True)
         with contextlib.redirect_stderr(io.StringIO()) as err:
             assert cli.main(["batch", str(tmp_path), "--out", str(out), "--shard", f"{index}/3", "-j", "1"]) == (
-                2 if any(batch.shard_of(Path(p), 3) == index for p in whole) else 0)
+                2 if any(batch_profiles.shard_of(Path(p), 3) == index for p in whole) else 0)
         paths = {r["path"] for r in _rows(out)}
-        assert not paths & seen and all(batch.shard_of(Path(p), 3) == index for p in paths)
+        assert not paths & seen and all(batch_profiles.shard_of(Path(p), 3) == index for p in paths)
         assert f"shard {index}/3 of the 8 profiles found" in err.getvalue()
         seen |= paths
     assert seen == whole

@@ -19,7 +19,7 @@ import duckdb
 import pytest
 
 import conftest
-from nsys_diagnose.runs import batch
+from nsys_diagnose.runs import batch, batch_profiles, batch_table
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.diagnosis.config import Config
 
@@ -203,7 +203,7 @@ def test_shards_of_either_executor_partition_the_profiles(scheduler, inputs, loc
         rows = _rows(out)
         assert code == (2 if any(r["status"] == "error" for r in rows.values()) else 0), err
         assert f"shard {index}/3 of the 6 profiles found" in err, err
-        assert not set(rows) & set(shards) and all(batch.shard_of(Path(p), 3) == index for p in rows)
+        assert not set(rows) & set(shards) and all(batch_profiles.shard_of(Path(p), 3) == index for p in rows)
         shards.update(rows)
     assert shards == local
 
@@ -216,7 +216,7 @@ def _killer(path: str, settings: batch.WorkerSettings, check) -> dict:
     if name == "a.sqlite" or (name == "b.sqlite" and not marker.exists()):
         marker.touch()
         os.kill(os.getpid(), signal.SIGKILL)
-    return batch.error_row(path, "diagnosed")
+    return batch_table.error_row(path, "diagnosed")
 
 
 def test_a_worker_killed_mid_task_is_retried_then_an_internal_error_row(scheduler, tmp_path):
@@ -227,7 +227,7 @@ def test_a_worker_killed_mid_task_is_retried_then_an_internal_error_row(schedule
     rows = diagnose_batch_dask(paths, Config(), scheduler=scheduler, cache=False, work=_killer,
                                on_done=lambda row, finished, total: done.append(Path(row["path"]).name))
     assert [r["path"] for r in rows] == [str(p) for p in paths]
-    assert rows[0]["status"] == "error" and batch.is_internal(rows[0])
+    assert rows[0]["status"] == "error" and batch_table.is_internal(rows[0])
     assert "died every time it was tried" in rows[0]["error"]
     assert [r["error"] for r in rows[1:]] == ["diagnosed"] * 3  # b's worker died once: b was diagnosed again
     assert sorted(done) == ["a.sqlite", "b.sqlite", "c.sqlite", "d.sqlite"]
@@ -237,7 +237,7 @@ def _slow(path: str, settings: batch.WorkerSettings, check) -> dict:
     import time
 
     time.sleep(1)
-    return batch.error_row(path, "diagnosed")
+    return batch_table.error_row(path, "diagnosed")
 
 
 def test_a_scheduler_that_goes_away_leaves_a_row_for_every_profile(tmp_path, reaped):
@@ -263,7 +263,7 @@ def test_a_scheduler_that_goes_away_leaves_a_row_for_every_profile(tmp_path, rea
     assert "diagnosed" in errors and 0 < errors.count(
         "the Dask cluster lost this profile before it finished (the scheduler went away or cancelled the task); "
         "diagnose it again.") == len(errors) - errors.count("diagnosed")
-    assert not any(batch.is_internal(r) for r in rows)
+    assert not any(batch_table.is_internal(r) for r in rows)
 
 
 def test_without_dask_installed_the_dask_executor_is_one_sentence(monkeypatch, tmp_path):

@@ -4,6 +4,7 @@ with the same work directory reuses the export."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import subprocess
@@ -81,20 +82,26 @@ def _module() -> ModuleType:
     return module
 
 
+def _part(name: str) -> ModuleType:
+    """A sibling module of tools/benchmark.py, importable once _module() has put tools/ on sys.path."""
+    return importlib.import_module(name)
+
+
 def test_failing_and_hanging_commands_are_not_timed(tmp_path: Path) -> None:
     bench = _module()
-    failing = bench.measure([sys.executable, "-c", "import sys; sys.stderr.write('boom\\n'); sys.exit(3)"],
+    measuring, report = _part("benchmark_measure"), _part("benchmark_report")
+    failing = measuring.measure([sys.executable, "-c", "import sys; sys.stderr.write('boom\\n'); sys.exit(3)"],
                             cwd=tmp_path, timeout_s=60, stdout_path=tmp_path / "fail.out")
     assert failing.returncode == 3 and not failing.ok and failing.stderr_tail == "boom"
-    hanging = bench.measure([sys.executable, "-c", "import time; time.sleep(60)"],
+    hanging = measuring.measure([sys.executable, "-c", "import time; time.sleep(60)"],
                             cwd=tmp_path, timeout_s=0.5, stdout_path=tmp_path / "hang.out")
     assert hanging.timed_out and not hanging.ok and hanging.wall_s < 30
 
-    row = bench.summarise(bench.Row(kernels=1, file_mb=0.1, command="x", status=""), [failing])
+    row = measuring.summarise(bench.Row(kernels=1, file_mb=0.1, command="x", status=""), [failing])
     assert row.status == "failed" and row.wall_s is None and "exit status 3" in row.note and "boom" in row.note
-    row = bench.summarise(bench.Row(kernels=1, file_mb=0.1, command="x", status=""), [hanging])
+    row = measuring.summarise(bench.Row(kernels=1, file_mb=0.1, command="x", status=""), [hanging])
     assert row.status == "timeout"
-    assert "timeout" in bench.markdown_table([row])
+    assert "timeout" in report.markdown_table([row])
 
 
 def test_kineto_trace_rows(tmp_path: Path) -> None:
@@ -105,6 +112,7 @@ def test_kineto_trace_rows(tmp_path: Path) -> None:
     from nsys_diagnose.fixtures.generator import generate_large
 
     bench = _module()
+    commands, report = _part("benchmark_commands"), _part("benchmark_report")
     export = tmp_path / "large-2000.sqlite"
     generate_large(export, kernels=2000)
     size = bench.Size(kernels=2000, path=str(export), file_mb=export.stat().st_size / 1e6, generated_s=None)
@@ -122,18 +130,18 @@ def test_kineto_trace_rows(tmp_path: Path) -> None:
 
     fake = ("import sys; a = sys.argv[1:]; "
             "sys.exit(0 if a[0].endswith('.pt.trace.json') and a[-1] == '--no-cache' and '-q' in a else 9)")
-    tools = bench.Tools(diagnose=[sys.executable, "-c", fake], has_no_cache=True, nsys=None, nsys_version=None)
+    tools = commands.Tools(diagnose=[sys.executable, "-c", fake], has_no_cache=True, nsys=None, nsys_version=None)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     ctx = bench.Context(size=size, tools=tools, scratch=scratch, cache_dir=tmp_path / "cache", repeat=1,
                         timeout_s=60)
-    (row,) = bench.trace_rows(ctx, [trace])
+    (row,) = commands.trace_rows(ctx, [trace])
     assert row.status == "ok", row.note
     assert row.command == "diagnose trace (cold)" and row.file_mb == trace.file_mb
     cold = bench.Row(kernels=2000, file_mb=size.file_mb, command="diagnose (cold)", status="ok", wall_s=row.wall_s / 2,
                      peak_rss_mb=100.0)
     bench.kineto.export_ratios([cold, row], "diagnose (cold)")
     assert row.x_export is not None and 1.9 < row.x_export < 2.1
-    assert any("diagnose trace (cold)" in t and "the export's cold run" in t for t in bench.targets([cold, row]))
+    assert any("diagnose trace (cold)" in t and "the export's cold run" in t for t in report.targets([cold, row]))
     assert "| 2 k | plain |" in "\n".join(bench.kineto.comparison([cold, row], "diagnose (cold)", bench._kernels))
     assert bench.parse_args(["--kineto-gzip"]).kineto

@@ -18,6 +18,8 @@ import pytest
 
 from conftest import default_stop_signals, start_and_wait_for
 from nsys_diagnose.reading import cache as store
+from nsys_diagnose.reading import workspace
+from nsys_diagnose.reading.messages import CacheWarning
 from nsys_diagnose.runs.api import diagnose
 from nsys_diagnose.fixtures.generator import generate, generate_large
 from nsys_diagnose.reading.export import open_export
@@ -224,7 +226,7 @@ def test_a_cache_directory_the_user_named_is_never_created(profile, user_cache, 
     report = diagnose(profile, cache_dir=missing, progress=said.append)
     assert report.verdict.primary == "launch-bound"
     assert not missing.parent.exists() and not user_cache.exists()
-    assert any(isinstance(s, store.CacheWarning) and f"the cache directory {missing} (--cache-dir) does not exist" in s
+    assert any(isinstance(s, CacheWarning) and f"the cache directory {missing} (--cache-dir) does not exist" in s
                and "without a cache" in s for s in said), said
     done = subprocess.run([str(DIAGNOSE), str(profile), "-q", "--cache-dir", str(missing)], capture_output=True,
                           text=True, env=dict(os.environ))
@@ -329,19 +331,19 @@ def test_full_temporary_disk_is_one_sentence(tmp_path, tiny_disk):
 
 
 def test_memory_limit_is_split_between_ranks_read_side_by_side(monkeypatch):
-    monkeypatch.delenv(store.MEMORY_LIMIT_ENV, raising=False)
-    assert store.memory_limit() == "500MB"
-    assert store.memory_limit(2) == "256MB"  # never starved below 256 MB
-    assert store.memory_limit(16) == "256MB"
-    monkeypatch.setenv(store.MEMORY_LIMIT_ENV, "2GB")
-    assert store.memory_limit(2) == "1024MB"
-    monkeypatch.setenv(store.MEMORY_LIMIT_ENV, "6GB")
-    assert store.memory_limit(4) == "1536MB"
+    monkeypatch.delenv(workspace.MEMORY_LIMIT_ENV, raising=False)
+    assert workspace.memory_limit() == "500MB"
+    assert workspace.memory_limit(2) == "256MB"  # never starved below 256 MB
+    assert workspace.memory_limit(16) == "256MB"
+    monkeypatch.setenv(workspace.MEMORY_LIMIT_ENV, "2GB")
+    assert workspace.memory_limit(2) == "1024MB"
+    monkeypatch.setenv(workspace.MEMORY_LIMIT_ENV, "6GB")
+    assert workspace.memory_limit(4) == "1536MB"
 
 
 @pytest.mark.slow
 def test_bad_memory_limit_is_one_sentence(profile, monkeypatch):
-    env = dict(os.environ, **{store.MEMORY_LIMIT_ENV: "lots'"})
+    env = dict(os.environ, **{workspace.MEMORY_LIMIT_ENV: "lots'"})
     done = subprocess.run([str(DIAGNOSE), str(profile), "-q", "--no-cache"], env=env, capture_output=True,
                           text=True)
     assert done.returncode == 2

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import run_as, shared_directory
 from nsys_diagnose.reading import cache as store
+from nsys_diagnose.reading.messages import CacheWarning
 from nsys_diagnose.runs.api import diagnose
 from nsys_diagnose.base.errors import InputError
 from nsys_diagnose.fixtures.generator import generate
@@ -432,7 +433,7 @@ def test_a_cache_file_of_ours_that_others_may_write_is_rebuilt_not_refused_for_g
     cache.chmod(0o666)
     said: list[str] = []
     assert diagnose(profile, progress=said.append).verdict.primary == "launch-bound"
-    assert not any(isinstance(s, store.CacheWarning) for s in said), said
+    assert not any(isinstance(s, CacheWarning) for s in said), said
     assert stat.S_IMODE(cache.stat().st_mode) == 0o600 and cache.read_bytes()[:30] != b"anyone could have written this"
     with open_export(profile, cache=True) as export:
         assert export.cache_hit

@@ -10,9 +10,12 @@ import duckdb
 import pytest
 
 from nsys_diagnose.fixtures.generator import generate
-from nsys_diagnose.reading import adapters, cache, canonical
-from nsys_diagnose.reading.adapters import Adapter
-from nsys_diagnose.reading.canonical import AdapterMismatch, fill, stored_ddl
+from nsys_diagnose.reading import adapters, canonical
+from nsys_diagnose.reading import cache_format as cache
+from nsys_diagnose.reading.adapter_base import Adapter, Source
+from nsys_diagnose.reading import canonical_doc, canonical_fill
+from nsys_diagnose.reading.canonical import stored_ddl
+from nsys_diagnose.reading.canonical_fill import AdapterMismatch, fill
 from nsys_diagnose.reading.export import open_export
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,10 +67,10 @@ def test_a_bare_null_for_a_text_column_is_refused_and_a_typed_one_fits(con):
 
 
 def test_integer_widths_and_integers_into_floating_point_are_compatible():
-    assert canonical.compatible("INTEGER", "BIGINT") and canonical.compatible("BIGINT", "TINYINT")
-    assert canonical.compatible("DOUBLE", "BIGINT") and canonical.compatible("DOUBLE", "DECIMAL(2,1)")
-    assert not canonical.compatible("BIGINT", "DOUBLE") and not canonical.compatible("BOOLEAN", "INTEGER")
-    assert not canonical.compatible("VARCHAR", "BIGINT") and not canonical.compatible("BIGINT", "VARCHAR")
+    assert canonical_fill.compatible("INTEGER", "BIGINT") and canonical_fill.compatible("BIGINT", "TINYINT")
+    assert canonical_fill.compatible("DOUBLE", "BIGINT") and canonical_fill.compatible("DOUBLE", "DECIMAL(2,1)")
+    assert not canonical_fill.compatible("BIGINT", "DOUBLE") and not canonical_fill.compatible("BOOLEAN", "INTEGER")
+    assert not canonical_fill.compatible("VARCHAR", "BIGINT") and not canonical_fill.compatible("BIGINT", "VARCHAR")
 
 
 def test_a_wrong_adapter_stops_the_read_with_an_internal_error(tmp_path, monkeypatch):
@@ -75,7 +78,7 @@ def test_a_wrong_adapter_stops_the_read_with_an_internal_error(tmp_path, monkeyp
     generate("eager_decode", profile)
     right = adapters.ADAPTERS["kernels"]
 
-    def misnamed(source: adapters.Source) -> list[Adapter]:
+    def misnamed(source: Source) -> list[Adapter]:
         return [dataclasses.replace(a, select=lambda src, a=a: a.select(src).replace(" AS grid_size", " AS grid"))
                 for a in right(source)]
 
@@ -153,17 +156,18 @@ def test_the_cache_key_holds_the_format(tmp_path):
 # -- The schema document ----------------------------------------------------------------------------------------
 
 def test_the_committed_canonical_reference_is_the_generated_one():
-    committed = canonical.committed_section(SCHEMA_DOC.read_text(encoding="utf-8"))
-    assert committed == canonical.markdown(), (
-        f"engine/reading/nsys-schema.md is out of date; regenerate it with `{canonical.UPDATE_COMMAND}`")
+    committed = canonical_doc.committed_section(SCHEMA_DOC.read_text(encoding="utf-8"))
+    assert committed == canonical_doc.markdown(), (
+        f"engine/reading/nsys-schema.md is out of date; regenerate it with `{canonical_doc.UPDATE_COMMAND}`")
 
 
 def test_update_rewrites_only_the_generated_section(tmp_path):
     doc = tmp_path / "doc.md"
-    doc.write_text(f"before\n{canonical.BEGIN_MARKER}\nstale\n{canonical.END_MARKER}\nafter\n", encoding="utf-8")
-    assert canonical.main(["--update", str(doc)]) == 0
+    doc.write_text(f"before\n{canonical_doc.BEGIN_MARKER}\nstale\n{canonical_doc.END_MARKER}\nafter\n",
+                   encoding="utf-8")
+    assert canonical_doc.main(["--update", str(doc)]) == 0
     text = doc.read_text(encoding="utf-8")
-    assert text == "before\n" + canonical.markdown() + "after\n"
+    assert text == "before\n" + canonical_doc.markdown() + "after\n"
     for name in (*canonical.VIEWS, *canonical.SIDE_TABLES):
         assert f"`{name}`" in text
 

@@ -59,7 +59,7 @@ def test_vllm_gets_fork_tracing_graph_nodes_and_spawned_workers_on_every_version
 
 @pytest.mark.parametrize("version, kept", [(V2022, False), (V2023, True), (V2024, True), (V2025, True)])
 def test_trtllm_traces_the_gil_only_where_nsys_can(tmp_path, version, kept):
-    plan = _plan(tmp_path, version, "trtllm", ["trtllm-serve", "m"])
+    plan = _plan(tmp_path, version, "tensorrt-llm", ["trtllm-serve", "m"])
     trace = next(s for s in _switches(plan) if s.startswith("--trace="))
     assert trace == ("--trace=cuda,nvtx,python-gil" if kept else "--trace=cuda,nvtx")
     assert plan.env == {"TLLM_LLMAPI_ENABLE_NVTX": "1", "TLLM_PROFILE_RECORD_GC": "1"}
@@ -120,7 +120,7 @@ def test_an_old_nsys_gets_the_old_spelling_or_loses_the_switch_with_a_warning(tm
     (["/opt/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server"], "vllm"),
     (["python3", "-m", "sglang.launch_server", "--model-path", "m"], "sglang"),
     (["python", "-m", "sglang.bench_one_batch"], "sglang"),
-    (["trtllm-serve", "m"], "trtllm"), (["env", "A=1", "trtllm-bench", "throughput"], "trtllm"),
+    (["trtllm-serve", "m"], "tensorrt-llm"), (["env", "A=1", "trtllm-bench", "throughput"], "tensorrt-llm"),
     (["python", "bench.py"], "pytorch"), (["torchrun", "--nproc-per-node", "2", "t.py"], "pytorch"),
     (["./my_cuda_app"], "cuda")])
 def test_the_preset_is_guessed_from_the_command(command, preset):
@@ -320,7 +320,7 @@ TORCH_PROFILER_NAMES = {
              "POST /start_profile", "POST /stop_profile", "vllm bench serve --profile", "llm.start_profile()"],
     "sglang": ["SGLANG_TORCH_PROFILER_DIR", "POST /start_profile", "POST /stop_profile", "sglang.bench_serving",
                "sglang.bench_one_batch ... --profile"],
-    "trtllm": ["TLLM_TORCH_PROFILE_TRACE=", "TLLM_PROFILE_START_STOP=A-B", "PyTorch backend only"],
+    "tensorrt-llm": ["TLLM_TORCH_PROFILE_TRACE=", "TLLM_PROFILE_START_STOP=A-B", "PyTorch backend only"],
     "pytorch": ["torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
                 'record_function("decode_step")', 'export_chrome_trace("run.pt.trace.json.gz")',
                 "diagnose run.pt.trace.json.gz"],
@@ -565,16 +565,17 @@ def test_every_bundled_capture_line_is_a_command_diagnose_profile_accepts():
     import shlex
 
     from nsys_diagnose.pack.presets import capture_line, load_presets
-    from nsys_diagnose.cli.main import capture_parser
+    from nsys_diagnose.pack.stacks import bundled_stacks
+    from nsys_diagnose.cli.capture import parser as capture_parser
     from nsys_diagnose.diagnosis.rules import load_rules
-    from nsys_diagnose.facts.catalog import load_facts
+    from nsys_diagnose.facts.loading import load_facts
 
     rules = [r for r in load_rules(load_facts(), scope=None).values() if r.spec.capture is not None]
     assert len(rules) >= 8
     for rule in rules:
         spec = rule.spec.capture
         for preset in load_presets().values():
-            lineage = preset.stacks[:1] or ["cuda"]
+            lineage = [next((s.key for s in bundled_stacks() if s.preset == preset.preset), "cuda")]
             line = capture_line(lineage, spec.profile, spec.pass_switches, spec.nsys)
             command = line.removeprefix("Capture again with: ").split(" (by hand:")[0]
             # the placeholders a user fills in (<seconds>, <Hz>) stand for numbers

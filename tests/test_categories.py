@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from nsys_diagnose.pack.categories import load_categories
-from nsys_diagnose.diagnosis.rules import RuleError, bundled_rules_dir, load_rules, rule_files
-from nsys_diagnose.facts.catalog import load_facts
+from nsys_diagnose.diagnosis.rule_spec import RuleError
+from nsys_diagnose.diagnosis.rules import bundled_rules_dir, load_rules, rule_files
+from nsys_diagnose.facts.loading import load_facts
 from nsys_diagnose.base.vocabulary import Kind
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nsys_diagnose.cli import main as cli
+from nsys_diagnose.cli import batch as batchcli, compare as comparecli, facts as factscli, main as cli
+from nsys_diagnose.cli import rules as rulescli
 from nsys_diagnose.base.version import tool_version
 
 from conftest import slow_but
 
 COMMANDS = ([], ["compare"], ["batch"], ["rules"], ["facts"])
-PARSERS = {"diagnose": cli.profile_parser, "compare": cli.compare_parser, "batch": cli.batch_parser,
-           "rules": cli.rules_parser, "facts": cli.facts_parser}
+PARSERS = {"diagnose": cli.profile_parser, "compare": comparecli.parser, "batch": batchcli.parser,
+           "rules": rulescli.parser, "facts": factscli.parser}
 
 
 @pytest.mark.parametrize("words", COMMANDS, ids=lambda w: " ".join(w) or "diagnose")
@@ -64,7 +65,7 @@ def test_quiet_and_no_color_are_accepted_before_and_after_the_subcommand(words, 
 
 
 def test_no_color_is_color_never_for_diagnose_and_compare(tmp_path: Path) -> None:
-    for build, args in ((cli.profile_parser, ["x.sqlite"]), (cli.compare_parser, ["a.sqlite", "b.sqlite"])):
+    for build, args in ((cli.profile_parser, ["x.sqlite"]), (comparecli.parser, ["a.sqlite", "b.sqlite"])):
         assert build().parse_args([*args, "--no-color"]).color == "never"
         assert build().parse_args(args).color == "auto"
 

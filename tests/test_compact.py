@@ -10,7 +10,7 @@ import pytest
 from test_parallel_facts import _all_rows
 from nsys_diagnose.base.duck import offline_connection
 from nsys_diagnose.facts import compact as compact_module
-from nsys_diagnose.facts.catalog import load_facts
+from nsys_diagnose.facts.loading import load_facts
 from nsys_diagnose.facts import parallel
 from nsys_diagnose.facts.compact import Compactor, table_bytes
 from nsys_diagnose.facts.compute import compute_facts

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from nsys_diagnose.runs.api import diagnose
 from nsys_diagnose.fixtures.generator import generate
-from nsys_diagnose.runs.compare import GateError, compare, known_metrics, parse_gate
+from nsys_diagnose.runs.compare import compare
+from nsys_diagnose.runs.gates import GateError, known_metrics, parse_gate
 from nsys_diagnose.model.comparemodel import Comparison
 from nsys_diagnose.reports.metrics import METRICS
 from nsys_diagnose.reports.render import render

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from cli_in_process import run_cli
-from nsys_diagnose.diagnosis.evaluate import Evaluation, idle_cause_rules, verdict
+from nsys_diagnose.diagnosis.evaluate import Evaluation
+from nsys_diagnose.diagnosis.verdict import idle_cause_rules, verdict
 from nsys_diagnose.diagnosis.rules import load_rules
-from nsys_diagnose.facts.catalog import load_facts
+from nsys_diagnose.facts.loading import load_facts
 from nsys_diagnose.facts.compute import FactSet
-from nsys_diagnose.model.report import Finding
+from nsys_diagnose.model.findings import Finding
 from nsys_diagnose.base.units import fmt_ratio
 from nsys_diagnose.base.vocabulary import Kind, Severity
 

@@ -16,6 +16,7 @@ import pytest
 from conftest import default_stop_signals, slow_but, start_and_wait_for
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.reading import cache as store
+from nsys_diagnose.reading import leftovers
 from nsys_diagnose.fixtures.generator import generate_large
 
 DIAGNOSE = Path(sys.executable).parent / "diagnose"
@@ -108,7 +109,7 @@ def test_leftovers_of_killed_runs_are_removed_by_the_next_run(tmp_path, monkeypa
     scratch.mkdir()
     caches.mkdir(parents=True, mode=0o700)
     dead, alive = _dead_pid(), os.getpid()
-    old = time.time() - store.LEFTOVER_AGE_S - 60
+    old = time.time() - leftovers.LEFTOVER_AGE_S - 60
 
     def leftover(parent: Path, name: str, age: float) -> Path:
         d = parent / name
@@ -119,7 +120,7 @@ def test_leftovers_of_killed_runs_are_removed_by_the_next_run(tmp_path, monkeypa
 
     stale = [leftover(scratch, f"nsys-diagnose-{dead}-abc", old),
              leftover(caches, f".nsys-diagnose-build-{dead}-def", old),
-             leftover(scratch, "nsys-diagnose-k3x_9q2z", time.time() - store.LEGACY_LEFTOVER_AGE_S - 60)]
+             leftover(scratch, "nsys-diagnose-k3x_9q2z", time.time() - leftovers.LEGACY_LEFTOVER_AGE_S - 60)]
     kept = [leftover(scratch, f"nsys-diagnose-{alive}-ghi", old),   # its process still runs
             leftover(scratch, f"nsys-diagnose-{dead}-jkl", time.time()),  # too young to judge
             leftover(scratch, "unrelated-dir", old),
@@ -138,7 +139,7 @@ def test_leftovers_of_another_user_are_not_touched(tmp_path, other_user):
     theirs = scratch / f"nsys-diagnose-{_dead_pid()}-xyz"
     theirs.mkdir()
     os.chown(theirs, *other_user)
-    old = time.time() - store.LEFTOVER_AGE_S - 60
+    old = time.time() - leftovers.LEFTOVER_AGE_S - 60
     os.utime(theirs, (old, old))
     env = dict(os.environ, TMPDIR=str(scratch))
     assert subprocess.run([str(DIAGNOSE), str(EXAMPLE), "-q"], env=env, capture_output=True).returncode == 0
@@ -205,7 +206,7 @@ def test_every_exit_code_a_command_can_return_is_explained_in_the_usage_guide():
 
 def test_an_os_error_and_running_out_of_memory_are_one_sentence_and_exit_2(monkeypatch, capsys):
     """The same sentence as a batch row's error (engine/base/errors.py error_sentence), file name first."""
-    from nsys_diagnose.runs import batch
+    from nsys_diagnose.runs import batch_table
     from nsys_diagnose.base.errors import error_sentence
 
     full = OSError(28, "No space left on device", "/reports/run\x1b[2J.md")
@@ -218,7 +219,7 @@ def test_an_os_error_and_running_out_of_memory_are_one_sentence_and_exit_2(monke
         assert cli.main([str(EXAMPLE), "-q"]) == 2
         assert capsys.readouterr().err.startswith(f"diagnose: error: {said}")
         assert error_sentence(exc).startswith(said)
-        assert batch.error_row("p.sqlite", error_sentence(exc))["error"].startswith(said)
+        assert batch_table.error_row("p.sqlite", error_sentence(exc))["error"].startswith(said)
     assert error_sentence(full, bug=True).startswith("internal error: /reports/run")
     assert error_sentence(KeyError("k"), bug=True) == error_sentence(KeyError("k")) == "internal error: KeyError: 'k'"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.facts.catalog import FactError, check_rows, load_facts, parse_fact
+from nsys_diagnose.facts.catalog import FactError, check_rows, parse_fact
+from nsys_diagnose.facts.loading import load_facts
 from nsys_diagnose.fixtures.generator import SCENARIOS
 
 from conftest import REAL_EXPORTS, analysis, requires_real, scenario_analysis, slow_but

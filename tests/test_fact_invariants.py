@@ -44,7 +44,7 @@ def _waits(path: Path) -> list[tuple[int, int]]:
     OS waits, is tested in test_server_idle.py): the oracle takes them as given and checks the interval arithmetic
     around them."""
     from nsys_diagnose.cli.facts import needed
-    from nsys_diagnose.facts.catalog import load_facts
+    from nsys_diagnose.facts.loading import load_facts
     from nsys_diagnose.facts.compute import compute_facts
 
     with open_export(path) as export:

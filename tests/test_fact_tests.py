@@ -17,7 +17,7 @@ from nsys_diagnose.authoring.facttest import (
     run_fact_tests,
     fact_test_file,
 )
-from nsys_diagnose.facts.catalog import load_facts
+from nsys_diagnose.facts.loading import load_facts
 
 REPO = Path(__file__).resolve().parents[1]
 PACK = REPO / "examples" / "team-rules"

@@ -12,7 +12,8 @@ import json
 import pytest
 from conftest import scenario_analysis
 from nsys_diagnose.cli import compare as comparecli, main as cli
-from nsys_diagnose.runs.compare import GateError, check_gates, compare, known_metrics, parse_gate
+from nsys_diagnose.runs.compare import compare
+from nsys_diagnose.runs.gates import GateError, check_gates, known_metrics, parse_gate
 from nsys_diagnose.reports.render import render
 
 
@@ -245,7 +246,7 @@ def test_cli_refuses_a_gate_that_could_never_fire_before_diagnosing(monkeypatch,
 
 
 def test_help_documents_the_gate_forms():
-    text = " ".join(cli.compare_parser().format_help().split())
+    text = " ".join(comparecli.parser().format_help().split())
     for form in ("METRIC[?]:[+|-]N[UNIT]", "gpu_utilization:-5pt", "gpu_utilization:-5%", "step_time_ns:+2ms",
                  "overhead_ratio:+0.05", "ns for times", "phase_decode_ns?:+5%", "exits 2"):
         assert form in text, form

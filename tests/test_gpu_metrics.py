@@ -81,7 +81,7 @@ def test_sparse_samples_tell_the_frequency_to_use() -> None:
     from nsys_diagnose.diagnosis.rules import load_rules
     from nsys_diagnose.diagnosis.evaluate import evaluate
     from nsys_diagnose.diagnosis.ruleset import RuleSet
-    from nsys_diagnose.facts.catalog import load_facts
+    from nsys_diagnose.facts.loading import load_facts
     from nsys_diagnose.facts.compute import FactResult, FactSet
     facts = scenario_analysis("metrics_coarse_decode")[0]
     slower = dict(row, median_kernel_ns=40_000, period_per_kernel=25.0, suggested_frequency_hz=50_000)

@@ -79,7 +79,7 @@ def test_every_mistake_of_a_wording_file_is_listed_with_its_line(tmp_path):
 
 
 def test_a_team_pack_rewords_the_multi_rank_headline(tmp_path):
-    from nsys_diagnose.model.report import Verdict
+    from nsys_diagnose.model.verdict import Verdict
     from nsys_diagnose.model.runmodel import RankRow, RunBalance
     from nsys_diagnose.runs.multirank import run_verdict
 

@@ -114,7 +114,8 @@ def test_time_in_calls_during_each_gap_matches_a_brute_force_count_with_nested_a
 
     import duckdb
 
-    from nsys_diagnose.facts.catalog import load_facts, render_sql
+    from nsys_diagnose.facts.loading import load_facts
+    from nsys_diagnose.facts.catalog import render_sql
 
     rng = random.Random(seed)
     classes = ["launch", "sync", "allocation"]
@@ -173,7 +174,8 @@ def test_a_burst_of_calls_before_long_gaps_stays_cheap_and_exact():
     over the calls alone, every gap would be listed in a hundred million)."""
     import duckdb
 
-    from nsys_diagnose.facts.catalog import load_facts, render_sql
+    from nsys_diagnose.facts.loading import load_facts
+    from nsys_diagnose.facts.catalog import render_sql
 
     con = duckdb.connect()
     con.execute("CREATE TABLE _api_classes AS SELECT 0 AS name_id, 'launch' AS api_class")

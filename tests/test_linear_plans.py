@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.facts.catalog import load_facts, render_sql
+from nsys_diagnose.facts.loading import load_facts
+from nsys_diagnose.facts.catalog import render_sql
 from nsys_diagnose.facts.compute import compute_facts
 from nsys_diagnose.reading.export import open_export
 

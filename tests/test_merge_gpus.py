@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nsys_diagnose.diagnosis.merge import merge_gpus
-from nsys_diagnose.model.report import Finding
+from nsys_diagnose.model.findings import Finding
 from nsys_diagnose.reports.render import render
 from nsys_diagnose.base.vocabulary import Kind, Severity
 

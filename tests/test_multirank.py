@@ -25,9 +25,10 @@ from nsys_diagnose.base.errors import DiagnoseError, InputError
 from nsys_diagnose.fixtures.generator import main as fixture_main
 from nsys_diagnose.fixtures.runs import RUN_SCENARIOS, generate_run
 from nsys_diagnose.runs.multirank import diagnose_inputs, diagnose_run
-from nsys_diagnose.reading.cache import Note
+from nsys_diagnose.reading.messages import Note
 from nsys_diagnose.reading.inputs import sqlite_uri
-from nsys_diagnose.reading.ranks import number_ranks, read_identity, resolve_run
+from nsys_diagnose.reading.rank_identity import read_identity
+from nsys_diagnose.reading.ranks import number_ranks, resolve_run
 from nsys_diagnose.facts.cross_rank import RANK_COLUMNS, load_run_facts
 from nsys_diagnose.model.runmodel import RankRow, RunBalance, RunReport
 from nsys_diagnose.reports.render import render

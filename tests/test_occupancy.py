@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.facts.catalog import load_facts
+from nsys_diagnose.facts.loading import load_facts
 from nsys_diagnose.facts.compute import compute_facts
 from nsys_diagnose.fixtures.generator import LLAMA_LAYERS, SG_STEPS, generate
 from nsys_diagnose.reading.export import open_export

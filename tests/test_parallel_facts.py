@@ -13,7 +13,8 @@ import duckdb
 import pytest
 
 from conftest import rounded
-from nsys_diagnose.facts.catalog import Fact, FactError, load_facts
+from nsys_diagnose.facts.catalog import Fact, FactError
+from nsys_diagnose.facts.loading import load_facts
 from nsys_diagnose.facts import parallel
 from nsys_diagnose.facts.compute import compute_facts
 from nsys_diagnose.facts.parallel import SIDE_BY_SIDE_MAX_OPERATIONS, run_facts, side_by_side

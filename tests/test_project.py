@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nsys_diagnose.reading.canonical import VIEWS
-from nsys_diagnose.facts.catalog import load_facts
+from nsys_diagnose.facts.loading import load_facts
 
 REPO = Path(__file__).resolve().parents[1]
 

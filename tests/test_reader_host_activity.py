@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nsys_diagnose.reading import adapters
-from nsys_diagnose.reading.adapters import Source
+from nsys_diagnose.reading.adapter_base import Source
 from nsys_diagnose.reading.export import open_export
 
 from conftest import raw_count, real, requires_real, sqlite_ro

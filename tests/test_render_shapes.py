@@ -12,7 +12,9 @@ from collections.abc import Callable
 import pytest
 
 from conftest import scenario_analysis
-from nsys_diagnose.model.report import ClassShare, GpuWindow, OperationBreakdown, Report, StartUp, Verdict
+from nsys_diagnose.model.measures import ClassShare, GpuWindow, OperationBreakdown, StartUp
+from nsys_diagnose.model.report import Report
+from nsys_diagnose.model.verdict import Verdict
 from nsys_diagnose.reports.render import FORMATS, render
 from nsys_diagnose.base.vocabulary import Kind, Severity
 

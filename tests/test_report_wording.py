@@ -18,10 +18,11 @@ from nsys_diagnose.diagnosis.evaluate import _compared_units, evaluate
 from nsys_diagnose.runs.multirank import run_verdict
 from nsys_diagnose.diagnosis.rules import load_rules
 from nsys_diagnose.diagnosis.ruleset import RuleSet
-from nsys_diagnose.facts.catalog import load_facts
+from nsys_diagnose.facts.loading import load_facts
 from nsys_diagnose.facts.cross_rank import compute_run_facts, load_run_facts
 from nsys_diagnose.reports import charts
-from nsys_diagnose.model.report import Evidence, Finding, Verdict
+from nsys_diagnose.model.findings import Evidence, Finding
+from nsys_diagnose.model.verdict import Verdict
 from nsys_diagnose.reports.render import render
 from nsys_diagnose.model.runmodel import RankRow, RunBalance, RunReport
 from nsys_diagnose.base.text import column_label, distinct_short_names, distinguishing_parts, plural, shorten

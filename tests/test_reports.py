@@ -5,12 +5,13 @@ Layout samples: tests/golden/reports/eager_decode.{txt,md,html,json}. The JSON f
 the other three are rendered from, so a new rule, fact or key metric leaves them alone; they change only when a
 template or the model changes. Refresh them after such a change and review the diff:
 
-    UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_reports.py -k golden
+    make regen
     git diff tests/golden/reports
 
-(The refresh diagnoses eager_decode afresh; the profile path is replaced by `eager_decode.sqlite`, tool_version by
-`0.0.0+golden`, floats rounded to 6 significant digits. It also refreshes the findings of multi_gpu_straggler and
-pageable_copies that tests/test_team_templates.py compares messages with.)
+(engine/authoring/regen.py writes them: it diagnoses eager_decode afresh; the profile path is replaced by
+`eager_decode.sqlite`, tool_version by `0.0.0+golden`, floats rounded to 6 significant digits. It also refreshes
+the findings of multi_gpu_straggler and pageable_copies that tests/test_team_templates.py compares messages
+with.)
 
 The Chromium test needs `chromium` (Debian package; CHROMIUM=/path/to/binary overrides): without it the test is
 skipped, or fails when CI is set. It saves tests/artifacts/eager_decode_report.png (the whole page) and
@@ -26,7 +27,6 @@ import html.parser
 import functools
 import io
 import json
-import os
 import re
 import sqlite3
 import subprocess
@@ -36,38 +36,26 @@ from pathlib import Path
 import pytest
 
 from chromium import Browser, page_problems, require_chromium
-from conftest import analysis, rounded, scenario_analysis, slow_but
+from conftest import analysis, scenario_analysis, slow_but
 from nsys_diagnose.runs.api import diagnose
 from nsys_diagnose.cli import main as cli
 from nsys_diagnose.diagnosis.config import resolve_config
-from nsys_diagnose.facts.catalog import load_facts
+from nsys_diagnose.facts.loading import load_facts
 from nsys_diagnose.fixtures.generator import SCENARIOS, generate
 from nsys_diagnose.reports.charts import bucket_label
 from nsys_diagnose.reports.metrics import METRICS
 from nsys_diagnose.model.report import REPORT_SCHEMA_VERSION, Report
 from nsys_diagnose.reports.render import FORMATS, GITHUB_COMMENT_LIMIT, TERMINAL_LINES, TERMINAL_WIDTH, render
 from nsys_diagnose.reports.schema import SCHEMAS, report_schema, schema_text, shipped_schema
+from nsys_diagnose.authoring.regen import EXTENSIONS, GOLDEN_SCENARIO, TEAM_TEMPLATE_SCENARIOS, fixed
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "reports"
 TEMPLATES = REPO / "reports" / "templates"
 ARTIFACTS = REPO / "tests" / "artifacts"
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
-EXTENSIONS = {"terminal": "txt", "md": "md", "html": "html", "json": "json"}
-GOLDEN_SCENARIO = "eager_decode"
-TEAM_TEMPLATE_SCENARIOS = ("multi_gpu_straggler", "pageable_copies")  # findings only, read by test_team_templates
+REGEN = "run `make regen` and review `git diff tests/golden`"
 NAMES = sorted(SCENARIOS)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def fixed(report: Report, name: str) -> Report:
-    """The report with what differs between machines fixed."""
-    return report.model_copy(update={"tool_version": "0.0.0+golden",
-                                     "profile": report.profile.model_copy(update={"path": f"{name}.sqlite"})})
-
-
-def _json_text(data) -> str:
-    return json.dumps(rounded(data, 6), indent=2, ensure_ascii=False) + "\n"
 
 
 def frozen_report() -> Report:
@@ -78,20 +66,6 @@ def frozen_report() -> Report:
 # ------------------------------------------------------------------------------------------------------------
 # Layout samples (one golden per renderer)
 # ------------------------------------------------------------------------------------------------------------
-def test_refresh_golden_files():
-    if not UPDATE:
-        pytest.skip("UPDATE_GOLDEN=1 refreshes the golden files")
-    GOLDEN.mkdir(parents=True, exist_ok=True)
-    report = fixed(scenario_analysis(GOLDEN_SCENARIO)[1], GOLDEN_SCENARIO)
-    (GOLDEN / f"{GOLDEN_SCENARIO}.json").write_text(_json_text(json.loads(render(report, "json"))), encoding="utf-8")
-    model = frozen_report()
-    for fmt in ("terminal", "md", "html"):
-        (GOLDEN / f"{GOLDEN_SCENARIO}.{EXTENSIONS[fmt]}").write_text(render(model, fmt), encoding="utf-8")
-    for name in TEAM_TEMPLATE_SCENARIOS:
-        findings = json.loads(render(scenario_analysis(name)[1], "json"))["findings"]
-        (GOLDEN / f"{name}.json").write_text(_json_text({"findings": findings}), encoding="utf-8")
-
-
 def test_every_format_is_offered_by_the_cli():
     assert set(FORMATS) == set(EXTENSIONS)
 
@@ -99,14 +73,13 @@ def test_every_format_is_offered_by_the_cli():
 @pytest.mark.parametrize("fmt", list(EXTENSIONS))
 def test_golden_layout(fmt):
     path = GOLDEN / f"{GOLDEN_SCENARIO}.{EXTENSIONS[fmt]}"
-    assert path.is_file(), f"{path} is missing: run UPDATE_GOLDEN=1 pytest tests/test_reports.py -k golden"
+    assert path.is_file(), f"{path} is missing: {REGEN}"
     expected = path.read_text(encoding="utf-8")
     text = render(frozen_report(), fmt)
     if text != expected:
         diff = "".join(list(difflib.unified_diff(expected.splitlines(True), text.splitlines(True),
                                                  str(path), "rendered", n=1))[:80])
-        pytest.fail(f"the {fmt} layout changed (UPDATE_GOLDEN=1 pytest tests/test_reports.py -k golden "
-                    f"refreshes it):\n{diff}")
+        pytest.fail(f"the {fmt} layout changed ({REGEN}):\n{diff}")
 
 
 def _shape(value, path="") -> set[str]:
@@ -124,7 +97,7 @@ def test_golden_model_has_the_shape_of_a_fresh_report():
     golden = json.loads((GOLDEN / f"{GOLDEN_SCENARIO}.json").read_text(encoding="utf-8"))
     ignore = re.compile(r"^\.(facts|metrics|findings\[\]\.row)\.")  # fact columns: the schema checks those
     keys = {p for p in _shape(fresh) ^ _shape(golden) if not ignore.match(p)}
-    assert not keys, f"refresh the golden files (UPDATE_GOLDEN=1 pytest tests/test_reports.py -k golden): {keys}"
+    assert not keys, f"the report model changed ({REGEN}): {keys}"
 
 
 def test_only_layout_goldens_are_kept():
@@ -147,7 +120,7 @@ def test_every_metric_names_a_documented_source_and_a_real_rule_param():
         for source in m.sources:
             where, _, column = source.partition(".")
             if where == "throughput":
-                from nsys_diagnose.model.report import Throughput
+                from nsys_diagnose.model.measures import Throughput
                 assert column in Throughput.model_fields, m
             elif where == "profile":
                 from nsys_diagnose.model.report import ProfileSummary

@@ -155,6 +155,7 @@ def test_a_run_killed_while_keeping_the_facts_leaves_only_what_the_next_run_swee
     import time
 
     from nsys_diagnose.reading import cache as store
+    from nsys_diagnose.reading import leftovers
 
     caches = _cache_dir(tmp_path, "caches")
     # The child dies at the moment it would publish its facts file, once the file is written.
@@ -182,9 +183,9 @@ diagnose({str(profile)!r}, cache_dir={str(caches)!r})
     assert len(stray) == 1 and stray[0].startswith(store.BUILD_PREFIX), left
     assert [p.name for p in (caches / stray[0]).iterdir()] == [cached[0] + SUFFIX]
 
-    later = time.time() + store.LEFTOVER_AGE_S + 60
-    assert store.sweep_leftovers([caches], now=later) == [caches / stray[0]]
-    assert len(store.sweep_leftovers([scratch], now=later)) == 1 and not os.listdir(scratch)
+    later = time.time() + leftovers.LEFTOVER_AGE_S + 60
+    assert leftovers.sweep_leftovers([caches], now=later) == [caches / stray[0]]
+    assert len(leftovers.sweep_leftovers([scratch], now=later)) == 1 and not os.listdir(scratch)
     assert all(n.endswith(store.CACHE_SUFFIX) or n.startswith(store.KEY_PREFIX) for n in os.listdir(caches))
     report, said = _run(profile, caches)
     assert not any(REUSED in s for s in said)  # nothing unpublished was believed

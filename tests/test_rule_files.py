@@ -9,9 +9,9 @@ import sys
 import pytest
 import yaml
 
-from nsys_diagnose.facts.catalog import load_facts
+from nsys_diagnose.facts.loading import load_facts
 from nsys_diagnose.diagnosis.rules import bundled_rules_dir, load_rules, rule_files
-from nsys_diagnose.authoring.ruletest import find_test_files, run_rule_tests
+from nsys_diagnose.authoring.ruletest import FactCache, find_test_files, run_rule_tests
 
 from conftest import scenario_analysis
 
@@ -30,9 +30,24 @@ def test_rules_are_filed_under_their_category():
         assert f"/{rule.spec.category}/{rule.id}.yaml" in rule.path.replace("\\", "/")
 
 
+def _cases(path) -> tuple[str, list[dict]]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return data["rule"], data["cases"]
+
+
+RULE_TESTS = {_cases(path)[0]: path for path in TEST_FILES}  # rule id -> its test file, one test item per rule
+
+
 @pytest.fixture(scope="module")
-def results():
-    return run_rule_tests(TEST_FILES, RULES, FACTS, scenario_facts=lambda name: scenario_analysis(name)[0])
+def profile_facts():
+    """The facts of the profiles diagnosed with a case's fact params, shared by the rules of one worker."""
+    cache = FactCache(FACTS, scenario_facts=lambda name: scenario_analysis(name)[0])
+    yield cache
+    cache.close()
+
+
+def _failures(results) -> list[str]:
+    return [f"{r.rule} / {r.name}: expected {r.expected}, got {r.got}" for r in results if not r.passed]
 
 
 # Most cases run on generated scenarios, and diagnosing all of them is most of the slow tier's set-up. The fast
@@ -45,35 +60,40 @@ def _fast_case(case: dict) -> bool:
     return "rows" in case or (case.get("scenario") in FAST_TIER_SCENARIOS and not case.get("facts"))
 
 
-def test_rule_cases_with_rows_and_on_the_fast_tiers_scenarios(tmp_path):
-    copies = []
-    for path in TEST_FILES:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        if RULES[data["rule"]].spec.scope != "run" and (cases := [c for c in data["cases"] if _fast_case(c)]):
-            copy = tmp_path / path.parent.name / path.name
-            copy.parent.mkdir(exist_ok=True)
-            copy.write_text(yaml.safe_dump({"rule": data["rule"], "cases": cases}, sort_keys=False), encoding="utf-8")
-            copies.append(copy)
-    results = run_rule_tests(copies, RULES, FACTS, scenario_facts=lambda name: scenario_analysis(name)[0])
-    failures = [f"{r.rule} / {r.name}: expected {r.expected}, got {r.got}" for r in results if not r.passed]
-    assert not failures, "\n".join(failures)
-    assert sum("rows" in c for f in TEST_FILES for c in yaml.safe_load(f.read_text())["cases"]) >= 10
-    assert len(results) >= 40
+FAST_RULES = [rule_id for rule_id, path in RULE_TESTS.items()
+              if RULES[rule_id].spec.scope != "run" and any(_fast_case(c) for c in _cases(path)[1])]
+
+
+def test_the_fast_tier_runs_inline_rows_cases_and_cases_on_its_scenarios():
+    fast = [c for rule_id in FAST_RULES for c in _cases(RULE_TESTS[rule_id])[1] if _fast_case(c)]
+    assert sum("rows" in c for c in fast) >= 10
+    assert len(fast) >= 40
+
+
+@pytest.mark.parametrize("rule_id", FAST_RULES)
+def test_fast_rule_cases(rule_id, tmp_path):
+    path = RULE_TESTS[rule_id]
+    copy = tmp_path / path.parent.name / path.name
+    copy.parent.mkdir()
+    cases = [c for c in _cases(path)[1] if _fast_case(c)]
+    copy.write_text(yaml.safe_dump({"rule": rule_id, "cases": cases}, sort_keys=False), encoding="utf-8")
+    results = run_rule_tests([copy], RULES, FACTS, scenario_facts=lambda name: scenario_analysis(name)[0])
+    assert not _failures(results), "\n".join(_failures(results))
+    assert len(results) == len(cases)
 
 
 @pytest.mark.slow
-def test_rule_cases(results):
-    failures = [f"{r.rule} / {r.name}: expected {r.expected}, got {r.got}" for r in results if not r.passed]
-    assert not failures, "\n".join(failures)
-    assert len(results) >= 2 * len(RULES)
+@pytest.mark.parametrize("rule_id", sorted(RULE_TESTS))
+def test_rule_cases(rule_id, profile_facts):
+    results = run_rule_tests([RULE_TESTS[rule_id]], RULES, FACTS, cache=profile_facts)
+    assert not _failures(results), "\n".join(_failures(results))
 
 
-@pytest.mark.slow
-def test_every_rule_has_a_firing_and_a_quiet_case(results):
-    for rule_id in RULES:
-        mine = [r for r in results if r.rule == rule_id]
-        assert any(r.expected for r in mine), f"{rule_id} has no case where it fires"
-        assert any(not r.expected for r in mine), f"{rule_id} has no case where it must stay quiet"
+@pytest.mark.parametrize("rule_id", sorted(RULE_TESTS))
+def test_every_rule_has_a_firing_and_a_quiet_case(rule_id):
+    cases = _cases(RULE_TESTS[rule_id])[1]
+    assert any(c["expect"] for c in cases), f"{rule_id} has no case where it fires"
+    assert any(not c["expect"] for c in cases), f"{rule_id} has no case where it must stay quiet"
 
 
 THREE_MISTAKES = """\
@@ -94,7 +114,8 @@ sevrity: error
 
 
 def test_a_broken_rule_file_lists_every_independent_problem(tmp_path):
-    from nsys_diagnose.diagnosis.rules import RuleError, load_rule_file
+    from nsys_diagnose.diagnosis.rule_spec import RuleError
+    from nsys_diagnose.diagnosis.rules import load_rule_file
 
     path = tmp_path / "slow-decode.yaml"
     path.write_text(THREE_MISTAKES)
@@ -111,7 +132,8 @@ def test_a_broken_rule_file_lists_every_independent_problem(tmp_path):
 
 def test_checks_that_depend_on_a_broken_key_are_left_out(tmp_path):
     """A bad params block must not also blame every condition that uses a param."""
-    from nsys_diagnose.diagnosis.rules import RuleError, load_rule_file
+    from nsys_diagnose.diagnosis.rule_spec import RuleError
+    from nsys_diagnose.diagnosis.rules import load_rule_file
 
     path = tmp_path / "slow-decode.yaml"
     path.write_text(THREE_MISTAKES.replace("unit: ratio", "unit: furlongs").replace("sevrity: error\n", "")
@@ -127,7 +149,8 @@ def test_checks_that_depend_on_a_broken_key_are_left_out(tmp_path):
 
 def test_a_capture_switch_yaml_split_at_its_commas_is_refused_at_its_line(tmp_path):
     """`pass: [--trace=cuda,nvtx]` is three YAML items; the advice would print --nsys-arg=nvtx, which exits 2."""
-    from nsys_diagnose.diagnosis.rules import RuleError, load_rule_file
+    from nsys_diagnose.diagnosis.rule_spec import RuleError
+    from nsys_diagnose.diagnosis.rules import load_rule_file
 
     source = (bundled_rules_dir() / "capture" / "capture-empty.yaml").read_text()
     path = tmp_path / "capture" / "capture-empty.yaml"

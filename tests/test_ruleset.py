@@ -8,7 +8,7 @@ import pytest
 from nsys_diagnose.diagnosis.config import Config, apply_set
 from nsys_diagnose.diagnosis.rules import load_rules
 from nsys_diagnose.diagnosis.ruleset import RuleSet
-from nsys_diagnose.facts.catalog import load_facts
+from nsys_diagnose.facts.loading import load_facts
 from nsys_diagnose.base.vocabulary import Severity
 
 

@@ -8,64 +8,27 @@ as a few readable lines ("eager_decode: rule launch-bound (GPU 0) no longer fire
 
 Only the rules that fire are recorded: a new rule that stays quiet on every scenario needs no change here,
 one that fires adds one line under the scenarios it fires on. After a deliberate change, regenerate the file
-and review its diff:
-
-    UPDATE_EXPECTED=1 .venv/bin/python -m pytest tests/test_scenario_expectations.py
+and review its diff: `make regen` (engine/authoring/regen.py writes it with summarise() and expectations_text(),
+the functions this test compares with).
 """
 
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from nsys_diagnose.authoring.regen import EXPECTATIONS_HEADER, expectations_text, summarise
 from nsys_diagnose.fixtures.generator import SCENARIOS
 
 from conftest import scenario_analysis, slow_but
 
 EXPECTED = Path(__file__).parent / "expected" / "scenarios.yaml"
-UPDATE = os.environ.get("UPDATE_EXPECTED") == "1"
 REL_TOL = 1e-3  # a float is recorded to 4 significant digits: rounding alone moves it by at most 5e-4
-HINT = ("if the change is intended, regenerate the file and review its diff:\n"
-        "    UPDATE_EXPECTED=1 .venv/bin/python -m pytest tests/test_scenario_expectations.py")
-HEADER = """\
-# What the diagnosis says about each generated scenario (fixtures/generator.py), checked by
-# tests/test_scenario_expectations.py: the verdict, the rules that fire (rule, severity, subject) and the key
-# metrics (floats to 4 significant digits, compared with a relative tolerance of 1e-3).
-# Regenerate after a deliberate change and review the diff:
-#     UPDATE_EXPECTED=1 .venv/bin/python -m pytest tests/test_scenario_expectations.py
-"""
-
-
-# ------------------------------------------------------------------------------------------------------------
-# the summary recorded per scenario
-# ------------------------------------------------------------------------------------------------------------
-def _round(value: Any) -> Any:
-    if isinstance(value, float) and math.isfinite(value) and value != 0:
-        return float(f"{value:.4g}")
-    return value
-
-
-def _text(value: Any) -> Any:
-    """Enums (severity) as their plain value, so the data file holds plain YAML scalars."""
-    return getattr(value, "value", value)
-
-
-def summarise(report) -> dict[str, Any]:
-    findings = sorted(
-        ({"rule": f.rule, "severity": _text(f.severity), **({"subject": f.subject} if f.subject else {})}
-         for f in report.findings),
-        key=lambda f: (f["rule"], f.get("subject", "")))
-    return {
-        "verdict": {"primary": report.verdict.primary, "rule": report.verdict.rule,
-                    "subject": report.verdict.subject},
-        "findings": findings,
-        "metrics": {k: _round(_text(v)) for k, v in sorted(report.metrics.items())},
-    }
+HINT = "if the change is intended, regenerate the file and review its diff: make regen"
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -124,34 +87,8 @@ def differences(name: str, expected: dict[str, Any], got: dict[str, Any]) -> lis
 # ------------------------------------------------------------------------------------------------------------
 # the data file
 # ------------------------------------------------------------------------------------------------------------
-def _dump(data: dict[str, dict[str, Any]]) -> str:
-    """Block style per scenario, one flow mapping per finding: a new finding is a one-line diff."""
-    out = [HEADER]
-    for name in sorted(data):
-        entry = data[name]
-        out.append(f"{name}:\n")
-        out.append("  verdict: " + yaml.safe_dump(entry["verdict"], default_flow_style=True, sort_keys=False,
-                                                   width=1000).strip() + "\n")
-        if entry["findings"]:
-            out.append("  findings:\n")
-            for f in entry["findings"]:
-                out.append("    - " + yaml.safe_dump(f, default_flow_style=True, sort_keys=False,
-                                                     width=1000).strip() + "\n")
-        else:
-            out.append("  findings: []\n")
-        out.append("  metrics:\n")
-        for key, value in entry["metrics"].items():
-            out.append(f"    {key}: " + yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("\n...")
-                       .strip() + "\n")
-    return "".join(out)
-
-
 @pytest.fixture(scope="module")
 def expected() -> dict[str, dict[str, Any]]:
-    if UPDATE:
-        data = {name: summarise(scenario_analysis(name)[1]) for name in sorted(SCENARIOS)}
-        EXPECTED.parent.mkdir(exist_ok=True)
-        EXPECTED.write_text(_dump(data), encoding="utf-8")
     assert EXPECTED.is_file(), f"{EXPECTED} is missing; {HINT}"
     return yaml.safe_load(EXPECTED.read_text(encoding="utf-8")) or {}
 
@@ -175,7 +112,9 @@ def test_every_recorded_scenario_still_exists(expected):
 def test_the_data_file_is_written_as_regeneration_would_write_it(expected):
     """The recorded file round-trips: regenerating without a change gives a byte-identical file, so a diff
     of scenarios.yaml shows only what changed."""
-    assert _dump(expected) == EXPECTED.read_text(encoding="utf-8"), f"{EXPECTED.name} was edited by hand; {HINT}"
+    assert expectations_text(expected) == EXPECTED.read_text(encoding="utf-8"), \
+        f"{EXPECTED.name} was edited by hand; {HINT}"
+    assert EXPECTED.read_text(encoding="utf-8").startswith(EXPECTATIONS_HEADER)
 
 
 def test_differences_read_as_sentences():

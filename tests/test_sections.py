@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from nsys_diagnose.facts.catalog import load_facts, reported_facts
+from nsys_diagnose.facts.loading import load_facts
+from nsys_diagnose.facts.catalog import reported_facts
 from nsys_diagnose.reports import sections
 from nsys_diagnose.reports.render import render
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nsys_diagnose.facts.catalog import load_facts, with_needs
+from nsys_diagnose.facts.loading import load_facts
+from nsys_diagnose.facts.catalog import with_needs
 from nsys_diagnose.facts.compute import compute_facts
 from nsys_diagnose.fixtures.generator import SCENARIOS, generate
 from nsys_diagnose.reading.export import open_export

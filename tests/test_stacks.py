@@ -190,7 +190,9 @@ def test_the_stack_example_is_the_same_name_on_every_run_when_names_tie():
     DuckDB met first, so reports and `compare` do not change between runs of one profile."""
     import duckdb
 
-    from nsys_diagnose.facts.catalog import load_facts, render_sql
+    from nsys_diagnose.facts.loading import load_facts
+    from nsys_diagnose.facts.catalog import render_sql
+    from nsys_diagnose.pack.stacks import define_stacks
     from nsys_diagnose.reading.canonical import VIEWS
 
     sql = render_sql(load_facts()["software_stack"])
@@ -201,6 +203,7 @@ def test_the_stack_example_is_the_same_name_on_every_run_when_names_tie():
             for view in ("kernels", "nvtx_ranges", "processes", "memcpys", "memsets", "graph_launches"):
                 con.execute(VIEWS[view].ddl())
             con.execute("CREATE TABLE _phase_ranges (phase VARCHAR)")  # the helper fact serves_tokens reads
+            define_stacks(con, None)  # stack_of_kernel() ... and _stacks, as the runner defines them
             con.executemany("INSERT INTO kernels (name, start_ns, end_ns, pid) VALUES (?, ?, ?, 7)",
                             [(f"vllm::kernel_{c}", 1_000 * i, 1_000 * i + 500) for i, c in enumerate(order)])
             con.executemany("INSERT INTO nvtx_ranges (text, pid) VALUES (?, 7)", [(f"vllm step {c}",) for c in order])

@@ -152,7 +152,7 @@ def test_tokens_per_second_count_the_steady_window_only(tmp_path: Path) -> None:
 def test_a_fact_shown_alone_covers_the_window_diagnose_judges() -> None:
     """`diagnose facts show transfer_overview` computes the start-up too, so it shows the steady window's rows."""
     from nsys_diagnose.cli.facts import needed
-    from nsys_diagnose.facts.catalog import load_facts
+    from nsys_diagnose.facts.loading import load_facts
 
     assert "startup" in needed(load_facts(), "transfer_overview")
 

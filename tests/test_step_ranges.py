@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from nsys_diagnose.facts.catalog import load_facts
+from nsys_diagnose.facts.loading import load_facts
 from nsys_diagnose.facts.compute import _define_phases, compute_facts
 from nsys_diagnose.fixtures.generator import generate
 from nsys_diagnose.reading.export import open_export

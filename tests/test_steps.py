@@ -14,7 +14,7 @@ import pytest
 
 from nsys_diagnose.runs.api import diagnose
 from nsys_diagnose.diagnosis.config import Config, Setting
-from nsys_diagnose.facts.catalog import load_facts
+from nsys_diagnose.facts.loading import load_facts
 from nsys_diagnose.facts.compute import compute_facts
 from nsys_diagnose.fixtures.generator import SCENARIOS
 from nsys_diagnose.reading.export import open_export

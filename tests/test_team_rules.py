@@ -152,7 +152,7 @@ def test_sandbox_error_names_the_rule(tmp_path):
 
 def _bundled_rule_ids() -> list[str]:
     from nsys_diagnose.diagnosis.rules import load_rules
-    from nsys_diagnose.facts.catalog import load_facts
+    from nsys_diagnose.facts.loading import load_facts
 
     return sorted(load_rules(load_facts(), scope=None))  # single-profile and cross-rank rules
 
@@ -311,8 +311,9 @@ def test_rules_check_of_the_bundled_rules_and_facts_passes():
 @pytest.mark.slow
 def test_a_bundled_fact_with_a_typo_would_be_caught(tmp_path):
     """check_facts compiles bundled facts too; one is copied with a typo under another name."""
-    from nsys_diagnose.facts.catalog import load_facts, parse_fact
-    from nsys_diagnose.facts.compute import check_facts
+    from nsys_diagnose.facts.loading import load_facts
+    from nsys_diagnose.facts.catalog import parse_fact
+    from nsys_diagnose.facts.compile_check import check_facts
 
     facts = load_facts()
     source = Path(facts["launch_overhead"].path).read_text(encoding="utf-8")

@@ -238,7 +238,8 @@ def test_the_sandbox_allows_what_team_facts_need(tmp_path):
 
 def test_every_bundled_fact_would_pass_the_team_sandbox():
     """The guard refuses nothing the bundled facts (the model for team facts) read."""
-    from nsys_diagnose.facts.catalog import load_facts, team_sql_problem
+    from nsys_diagnose.facts.loading import load_facts
+    from nsys_diagnose.facts.team_sql import team_sql_problem
 
     facts = load_facts()
     assert [p for f in facts.values() if (p := team_sql_problem(f, facts))] == []

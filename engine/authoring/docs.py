@@ -1,6 +1,8 @@
 """Reference docs generated from metadata: docs/rules/<id>.md for every bundled rule, docs/rules/README.md (the
-index by category) and docs/facts.md, read from the rule YAML and its .test.yaml and the fact SQL headers, so
-the docs cannot drift from what the engine runs (Ruff's docs/rules are the model: https://docs.astral.sh/ruff/rules/).
+index by category), docs/facts.md, the key-metric lists of docs/measures.md and docs/batch.md
+(engine/authoring/metric_docs.py) and the README's sample report (engine/authoring/readme_sample.py), read from
+the rule YAML and its .test.yaml, the fact SQL headers and the key metrics, so the docs cannot drift from what
+the engine runs (Ruff's docs/rules are the model: https://docs.astral.sh/ruff/rules/).
 
     python -m nsys_diagnose.authoring.docs --write    # (re)write docs/ from the repository root (`make docs`)
     python -m nsys_diagnose.authoring.docs --check    # exit 1 and name each stale file
@@ -23,16 +25,19 @@ from typing import Any
 import jinja2
 
 from ..pack.categories import Category
-from ..diagnosis.rules import Rule, StepSpec, load_rules, rule_categories
+from ..diagnosis.rule_spec import Rule, StepSpec
+from ..diagnosis.rules import load_rules, rule_categories
+from . import metric_docs, readme_sample
 from .ruletest import FactCache, example_finding, load_test_file
 from ..base.errors import DiagnoseError
-from ..facts.catalog import Fact, load_facts, with_needs
+from ..facts.catalog import Fact, with_needs
+from ..facts.loading import load_facts
 from ..facts.compute import FactSet
 from ..facts.cross_rank import load_run_facts
-from ..model.report import Finding
+from ..model.findings import Finding
 from ..base.text import md_inline
 from ..base.units import describe_range, fmt_limit
-from ..base.vocabulary import STACKS
+from ..pack.stacks import bundled_stacks
 
 RULES_DIR = "rules"  # under the docs directory
 FACTS_PAGE = "facts.md"
@@ -190,14 +195,16 @@ def _fact_source(fact: Fact) -> str:
     return "/".join(("rules/facts", *(["cross_rank"] if path.parent.name == "cross_rank" else []), path.name))
 
 
-def build(scenario_facts: ScenarioFacts | None = None) -> dict[str, str]:
+def build(scenario_facts: ScenarioFacts | None = None, docs: Path | None = None) -> dict[str, str]:
     """Every generated page: path under the docs directory -> Markdown. `scenario_facts` may supply already
-    computed facts of a generated scenario (the test suite's)."""
+    computed facts of a generated scenario (the test suite's). With `docs`, the hand-written pages there that hold
+    a generated part too (docs/measures.md, docs/batch.md), that part made anew, and the README beside `docs`
+    with its sample report run again (../README.md)."""
     env = _environment()
     facts = load_facts()
     categories: dict[str, Category] = rule_categories()
     pages = _rule_pages(facts, scenario_facts)
-    labels = {s.key: s.label for s in STACKS}
+    labels = {s.key: s.label for s in bundled_stacks()}
     out: dict[str, str] = {}
     for page in pages:
         spec = page.rule.spec
@@ -217,6 +224,9 @@ def build(scenario_facts: ScenarioFacts | None = None) -> dict[str, str]:
     ordered = sorted(every.values(), key=lambda f: (f.is_helper, f.name))
     out[FACTS_PAGE] = env.get_template("docs_facts.md.j2").render(
         facts=[_fact_entry(f, every, rules) for f in ordered], helpers=sum(f.is_helper for f in ordered))
+    if docs is not None:
+        out.update(metric_docs.pages(docs, env, facts, {r.id: r for r in rules}))
+        out[f"../{readme_sample.README}"] = readme_sample.readme(docs.parent)
     return out
 
 
@@ -271,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("docs"), help="the docs directory (default: docs)")
     args = parser.parse_args(argv)
     try:
-        pages = build()
+        pages = build(docs=args.out)
     except DiagnoseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -32,15 +32,18 @@ import duckdb
 
 from ..base.duck import reraise_interrupt
 from ..base.errors import DiagnoseError
-from ..facts.catalog import Fact, bundled_fact_files, with_needs
+from ..facts.catalog import Fact, with_needs
+from ..facts.loading import bundled_fact_files
 from ..base.text import did_you_mean
+from ..pack.apinames import ApiNames
+from ..pack.stacks import Stacks
 from ..facts.compute import compute_facts
 from ..pack.opclasses import OperationClasses
 from ..facts.scopes import from_run
 from ..facts.types import fitted
 from ..reading.canonical import VIEWS
 from ..reading.export import rows_export
-from .ruletest import REL_TOLERANCE, check_file_keys, find_tests_of_kind, read_test_yaml, same_value
+from .testfiles import REL_TOLERANCE, check_file_keys, find_tests_of_kind, read_test_yaml, same_value
 
 _CASE_KEYS = {"name", "params", "tables", "expect", "ordered", "tolerance", "phase"}
 _SHOWN_ROWS = 20  # of a failing case's rows, in its report
@@ -177,20 +180,22 @@ def _check_expect(expect: Any, fact: Fact, where: Any) -> None:
 
 
 def run_fact_tests(files: list[Path], facts: dict[str, Fact],
-                   op_classes: OperationClasses | None = None) -> list[FactCaseResult]:
-    """Run the cases of `files` against `facts` (bundled and team facts); `op_classes`: the operation classes of the
-    loaded team packs (None: the bundled ones)."""
+                   op_classes: OperationClasses | None = None, stacks: Stacks | None = None,
+                   api_names: ApiNames | None = None) -> list[FactCaseResult]:
+    """Run the cases of `files` against `facts` (bundled and team facts); `op_classes`, `stacks`, `api_names`: the
+    vocabulary of the loaded team packs (None: the bundled one)."""
     results: list[FactCaseResult] = []
     for path in files:
         name, cases = load_fact_test(path, facts)
         for i, case in enumerate(cases):
-            rows = _computed_rows(path, i, case, name, facts, op_classes)
+            rows = _computed_rows(path, i, case, name, facts, op_classes, stacks, api_names)
             results.append(_compare(str(path), name, case.get("name", f"case {i + 1}"), case, rows))
     return results
 
 
 def _computed_rows(path: Path, index: int, case: dict[str, Any], name: str, facts: dict[str, Fact],
-                   op_classes: OperationClasses | None) -> list[dict[str, Any]]:
+                   op_classes: OperationClasses | None, stacks: Stacks | None = None,
+                   api_names: ApiNames | None = None) -> list[dict[str, Any]]:
     phase = case.get("phase")
     roots = [name, *(f.name for f in facts.values() if f.whole_capture and not f.team)]
     if phase is not None:  # the phases fact and what each phase is cut from (engine/facts/scopes.py)
@@ -200,7 +205,8 @@ def _computed_rows(path: Path, index: int, case: dict[str, Any], name: str, fact
     try:
         with rows_export(case["tables"], name=f"{path.name}#{index + 1}") as export:
             fact_set = compute_facts(export, params=params, facts={n: f for n, f in facts.items() if n in wanted},
-                                     helpers={name}, op_classes=op_classes)
+                                     helpers={name}, op_classes=op_classes, stacks=stacks,
+                                     api_names=api_names)
     except duckdb.Error as exc:  # values the types accept but the tables refuse (an integer out of range)
         reraise_interrupt(exc)
         raise FactTestError(f"{path}: case {index + 1}: the tables could not be built: "

@@ -54,3 +54,10 @@ def error_sentence(exc: BaseException, *, bug: bool = False) -> str:
     else:
         text = f"{INTERNAL}{type(exc).__name__}: {one_line(exc)[:300]}"
     return f"{INTERNAL}{text.removeprefix(INTERNAL)}" if bug else text
+
+
+class PackError(DiagnoseError):
+    """A knowledge pack, bundled or a team's, is broken: a rule, a fact, or a vocabulary file (categories,
+    headlines, operation classes, stacks, API names, metrics). The message starts with FILE:LINE:COL where the file
+    says where, and tells what to change. Every pack loader raises a subclass of it, so a caller that loads a pack
+    catches this one type."""

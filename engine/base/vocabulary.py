@@ -1,6 +1,7 @@
 """The words every layer shares: finding severities and kinds, and the parts of a GPU's window (kernels, copies
 only, idle time by cause). This is the only Python module that spells them; bundled and team categories are data
-(rules/vocabulary/categories.yaml, engine/pack/categories.py)."""
+(rules/vocabulary/categories.yaml, engine/pack/categories.py), and so are the software stacks
+(rules/vocabulary/stacks.yaml, engine/pack/stacks.py)."""
 
 from __future__ import annotations
 
@@ -81,29 +82,3 @@ WINDOW_PARTS: tuple[WindowPart, ...] = (
     WindowPart("other", "idle_other_ns", "Idle: other (no traced cause)", "other"),
 )
 IDLE_CAUSES: tuple[WindowPart, ...] = tuple(p for p in WINDOW_PARTS if p.idle)
-
-
-@dataclass(frozen=True)
-class Stack:
-    """A software stack a profile can come from (the software_stack fact detects it). `lineage`: the stacks whose
-    remediation steps apply, most specific first (vLLM runs on PyTorch, so its PyTorch steps apply too)."""
-
-    key: str
-    label: str
-    lineage: tuple[str, ...]
-
-
-# Most specific first: when several stacks leave evidence, the first one listed here is the profile's stack.
-STACKS: tuple[Stack, ...] = (
-    Stack("vllm", "vLLM", ("vllm", "pytorch")),
-    Stack("sglang", "SGLang", ("sglang", "pytorch")),
-    Stack("tensorrt-llm", "TensorRT-LLM", ("tensorrt-llm", "tensorrt")),
-    Stack("tensorrt", "TensorRT", ("tensorrt",)),
-    Stack("jax", "JAX / XLA", ("jax",)),
-    Stack("rapids", "RAPIDS (cuDF, RMM)", ("rapids",)),
-    Stack("openacc", "OpenACC (NVHPC)", ("openacc",)),
-    Stack("openmp", "OpenMP target offload", ("openmp",)),
-    Stack("pytorch", "PyTorch", ("pytorch",)),
-    Stack("cuda", "CUDA (no framework recognised)", ("cuda",)),
-)
-STACK_KEYS: tuple[str, ...] = tuple(s.key for s in STACKS)

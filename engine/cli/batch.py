@@ -1,7 +1,7 @@
 """`diagnose batch PROFILE|DIR|GLOB... --out results.parquet`: diagnose many independent profiles in parallel and
 write one row per profile (engine/runs/batch.py does the work in local processes, engine/runs/batch_dask.py on a Dask
-cluster with --executor dask; --shard I/N keeps one shard of the profiles; the command line itself is defined in
-main.py).
+cluster with --executor dask; --shard I/N keeps one shard of the profiles; its command line is parser(), beside
+run()).
 
 Exit codes: exits.EXIT_MEANINGS["batch"].
 """
@@ -15,26 +15,20 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..runs.batch import (
-    STATUS_OK,
-    TABLE_FORMATS,
-    check_config,
-    diagnose_batch,
-    find_profiles,
-    has_finding_at_least,
-    output_mode,
-    summary,
-    table_format,
-    worker_count,
-    write_table,
-)
+from ..runs.batch import check_config, diagnose_batch, worker_count
+from ..runs.batch_profiles import Shard, find_profiles
+from ..runs.batch_table import (STATUS_OK, TABLE_FORMATS, has_finding_at_least, output_mode, summary, table_format,
+                                write_table)
 from ..diagnosis.config import resolve_config
 from ..base.errors import InputError, OutputError
 from ..reading.cache import cache_problem
 from ..base.text import printable
 from ..base.units import fmt_ratio
-from .exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, one_line
+from ..base.vocabulary import Severity
+from .exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, exit_codes_help, one_line
 from .interrupt import StopRequest
+from .options import (CommandParser, add_cache, add_colour, add_config, add_debug, add_quiet, add_set, add_version,
+                      positive_int_of)
 from .output import check_output, current_umask
 
 PROG = "diagnose batch"
@@ -89,6 +83,53 @@ class BatchProgress:
         if not self.quiet:
             self.clear()
             self.stream.write(f"{PROG}: {printable(text)}\n")
+
+
+def _shard(text: str) -> Shard:
+    try:
+        return Shard.parse(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shard ")) from None
+
+
+def parser() -> argparse.ArgumentParser:
+    p = CommandParser(
+        prog="diagnose batch",
+        description="Diagnose many independent profiles (nightly runs, a sweep of models and batch sizes) in "
+                    "parallel worker processes and write one row per profile (verdict, its cost, key metrics, "
+                    "findings) to a Parquet, CSV or JSON Lines file.",
+        epilog="A profile that cannot be diagnosed is a row with its error, never the end of the batch. "
+               + exit_codes_help("batch"))
+    p.add_argument("inputs", nargs="+", metavar="PROFILE|DIR|GLOB",
+                   help="SQLite exports (or .nsys-rep reports) and PyTorch-profiler traces (*.pt.trace.json.gz), "
+                        "directories of them (not their subdirectories; other files are skipped and counted) and "
+                        "glob patterns, expanded here so quoted globs work ('runs/**/*.sqlite' descends)")
+    p.add_argument("-o", "--out", dest="output", type=Path, required=True, metavar="FILE",
+                   help="results file; the format follows the extension: .parquet, .csv (findings as a JSON string) "
+                        "or .jsonl; written atomically, never over an input")
+    p.add_argument("--fail-on", choices=Severity.names(), help="exit 1 when a finding of any profile has this "
+                                                               "severity or worse")
+    add_config(p)
+    add_set(p, "override a rule param for every profile (as for diagnose); repeatable")
+    add_cache(p)
+    p.add_argument("-j", "--jobs", type=positive_int_of("processes"), metavar="N",
+                   help="worker processes (default: one per usable CPU); each gets an equal share of the CPUs and "
+                        "of DuckDB's memory limit; with --executor dask and no scheduler, the local cluster's workers")
+    p.add_argument("--executor", choices=("local", "dask"), default="local",
+                   help="where the profiles are diagnosed: local worker processes (default), or a Dask distributed "
+                        "cluster (pip install 'nsys-diagnose[dask]')")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="--executor dask: the scheduler of an existing cluster (tcp://HOST:8786, or the scheduler "
+                        "file `dask scheduler --scheduler-file` wrote); without it, Dask's scheduler-address setting "
+                        "(DASK_SCHEDULER_ADDRESS), else a local cluster of -j worker processes started for the batch")
+    p.add_argument("--shard", type=_shard, metavar="I/N",
+                   help="diagnose only shard I of N (1 <= I <= N) of the profiles found, for the jobs of a CI matrix "
+                        "or a Slurm array; a profile's shard follows from its path alone, the same on every machine")
+    add_colour(p, None)
+    add_quiet(p, "no progress lines (errors and the exit code still tell what failed)")
+    add_debug(p)
+    add_version(p)
+    return p
 
 
 def run(args: argparse.Namespace, stop: StopRequest) -> int:

@@ -1,5 +1,6 @@
 """`diagnose profile [--preset NAME] [options] -- CMD ARGS`: capture, export and diagnose in one command (the
-capture itself is engine/capture/; this module prints, asks and reports)."""
+capture itself is engine/capture/; this module prints, asks and reports). Its command line is parser(), beside
+run()."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from pathlib import Path
 from ..runs.api import diagnose
 from ..capture.flags import CaptureOptions, build_plan
 from ..capture.nsys import INSTALL_HINT, NsysError, installed_nsys
-from ..pack.presets import expected_settings, guess_preset, load_presets, parallel_size, visible_gpus
+from ..pack.presets import (expected_settings, guess_preset, load_presets, parallel_size, resolve_preset,
+                            visible_gpus)
 from ..capture.run import (create_default_out_dir, default_out_dir, export_sqlite, finish_report, prepare_out_dir,
                            run_capture)
 from ..diagnosis.config import resolve_config
@@ -23,8 +25,9 @@ from ..base.errors import InputError
 from ..reports.render import render
 from ..base.timings import Timings
 from .deliver import deliver
-from .exits import EXIT_PROGRAM_FAILED, one_line
+from .exits import EXIT_PROGRAM_FAILED, exit_codes_help, one_line
 from .interrupt import StopRequest
+from .options import CommandParser, add_report_options, positive_int_of
 from .output import check_output, check_outside_cache, emit, output_formats
 from .progress import Progress
 
@@ -35,6 +38,78 @@ def _say(text: str, *, quiet: bool = False) -> None:
     if not quiet:
         sys.stderr.write(f"{PROG}: {one_line(text)}\n")
         sys.stderr.flush()
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def _nsys_switch(text: str) -> str:
+    from ..capture.flags import own_switch_problem
+
+    if not text.startswith("--") or len(text.split("=", 1)[0]) < 3:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an nsys switch; write it whole, e.g. "
+                                         f"--nsys-arg=--cuda-graph-trace=node")
+    problem = own_switch_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def parser() -> argparse.ArgumentParser:
+    from ..capture.flags import RANGE_CHOICES
+    from ..pack.presets import preset_choices
+
+    p = CommandParser(
+        prog="diagnose profile",
+        usage="diagnose profile [--preset NAME] [options] -- CMD [ARGS ...]",
+        description="Capture CMD with Nsight Systems the way its stack needs (flags, environment), export the "
+                    "capture to SQLite and diagnose it, in one command. The preset is guessed from the command "
+                    "(vllm, sglang, trtllm-*, python ...) and printed; --preset overrides it (trtllm is "
+                    "tensorrt-llm). The flags are spelled "
+                    "for the installed nsys; a flag it lacks is dropped with a warning saying what is lost. The "
+                    "program's output goes to standard error; standard output carries only the report.",
+        epilog="Outputs go to --out-dir (default: a new ./nsys-diagnose-<timestamp>-<pid>/): profile.nsys-rep, "
+               "profile.sqlite, report.md, capture.log and capture.json; nothing is overwritten without --force. "
+               "Ctrl-C stops the program and lets nsys write what it captured, which is then diagnosed; a second "
+               "Ctrl-C aborts. " + exit_codes_help("profile"))
+    p.add_argument("command", nargs="*", metavar="CMD", help="the program to profile and its arguments, after --")
+    p.add_argument("--preset", choices=preset_choices(),
+                   help="the capture preset (default: guessed from CMD); `--dry-run` prints what it sets and why")
+    p.add_argument("--duration", dest="duration_s", type=_seconds, metavar="S",
+                   help="stop capturing after S seconds (a server that never exits needs it, or --range)")
+    p.add_argument("--delay", dest="delay_s", type=_seconds, metavar="S",
+                   help="start capturing S seconds after the program starts (skip loading and warm-up)")
+    p.add_argument("--range", dest="capture_range", choices=RANGE_CHOICES,
+                   help="capture only between the program's cudaProfilerStart and cudaProfilerStop; the preset's "
+                        "note says how its stack brackets them")
+    p.add_argument("--gpu-metrics", action="store_true",
+                   help="sample GPU metrics (SM activity, tensor cores, DRAM) where the installed nsys supports it")
+    p.add_argument("--nsys-arg", dest="nsys_args", action="append", default=[], type=_nsys_switch,
+                   metavar="--SWITCH=VALUE", help="pass this switch to `nsys profile` as well (replacing the "
+                                                  "preset's value of the same switch); repeatable, e.g. "
+                                                  "--nsys-arg=--cuda-graph-trace=node")
+    p.add_argument("--out-dir", type=Path, metavar="DIR",
+                   help="directory for the report, the .nsys-rep and the .sqlite (default: a new "
+                        "./nsys-diagnose-<timestamp>-<pid>/)")
+    p.add_argument("--force", action="store_true", help="replace an earlier capture in --out-dir")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the nsys and export command lines and the environment, and run nothing")
+    p.add_argument("--nsys", metavar="PATH", help="the nsys executable (default: NSYS_DIAGNOSE_NSYS, else nsys on "
+                                                   "PATH)")
+    p.add_argument("--expect-gpus", type=positive_int_of("GPUs"), metavar="N",
+                   help="GPUs the run should use (default: the product of the parallel sizes in CMD, e.g. "
+                        "--tensor-parallel-size); fewer in the capture is reported as a capture problem")
+    p.add_argument("--expect-ranks", type=positive_int_of("processes"), metavar="N",
+                   help="processes that should run GPU work (default: as --expect-gpus); fewer is reported")
+    add_report_options(p)
+    return p
 
 
 def run(args: argparse.Namespace, stop: StopRequest) -> int:
@@ -48,7 +123,7 @@ def run(args: argparse.Namespace, stop: StopRequest) -> int:
     quiet = args.quiet
     presets = load_presets()
     if args.preset:
-        preset, why = presets[args.preset], "--preset"
+        preset, why = resolve_preset(args.preset), "--preset"
     else:
         name, reason = guess_preset(command)
         preset, why = presets[name], f"guessed: {reason}; --preset overrides"

@@ -1,5 +1,5 @@
 """`diagnose facts list|show|test`: the facts rules read, bundled and team ones, the rows of one fact on an
-export, and the tests beside the facts. The command line itself is defined in main.py."""
+export, and the tests beside the facts. Its command line is parser(), beside run()."""
 
 from __future__ import annotations
 
@@ -17,8 +17,11 @@ from ..runs.multirank import diagnose_ranks, run_facts_of
 from ..diagnosis.rules import load_rules
 from ..base.duck import reraise_interrupt
 from ..base.errors import DiagnoseError, InputError
+from ..pack.apinames import load_api_names
+from ..pack.stacks import load_stacks
 from ..pack.opclasses import load_operation_classes
-from ..facts.catalog import Fact, bundled_fact_files, load_facts, with_needs
+from ..facts.catalog import Fact, with_needs
+from ..facts.loading import bundled_fact_files, load_facts
 from ..base.text import did_you_mean
 from ..facts.compute import FactResult, compute_facts
 from ..facts.cross_rank import load_run_facts
@@ -26,13 +29,61 @@ from ..reading.export import open_export
 from ..reading.ranks import resolve_run
 from ..base.text import term
 from ..base.units import describe_range
-from .exits import EXIT_FINDINGS, EXIT_OK
+from .exits import EXIT_FINDINGS, EXIT_OK, exit_codes_help
 from .interrupt import StopRequest
+from .options import (CommandParser, add_cache, add_colour, add_config, add_debug, add_quiet, add_set, add_version,
+                      positive_int_of)
 from .output import check_output, emit
 from .progress import Progress
-from .tables import csv_table, json_document, terminal_table
+from .tables import ROW_FORMATS, csv_table, json_document, terminal_table
 
 _WIDTH = 100
+
+
+def parser() -> argparse.ArgumentParser:
+    p = CommandParser(prog="diagnose facts",
+                        description="The facts rules read: documented SQL over the canonical views of an export, "
+                                    "bundled and from team rule directories.",
+                        epilog=(epilog := exit_codes_help("facts")))
+    add_config(p)
+    add_quiet(p)
+    add_colour(p, None)
+    add_debug(p)
+    add_version(p)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=CommandParser)
+    listing = sub.add_parser("list", help="every fact: name, what it holds, columns, params; helpers and team facts "
+                                          "marked")
+    listing.add_argument("-f", "--format", choices=("terminal", "json"), default="terminal",
+                         help="readable blocks (default), or JSON with every doc, column and @check")
+    show = sub.add_parser("show", help="compute one fact (and the facts it needs) on an export and print its rows",
+                          description="Compute one fact, and the facts it needs, on an export and print its rows. "
+                                      "A cross-rank fact (rank_balance) reads the exports of a multi-rank run: give "
+                                      "two or more, or their directory.")
+    show.add_argument("fact", metavar="FACT", help="a fact name, as `diagnose facts list` shows it")
+    show.add_argument("profiles", nargs="+", metavar="PROFILE", help="SQLite export written by `nsys export --type "
+                                                                     "sqlite`, or PyTorch-profiler trace "
+                                                                     "(*.pt.trace.json.gz); read-only")
+    show.add_argument("-f", "--format", choices=ROW_FORMATS, default="terminal",
+                      help="aligned table (default), JSON ({fact, columns, row_count, rows, skipped}) or CSV")
+    show.add_argument("-o", "--output", type=Path, help="write the rows to this file instead of standard output")
+    show.add_argument("--limit", type=positive_int_of("rows"), metavar="N", help="print the first N rows only")
+    add_set(show, "set a fact param, e.g. facts.gap_threshold_ns=5000 (rule settings are checked as for "
+                   "diagnose); repeatable", "facts.PARAM=VALUE")
+    add_cache(show)
+    test = sub.add_parser("test", help="run the NAME.test.yaml cases beside the facts: canonical rows in, the "
+                                       "fact's rows out",
+                          description="Run fact tests: each NAME.test.yaml beside a fact's NAME.sql gives canonical "
+                                      "rows and the rows the fact must compute from them. Exit 1 when a case fails.")
+    test.add_argument("targets", nargs="*", metavar="FACT|PATH",
+                      help="fact names, fact test files or directories of them (default: the tests of every "
+                           "bundled fact and of the facts in the loaded rule directories)")
+    for command in (listing, show, test):
+        command.epilog = epilog
+        add_config(command, after=True)
+        add_quiet(command, after=True)
+        add_colour(command, None, after=True)
+        add_debug(command, after=True)
+    return p
 
 
 def run(args: argparse.Namespace, stop: StopRequest) -> int:
@@ -143,6 +194,7 @@ def _profile_fact(args: argparse.Namespace, config: Config, facts: dict[str, Fac
                                      startup_patterns=config.startup_patterns,
                                      step_patterns=config.step_patterns,
                                      op_classes=load_operation_classes(config.rule_dirs),
+                                     stacks=load_stacks(config.rule_dirs), api_names=load_api_names(config.rule_dirs),
                                      progress=progress, helpers={name})
     except RuntimeError as exc:  # Ctrl-C inside a DuckDB query surfaces as RuntimeError('Query interrupted')
         reraise_interrupt(exc)
@@ -198,7 +250,8 @@ def test_facts(config: Config, targets: list[str], *, quiet: bool = False) -> in
     if not files:
         raise DiagnoseError(f"no fact tests (NAME.test.yaml beside NAME.sql) in "
                             f"{', '.join(targets) or 'the loaded rule directories'}")
-    results = run_fact_tests(list(dict.fromkeys(files)), facts, load_operation_classes(dirs))
+    results = run_fact_tests(list(dict.fromkeys(files)), facts, load_operation_classes(dirs), load_stacks(dirs),
+                             load_api_names(dirs))
     failed = [r for r in results if not r.passed]
     for r in results:
         if quiet and r.passed:

@@ -1,13 +1,15 @@
-"""The command line, all of it: every parser, option and help text, and the dispatch.
+"""The command line's entry point: the dispatch of the command words, and the default command.
 
-    diagnose PROFILE...                  one export, or the ranks of a run (no command word)
+    diagnose PROFILE...                  one export, or the ranks of a run (no command word): here
+    diagnose profile -- CMD ARGS         capture.py
     diagnose compare BEFORE AFTER        compare.py
     diagnose batch PATHS... --out FILE   batch.py (many independent profiles, one row each)
     diagnose rules list|explain|check|test   rules.py, rules_check.py
     diagnose facts list|show|test        facts.py
 
-The command modules receive the parsed arguments and never import this one; diagnosing profiles, the
-default command, is implemented here.
+Each command module defines its parser beside its handler (parser() and run()), receives the parsed arguments and
+never imports this one; the options several commands share are options.py. Diagnosing profiles, the default command,
+is implemented here.
 """
 
 from __future__ import annotations
@@ -25,23 +27,20 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
-from typing import TYPE_CHECKING, NoReturn  # noqa: E402
+from types import ModuleType  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 try:
     from ..runs.api import diagnose
     from ..diagnosis.config import resolve_config
-    from ..diagnosis.whatif import MAX_BATCH
     from ..base.errors import InputError
-    from ..reports.render import FORMATS
-    from ..base.vocabulary import Severity
     from ..base.errors import DiagnoseError
     from .deliver import deliver
     from .exits import EXIT_ERROR, exit_codes_help, finish, one_line
+    from .options import CommandParser, add_report_options, merge_after
     from .output import ClosedOutput, check_output, output_formats
     from .progress import Progress
-    from .tables import ROW_FORMATS
-    from ..base.version import tool_version
     from ..base.timings import Timings
 except ImportError:
     if not _STARTING.requested:
@@ -52,159 +51,14 @@ except ImportError:
     sys.exit(_STARTING.exit_code)
 
 if TYPE_CHECKING:
-    from ..runs.batch import Shard
     from ..model.report import Report
     from ..model.runmodel import RunReport
 
 Command = Callable[[argparse.Namespace, StopRequest], int]
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep its usage line
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
-
-
-def _positive_int_of(what: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        if not text.isdigit() or int(text) <= 0:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of {what}")
-        return int(text)
-
-    return parse
-
-
-def _tokens_per_run(text: str) -> int | tuple[int, int]:
-    """compare's --tokens: N (each run generated N tokens) or BEFORE,AFTER (docs/compare-ci.md)."""
-    parse = _positive_int_of("tokens")
-    parts = text.split(",")
-    if len(parts) == 1:
-        return parse(text)
-    if len(parts) != 2:
-        raise argparse.ArgumentTypeError(f"{text!r} is not N or BEFORE,AFTER (output tokens of each run)")
-    return parse(parts[0].strip()), parse(parts[1].strip())
-
-
-def _shard(text: str) -> "Shard":
-    from ..runs.batch import Shard  # only `diagnose batch` needs it
-
-    try:
-        return Shard.parse(text)
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shard ")) from None
-
-
-def _what_if(text: str) -> int:
-    """`--what-if batch=N`: N requests per step, a whole number of at least 2."""
-    key, _, value = text.partition("=")
-    if key.strip() != "batch":
-        raise argparse.ArgumentTypeError(f"{text!r} is not a what-if this tool projects; write batch=N, e.g. "
-                                         f"batch=8")
-    value = value.strip()
-    if not value.isdigit() or int(value) < 2:
-        raise argparse.ArgumentTypeError(f"batch={value} is not a batch to project; give a whole number of at least "
-                                         f"2 requests per step, e.g. batch=8")
-    if int(value) > MAX_BATCH:
-        raise argparse.ArgumentTypeError(f"batch={value} is beyond any step this tool can project from a profile; "
-                                         f"give at most {MAX_BATCH} requests per step")
-    return int(value)
-
-
-# Options shared by several commands. Those of `rules` and `facts` may come before or after the subcommand
-# word (`diagnose rules --rule-dir D check`, `diagnose rules check --rule-dir D`): after it, they use their
-# own destination or no default, so they never reset what was given before it (see _merge_after).
-
-def _add_config(p: argparse.ArgumentParser, *, after: bool = False) -> None:
-    p.add_argument("--config", type=Path, default=argparse.SUPPRESS if after else None, metavar="FILE",
-                   help="configuration file (default: ./diagnose.yaml when present)")
-    p.add_argument("--rule-dir", dest="rule_dirs_after" if after else "rule_dirs", action="append", type=Path,
-                   default=[], metavar="DIR", help="extra directory of team rules and fact .sql files (repeatable)")
-
-
-def _add_set(p: argparse.ArgumentParser, help_text: str, metavar: str = "RULE.PARAM=VALUE") -> None:
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar=metavar, help=help_text)
-
-
-def _add_cache(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--no-cache", dest="cache", action="store_false",
-                   help="read the export afresh instead of reusing its cached canonical tables")
-    p.add_argument("--cache-dir", type=Path, metavar="DIR",
-                   help="keep the cache of canonical tables, and the key that seals it, in DIR, an existing "
-                        "directory (e.g. beside the profile), instead of the private $XDG_CACHE_HOME/nsys-diagnose; "
-                        "also NSYS_DIAGNOSE_CACHE_DIR")
-
-
-def _add_debug(p: argparse.ArgumentParser, *, after: bool = False) -> None:
-    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS if after else False,
-                   help="on an internal error (exit 3), print the traceback to include in a bug report")
-
-
-def _add_colour(p: argparse.ArgumentParser, what: str | None, *, after: bool = False) -> None:
-    """--color and --no-color. `what` None: the command prints no colour, and accepts both so that scripts can
-    pass them to every command."""
-    default = argparse.SUPPRESS if after else "auto"
-    if what is None:
-        p.add_argument("--color", choices=("auto", "always", "never"), default=default,
-                       help="accepted for uniformity; this command prints no colour")
-        p.add_argument("--no-color", dest="color", action="store_const", const="never", default=default,
-                       help="accepted for uniformity; this command prints no colour")
-        return
-    p.add_argument("--color", choices=("auto", "always", "never"), default=default,
-                   help=f"colour in the {what} (default: auto, when writing to a terminal; NO_COLOR turns it off)")
-    p.add_argument("--no-color", dest="color", action="store_const", const="never", default=default,
-                   help="no colour, as --color never")
-
-
-def _add_quiet(p: argparse.ArgumentParser, help_text: str = "no progress messages", *,
-               after: bool = False) -> None:
-    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS if after else False,
-                   help=help_text)
-
-
-def _add_version(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--version", action="version", version=f"nsys-diagnose {tool_version()}",
-                   help="print the version and exit")
-
-
-def _merge_after(args: argparse.Namespace) -> argparse.Namespace:
-    args.rule_dirs = [*getattr(args, "rule_dirs", []), *getattr(args, "rule_dirs_after", [])]
-    return args
-
-
-def _add_report_options(p: argparse.ArgumentParser, *, jobs: bool = False) -> None:
-    """The options of a diagnosis and its report: `diagnose PROFILE` and `diagnose profile -- CMD` share them."""
-    p.add_argument("-f", "--format", choices=FORMATS, default=None,
-                   help="terminal summary (default), GitHub Markdown, self-contained HTML with charts, or JSON")
-    p.add_argument("-o", "--output", dest="outputs", action="append", type=Path, default=[], metavar="FILE",
-                   help="write the report to FILE instead of standard output; repeatable, to write several formats "
-                        "from one diagnosis: without -f each file's format follows its extension (.md, .html, "
-                        ".json; anything else: the terminal summary as plain text)")
-    p.add_argument("--fail-on", choices=Severity.names(), help="exit 1 when a finding has this severity or worse")
-    p.add_argument("--tokens", type=_positive_int_of("tokens"), metavar="N",
-                   help="output tokens the profiled run generated: adds tokens/s and time per output token "
-                        "(one profile only)")
-    p.add_argument("--what-if", dest="what_if_batch", type=_what_if, metavar="batch=N",
-                   help="project the step time and tokens/s at N requests per step (N x the current batch when "
-                        "the profile does not record it); one profile only")
-    _add_config(p)
-    _add_set(p, "override a rule param, e.g. launch-bound.max_overhead_ratio=0.2 "
-                "(also RULE.severity=, RULE.enabled=false, facts.PARAM=); repeatable")
-    _add_colour(p, "terminal summary")
-    _add_cache(p)
-    if jobs:
-        p.add_argument("-j", "--jobs", type=_positive_int_of("ranks"), metavar="N",
-                       help="multi-rank runs: ranks read at once (default: one per CPU); the ranks read side by side "
-                            "share the CPUs and DuckDB's memory limit")
-    _add_quiet(p)
-    p.add_argument("--timings", action="store_true",
-                   help="after the report, print on standard error where the time went: each stage, and each fact "
-                        "of the run and of each phase with its wall time, rows and DuckDB spill (one profile only)")
-    _add_debug(p)
-    _add_version(p)
-
-
 def profile_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(
+    p = CommandParser(
         prog="diagnose",
         description="Diagnose an Nsight Systems SQLite export, or a PyTorch-profiler trace (.pt.trace.json(.gz)), "
                     "of an LLM-inference run: names the bottleneck, "
@@ -226,288 +80,67 @@ def profile_parser() -> argparse.ArgumentParser:
                         "directory of *.sqlite / *.nsys-rep exports or of PyTorch-profiler traces "
                         "(*.pt.trace.json.gz), diagnose one multi-rank run (rank numbers from the traces' "
                         "distributedInfo, else from names such as rank0, rank_3, -r2, .3.sqlite, else sorted order)")
-    _add_report_options(p, jobs=True)
+    add_report_options(p, jobs=True)
     return p
 
 
-def _known_metrics() -> list[str]:
-    from ..runs.compare import known_metrics  # only `compare` needs it (see COMMANDS)
-
-    return known_metrics()
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return value
-
-
-def _nsys_switch(text: str) -> str:
-    from ..capture.flags import own_switch_problem
-
-    if not text.startswith("--") or len(text.split("=", 1)[0]) < 3:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an nsys switch; write it whole, e.g. "
-                                         f"--nsys-arg=--cuda-graph-trace=node")
-    problem = own_switch_problem(text)
-    if problem is not None:
-        raise argparse.ArgumentTypeError(problem)
-    return text
-
-
-def capture_parser() -> argparse.ArgumentParser:
-    from ..capture.flags import RANGE_CHOICES
-    from ..pack.presets import preset_names
-
-    p = _ArgumentParser(
-        prog="diagnose profile",
-        usage="diagnose profile [--preset NAME] [options] -- CMD [ARGS ...]",
-        description="Capture CMD with Nsight Systems the way its stack needs (flags, environment), export the "
-                    "capture to SQLite and diagnose it, in one command. The preset is guessed from the command "
-                    "(vllm, sglang, trtllm-*, python ...) and printed; --preset overrides it. The flags are spelled "
-                    "for the installed nsys; a flag it lacks is dropped with a warning saying what is lost. The "
-                    "program's output goes to standard error; standard output carries only the report.",
-        epilog="Outputs go to --out-dir (default: a new ./nsys-diagnose-<timestamp>-<pid>/): profile.nsys-rep, "
-               "profile.sqlite, report.md, capture.log and capture.json; nothing is overwritten without --force. "
-               "Ctrl-C stops the program and lets nsys write what it captured, which is then diagnosed; a second "
-               "Ctrl-C aborts. " + exit_codes_help("profile"))
-    p.add_argument("command", nargs="*", metavar="CMD", help="the program to profile and its arguments, after --")
-    p.add_argument("--preset", choices=preset_names(),
-                   help="the capture preset (default: guessed from CMD); `--dry-run` prints what it sets and why")
-    p.add_argument("--duration", dest="duration_s", type=_seconds, metavar="S",
-                   help="stop capturing after S seconds (a server that never exits needs it, or --range)")
-    p.add_argument("--delay", dest="delay_s", type=_seconds, metavar="S",
-                   help="start capturing S seconds after the program starts (skip loading and warm-up)")
-    p.add_argument("--range", dest="capture_range", choices=RANGE_CHOICES,
-                   help="capture only between the program's cudaProfilerStart and cudaProfilerStop; the preset's "
-                        "note says how its stack brackets them")
-    p.add_argument("--gpu-metrics", action="store_true",
-                   help="sample GPU metrics (SM activity, tensor cores, DRAM) where the installed nsys supports it")
-    p.add_argument("--nsys-arg", dest="nsys_args", action="append", default=[], type=_nsys_switch,
-                   metavar="--SWITCH=VALUE", help="pass this switch to `nsys profile` as well (replacing the "
-                                                  "preset's value of the same switch); repeatable, e.g. "
-                                                  "--nsys-arg=--cuda-graph-trace=node")
-    p.add_argument("--out-dir", type=Path, metavar="DIR",
-                   help="directory for the report, the .nsys-rep and the .sqlite (default: a new "
-                        "./nsys-diagnose-<timestamp>-<pid>/)")
-    p.add_argument("--force", action="store_true", help="replace an earlier capture in --out-dir")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the nsys and export command lines and the environment, and run nothing")
-    p.add_argument("--nsys", metavar="PATH", help="the nsys executable (default: NSYS_DIAGNOSE_NSYS, else nsys on "
-                                                   "PATH)")
-    p.add_argument("--expect-gpus", type=_positive_int_of("GPUs"), metavar="N",
-                   help="GPUs the run should use (default: the product of the parallel sizes in CMD, e.g. "
-                        "--tensor-parallel-size); fewer in the capture is reported as a capture problem")
-    p.add_argument("--expect-ranks", type=_positive_int_of("processes"), metavar="N",
-                   help="processes that should run GPU work (default: as --expect-gpus); fewer is reported")
-    _add_report_options(p)
-    return p
-
-
-def compare_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(
-        prog="diagnose compare",
-        description="Diagnose two Nsight Systems SQLite exports (before and after a change) and show what "
-                    "changed: metrics with absolute and relative change, findings that appeared or disappeared, "
-                    "and a verdict (improved, regressed, unchanged).",
-        epilog="Gates: METRIC:+N fails when the metric rises by more than N in its own unit (a 0-1 ratio, ns, "
-               "a count), METRIC:-N% when it falls by more than N % of its before value, METRIC:-Npt by more "
-               "than N percentage points (0-1 metrics), METRIC:+2ms by more than a time (*_ns metrics); "
-               "METRIC?:... passes when the metric is missing, which otherwise exits 2. Metrics: "
-               + ", ".join(_known_metrics()) + ", phase_<name>_ns. "
-               + exit_codes_help("compare"))
-    p.add_argument("before", help="SQLite export of the baseline run")
-    p.add_argument("after", help="SQLite export of the changed run")
-    p.add_argument("-f", "--format", choices=FORMATS, default=None,
-                   help="terminal (default), GitHub Markdown, self-contained HTML with a chart, or JSON")
-    p.add_argument("-o", "--output", dest="outputs", action="append", type=Path, default=[], metavar="FILE",
-                   help="write the comparison to FILE instead of standard output; repeatable: without -f each "
-                        "file's format follows its extension (.md, .html, .json; else plain terminal text)")
-    p.add_argument("--fail-on-regression", dest="gates", action="append", default=[],
-                   metavar="METRIC[?]:[+|-]N[UNIT]",
-                   help="exit 1 when METRIC moves beyond N (- falls, + rises; no sign: its bad direction); "
-                        "repeatable. UNIT: %% of the before value (gpu_utilization:-5%%), pt percentage points of "
-                        "a 0-1 metric (gpu_utilization:-5pt), ns/us/ms/s for *_ns metrics (step_time_ns:+2ms); "
-                        "none: absolute in the metric's unit (overhead_ratio:+0.05; ns for times). A metric "
-                        "missing in either profile exits 2 unless marked optional: phase_decode_ns?:+5%%")
-    p.add_argument("--tokens", type=_tokens_per_run, metavar="N|BEFORE,AFTER",
-                   help="output tokens of each run (BEFORE,AFTER) or of both (N): adds tokens/s and time per "
-                        "output token; one N for captures of different decode steps shows tokens/s unjudged")
-    _add_config(p)
-    _add_set(p, "override a rule param for both runs (as for diagnose); repeatable")
-    _add_cache(p)
-    _add_colour(p, "terminal output")
-    _add_quiet(p, "no warnings that the cache cannot be used (compare prints no progress messages)")
-    _add_debug(p)
-    _add_version(p)
-    return p
-
-
-def batch_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(
-        prog="diagnose batch",
-        description="Diagnose many independent profiles (nightly runs, a sweep of models and batch sizes) in "
-                    "parallel worker processes and write one row per profile (verdict, its cost, key metrics, "
-                    "findings) to a Parquet, CSV or JSON Lines file.",
-        epilog="A profile that cannot be diagnosed is a row with its error, never the end of the batch. "
-               + exit_codes_help("batch"))
-    p.add_argument("inputs", nargs="+", metavar="PROFILE|DIR|GLOB",
-                   help="SQLite exports (or .nsys-rep reports) and PyTorch-profiler traces (*.pt.trace.json.gz), "
-                        "directories of them (not their subdirectories; other files are skipped and counted) and "
-                        "glob patterns, expanded here so quoted globs work ('runs/**/*.sqlite' descends)")
-    p.add_argument("-o", "--out", dest="output", type=Path, required=True, metavar="FILE",
-                   help="results file; the format follows the extension: .parquet, .csv (findings as a JSON string) "
-                        "or .jsonl; written atomically, never over an input")
-    p.add_argument("--fail-on", choices=Severity.names(), help="exit 1 when a finding of any profile has this "
-                                                               "severity or worse")
-    _add_config(p)
-    _add_set(p, "override a rule param for every profile (as for diagnose); repeatable")
-    _add_cache(p)
-    p.add_argument("-j", "--jobs", type=_positive_int_of("processes"), metavar="N",
-                   help="worker processes (default: one per usable CPU); each gets an equal share of the CPUs and "
-                        "of DuckDB's memory limit; with --executor dask and no scheduler, the local cluster's workers")
-    p.add_argument("--executor", choices=("local", "dask"), default="local",
-                   help="where the profiles are diagnosed: local worker processes (default), or a Dask distributed "
-                        "cluster (pip install 'nsys-diagnose[dask]')")
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="--executor dask: the scheduler of an existing cluster (tcp://HOST:8786, or the scheduler "
-                        "file `dask scheduler --scheduler-file` wrote); without it, Dask's scheduler-address setting "
-                        "(DASK_SCHEDULER_ADDRESS), else a local cluster of -j worker processes started for the batch")
-    p.add_argument("--shard", type=_shard, metavar="I/N",
-                   help="diagnose only shard I of N (1 <= I <= N) of the profiles found, for the jobs of a CI matrix "
-                        "or a Slurm array; a profile's shard follows from its path alone, the same on every machine")
-    _add_colour(p, None)
-    _add_quiet(p, "no progress lines (errors and the exit code still tell what failed)")
-    _add_debug(p)
-    _add_version(p)
-    return p
-
-
-def rules_parser() -> argparse.ArgumentParser:
-    epilog = exit_codes_help("rules")  # on `diagnose rules` and on each of its commands
-    p = _ArgumentParser(prog="diagnose rules", description="List, explain, check and test diagnosis rules.",
-                        epilog=epilog)
-    _add_config(p)
-    _add_quiet(p, "rules test: print only the failed cases and the count")
-    _add_colour(p, None)
-    _add_debug(p)
-    _add_version(p)
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
-    commands = [
-        sub.add_parser("list", help="every rule: id, category, severity, scope (profile or multi-rank run), source"),
-        explain := sub.add_parser("explain", help="what a rule detects, why, its params, remediation and an example"),
-        check := sub.add_parser("check", help="validate rule files and compile every fact's SQL; every error as "
-                                              "file:line:col"),
-        test := sub.add_parser("test", help="run <id>.test.yaml cases"),
-    ]
-    explain.add_argument("rule_id")
-    _add_set(explain, "show the rule with a param, severity or enabled set, e.g. launch-bound.max_overhead_ratio=0.2 "
-                      "(as for diagnose); repeatable")
-    check.add_argument("paths", nargs="*", type=Path, help="rule directories or files (default: all loaded)")
-    test.add_argument("paths", nargs="*", type=Path, help="directories or .test.yaml files (default: all loaded)")
-    for command in commands:
-        command.epilog = epilog
-        _add_config(command, after=True)
-        _add_quiet(command, "rules test: print only the failed cases and the count", after=True)
-        _add_colour(command, None, after=True)
-        _add_debug(command, after=True)
-    return p
-
-
-def facts_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(prog="diagnose facts",
-                        description="The facts rules read: documented SQL over the canonical views of an export, "
-                                    "bundled and from team rule directories.",
-                        epilog=(epilog := exit_codes_help("facts")))
-    _add_config(p)
-    _add_quiet(p)
-    _add_colour(p, None)
-    _add_debug(p)
-    _add_version(p)
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
-    listing = sub.add_parser("list", help="every fact: name, what it holds, columns, params; helpers and team facts "
-                                          "marked")
-    listing.add_argument("-f", "--format", choices=("terminal", "json"), default="terminal",
-                         help="readable blocks (default), or JSON with every doc, column and @check")
-    show = sub.add_parser("show", help="compute one fact (and the facts it needs) on an export and print its rows",
-                          description="Compute one fact, and the facts it needs, on an export and print its rows. "
-                                      "A cross-rank fact (rank_balance) reads the exports of a multi-rank run: give "
-                                      "two or more, or their directory.")
-    show.add_argument("fact", metavar="FACT", help="a fact name, as `diagnose facts list` shows it")
-    show.add_argument("profiles", nargs="+", metavar="PROFILE", help="SQLite export written by `nsys export --type "
-                                                                     "sqlite`, or PyTorch-profiler trace "
-                                                                     "(*.pt.trace.json.gz); read-only")
-    show.add_argument("-f", "--format", choices=ROW_FORMATS, default="terminal",
-                      help="aligned table (default), JSON ({fact, columns, row_count, rows, skipped}) or CSV")
-    show.add_argument("-o", "--output", type=Path, help="write the rows to this file instead of standard output")
-    show.add_argument("--limit", type=_positive_int_of("rows"), metavar="N", help="print the first N rows only")
-    _add_set(show, "set a fact param, e.g. facts.gap_threshold_ns=5000 (rule settings are checked as for "
-                   "diagnose); repeatable", "facts.PARAM=VALUE")
-    _add_cache(show)
-    test = sub.add_parser("test", help="run the NAME.test.yaml cases beside the facts: canonical rows in, the "
-                                       "fact's rows out",
-                          description="Run fact tests: each NAME.test.yaml beside a fact's NAME.sql gives canonical "
-                                      "rows and the rows the fact must compute from them. Exit 1 when a case fails.")
-    test.add_argument("targets", nargs="*", metavar="FACT|PATH",
-                      help="fact names, fact test files or directories of them (default: the tests of every "
-                           "bundled fact and of the facts in the loaded rule directories)")
-    for command in (listing, show, test):
-        command.epilog = epilog
-        _add_config(command, after=True)
-        _add_quiet(command, after=True)
-        _add_colour(command, None, after=True)
-        _add_debug(command, after=True)
-    return p
-
-
-# Each command module is imported when its command runs: every CLI process starts by importing this file, and
-# diagnosing a profile needs none of them.
-def _capture(args: argparse.Namespace, stop: StopRequest) -> int:
+# Each command module is imported when its command runs or its help is shown: every CLI process starts by importing
+# this file, and diagnosing a profile needs none of them. A command module defines its parser, parser(), beside its
+# implementation, run(args, stop).
+def _capture() -> ModuleType:
     from . import capture
 
-    return capture.run(args, stop)
+    return capture
 
 
-def _compare(args: argparse.Namespace, stop: StopRequest) -> int:
+def _compare() -> ModuleType:
     from . import compare
 
-    return compare.run(args, stop)
+    return compare
 
 
-def _batch(args: argparse.Namespace, stop: StopRequest) -> int:
+def _batch() -> ModuleType:
     from . import batch
 
-    return batch.run(args, stop)
+    return batch
 
 
-def _rules(args: argparse.Namespace, stop: StopRequest) -> int:
+def _rules() -> ModuleType:
     from . import rules
 
-    return rules.run(args, stop)
+    return rules
 
 
-def _facts(args: argparse.Namespace, stop: StopRequest) -> int:
+def _facts() -> ModuleType:
     from . import facts
 
-    return facts.run(args, stop)
+    return facts
+
+
+def _lazy(module: Callable[[], ModuleType]) -> tuple[Callable[[], argparse.ArgumentParser], Command]:
+    """The parser and the implementation of a command, each importing its module when called."""
+    def parser() -> argparse.ArgumentParser:
+        return module().parser()
+
+    def command(args: argparse.Namespace, stop: StopRequest) -> int:
+        return module().run(args, stop)
+
+    return parser, command
 
 
 # command word -> (its parser, its implementation, the name its error messages start with, its synopsis and what
 # it does for `diagnose --help`). Every command is listed here and nowhere else, so the help cannot leave one out.
 COMMANDS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Command, str, tuple[str, str]]] = {
-    "profile": (capture_parser, _capture, "diagnose profile",
-                ("diagnose profile [--preset vllm|sglang|trtllm|pytorch|cuda] -- CMD ARGS",
+    "profile": (*_lazy(_capture), "diagnose profile",
+                ("diagnose profile [--preset vllm|sglang|tensorrt-llm|pytorch|cuda] -- CMD ARGS",
                  "capture CMD with nsys the right way for its stack, export and diagnose it")),
-    "compare": (compare_parser, _compare, "diagnose compare",
+    "compare": (*_lazy(_compare), "diagnose compare",
                 ("diagnose compare BEFORE AFTER [--fail-on-regression METRIC:-5pt]", "before/after a change")),
-    "batch": (batch_parser, _batch, "diagnose batch",
+    "batch": (*_lazy(_batch), "diagnose batch",
               ("diagnose batch PATHS... --out FILE", "many independent profiles, one row each (Parquet, CSV, JSONL)")),
-    "rules": (rules_parser, _rules, "diagnose",
+    "rules": (*_lazy(_rules), "diagnose",
               ("diagnose rules list|explain ID|check [PATHS]|test [PATHS]", "rule tooling")),
-    "facts": (facts_parser, _facts, "diagnose",
+    "facts": (*_lazy(_facts), "diagnose",
               ("diagnose facts list|show FACT PROFILE|test [FACTS]",
                "the facts rules read, their rows on an export, and their tests")),
 }
@@ -569,7 +202,7 @@ def _main(argv: list[str]) -> int:
             return finish("diagnose", lambda: _diagnose(args, stop, progress), stop, debug=args.debug,
                           clear=progress.clear)
     build, command, prog, _ = COMMANDS[word]
-    args = _merge_after(build().parse_args(argv[1:]))
+    args = merge_after(build().parse_args(argv[1:]))
     with StopRequest() as stop:
         _STARTING.check()
         return finish(prog, lambda: command(args, stop), stop, debug=args.debug)

@@ -1,6 +1,6 @@
 """Progress on stderr while a command reads an export: one line, rewritten in place, on a terminal only; and the
-warnings that a cache cannot be used (reading.cache.CacheWarning) and the notes about the profiles given
-(reading.cache.Note), each once, as lasting lines, on a terminal or not."""
+warnings that a cache cannot be used (reading.messages.CacheWarning) and the notes about the profiles given
+(reading.messages.Note), each once, as lasting lines, on a terminal or not."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import threading
 import time
 
 from ..base.errors import full_stop, one_line
-from ..reading.cache import CacheWarning, Note
+from ..reading.messages import CacheWarning, Note
 from .interrupt import StopRequest, reached
 
 

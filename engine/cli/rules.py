@@ -1,5 +1,5 @@
-"""`diagnose rules list|explain|check|test`: tooling for teams that write or tune rules. The command line
-itself is defined in main.py; `rules check` lives in rules_check.py."""
+"""`diagnose rules list|explain|check|test`: tooling for teams that write or tune rules. Its command line is
+parser(), beside run(); `rules check` lives in rules_check.py."""
 
 from __future__ import annotations
 
@@ -8,25 +8,61 @@ import textwrap
 from pathlib import Path
 
 from ..pack.presets import capture_line
-from ..base.vocabulary import STACKS
+from ..pack.stacks import bundled_stacks
 from ..diagnosis.config import Config, resolve_config
-from ..diagnosis.rules import Rule, StepSpec, bundled_rules_dir, load_rules
+from ..diagnosis.rule_spec import Rule, StepSpec
+from ..diagnosis.rules import bundled_rules_dir, load_rules
 from ..diagnosis.ruleset import RuleSet
 from ..diagnosis import templating
-from ..model.report import Finding
+from ..model.findings import Finding
 from ..authoring.ruletest import FactCache, example_finding, find_test_files, load_test_file, run_rule_tests
 from ..base.errors import DiagnoseError
+from ..pack.apinames import load_api_names
+from ..pack.stacks import load_stacks
 from ..pack.opclasses import load_operation_classes
-from ..facts.catalog import Fact, load_facts
+from ..facts.catalog import Fact
+from ..facts.loading import load_facts
 from ..base.text import did_you_mean
 from ..base.text import term
-from .exits import EXIT_FINDINGS, EXIT_OK
+from .exits import EXIT_FINDINGS, EXIT_OK, exit_codes_help
 from .interrupt import StopRequest
+from .options import CommandParser, add_colour, add_config, add_debug, add_quiet, add_set, add_version
 from .progress import Progress
 from .rules_check import check_rules, refuse_missing, team_dirs
 from .tables import aligned
 
 EXIT_FAILED = EXIT_FINDINGS
+
+
+def parser() -> argparse.ArgumentParser:
+    epilog = exit_codes_help("rules")  # on `diagnose rules` and on each of its commands
+    p = CommandParser(prog="diagnose rules", description="List, explain, check and test diagnosis rules.",
+                        epilog=epilog)
+    add_config(p)
+    add_quiet(p, "rules test: print only the failed cases and the count")
+    add_colour(p, None)
+    add_debug(p)
+    add_version(p)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=CommandParser)
+    commands = [
+        sub.add_parser("list", help="every rule: id, category, severity, scope (profile or multi-rank run), source"),
+        explain := sub.add_parser("explain", help="what a rule detects, why, its params, remediation and an example"),
+        check := sub.add_parser("check", help="validate rule files and compile every fact's SQL; every error as "
+                                              "file:line:col"),
+        test := sub.add_parser("test", help="run <id>.test.yaml cases"),
+    ]
+    explain.add_argument("rule_id")
+    add_set(explain, "show the rule with a param, severity or enabled set, e.g. launch-bound.max_overhead_ratio=0.2 "
+                      "(as for diagnose); repeatable")
+    check.add_argument("paths", nargs="*", type=Path, help="rule directories or files (default: all loaded)")
+    test.add_argument("paths", nargs="*", type=Path, help="directories or .test.yaml files (default: all loaded)")
+    for command in commands:
+        command.epilog = epilog
+        add_config(command, after=True)
+        add_quiet(command, "rules test: print only the failed cases and the count", after=True)
+        add_colour(command, None, after=True)
+        add_debug(command, after=True)
+    return p
 
 
 def run(args: argparse.Namespace, stop: StopRequest) -> int:
@@ -100,7 +136,7 @@ def cmd_explain(config: Config, rule_id: str) -> int:
                                                 spec.capture.nsys)
                           + " The preset follows the profile's stack."))
     lines += [wrap(step_line(i, step)) for i, step in enumerate(spec.remediation, 1)]
-    labels = {s.key: s.label for s in STACKS}
+    labels = {s.key: s.label for s in bundled_stacks()}
     for stack, steps in spec.stack_remediation.items():
         lines += ["", f"Remediation for {labels[stack]} profiles "
                       f"(shown before the steps above when the profile comes from it):"]
@@ -177,7 +213,8 @@ def cmd_test(config: Config, paths: list[Path], *, quiet: bool = False, progress
     if not files:
         raise DiagnoseError(f"no *.test.yaml files in {', '.join(map(str, paths)) or 'the loaded rule directories'}")
     try:
-        results = run_rule_tests(files, rules, facts, op_classes=load_operation_classes(extra), progress=progress)
+        results = run_rule_tests(files, rules, facts, op_classes=load_operation_classes(extra), progress=progress,
+                                 stacks=load_stacks(extra), api_names=load_api_names(extra))
     finally:
         if progress is not None:
             progress.clear()

@@ -9,15 +9,18 @@ from ..diagnosis.config import Config
 from ..diagnosis.evaluate import check_templates
 from ..pack.headlines import HeadlineError, load_headlines
 from ..pack.opclasses import OpClassError, load_operation_classes
-from ..diagnosis.rules import (RuleError, bundled_rules_dir, load_rule_file, load_rules, problem_position,
-                               rule_files)
+from ..pack.stacks import StackError, load_stacks
+from ..diagnosis.rule_spec import RuleError
+from ..diagnosis.rules import bundled_rules_dir, load_rule_file, load_rules, problem_position, rule_files
 from ..authoring.facttest import FactTestError, find_fact_tests, load_fact_test
 from ..authoring.ruletest import RuleTestError, find_test_files, load_test_file
 from ..base.duck import offline_connection
 from ..base.errors import DiagnoseError
-from ..facts.catalog import Fact, FactError, load_facts, run_order
-from ..facts.compute import check_facts, compile_facts
+from ..facts.catalog import Fact, FactError, run_order
+from ..facts.loading import load_facts
+from ..facts.compile_check import check_facts, compile_facts
 from ..facts.cross_rank import load_run_facts, ranks_table_ddl
+from ..facts.needs import needs_problems
 from .exits import EXIT_ERROR, EXIT_OK
 
 
@@ -53,6 +56,10 @@ def check_rules(config: Config, paths: list[Path]) -> int:
         load_operation_classes(team)
     except OpClassError as exc:
         errors.append(str(exc))
+    try:  # the pack's software stacks (DIR/vocabulary/stacks.yaml): keys, lineages, presets, patterns compile
+        load_stacks(team)
+    except StackError as exc:
+        errors.append(str(exc))
     try:  # the pack's headline wording (DIR/headlines.yaml): known sentences, their placeholders only
         load_headlines(team)
     except HeadlineError as exc:
@@ -63,6 +70,7 @@ def check_rules(config: Config, paths: list[Path]) -> int:
         for f in files:
             errors += check_rule_file(f, facts)
         errors += check_facts(facts)  # typos, stale @column lines, what the run's sandbox and bounds would refuse
+        errors += needs_problems(facts, [name for name, fact in facts.items() if fact.team])  # -- @needs as read
         errors += _check_run_facts()
     notes: list[str] = []
     if facts is not None:  # namespacing, duplicate ids, and the test files against the rules that load

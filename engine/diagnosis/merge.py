@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..model.report import AlsoOn, Finding, RuleOutcome
+from ..model.findings import AlsoOn, Finding, RuleOutcome
 from ..base.units import fmt_ratio
 from ..base.vocabulary import Kind
 

@@ -9,15 +9,16 @@ from collections.abc import Collection
 from typing import Literal
 
 from ..facts.compute import FactSet
-from ..model.report import Finding, PhaseVerdict
-from ..base.text import plural, shorten
+from ..model.findings import Finding
+from ..model.verdict import PhaseVerdict
+from ..pack.headlines import Headlines
+from ..base.text import shorten
 from ..base.units import fmt_ratio
 from ..base.vocabulary import Kind, Severity
 
 # The phase names (default or configured) whose steps bound each goal; TensorRT-LLM calls them context and generation.
 Goal = Literal["TTFT", "TPOT"]
 _GOALS: dict[str, Goal] = {"prefill": "TTFT", "context": "TTFT", "decode": "TPOT", "generation": "TPOT"}
-GOAL_WORDS = {"TTFT": "time to first token", "TPOT": "time per output token"}
 # A kernel named in a phase line is shortened to this many characters (templated C++ names run to thousands).
 KERNEL_NAME_CHARS = 60
 
@@ -53,9 +54,9 @@ def ranking_cost(finding: Finding, alone: Collection[str]) -> float:
     return cost or 0.0
 
 
-def phase_verdicts(findings: list[Finding], facts: FactSet) -> list[PhaseVerdict]:
+def phase_verdicts(findings: list[Finding], facts: FactSet, said: Headlines) -> list[PhaseVerdict]:
     """One verdict per judged phase: its costliest cause at warning or above (else symptom), or where its time
-    goes when nothing fired."""
+    goes when nothing fired; worded by `said` (the phase_line sentences of headlines.yaml)."""
     rows = _phase_rows(facts)
     out = []
     for phase, scoped in facts.phases.items():
@@ -66,41 +67,55 @@ def phase_verdicts(findings: list[Finding], facts: FactSet) -> list[PhaseVerdict
         own = [f for f in findings if f.phase == phase and f.severity.at_least(Severity.WARNING)]
         top = (max((f for f in own if f.kind == Kind.CAUSE), key=_cost, default=None)
                or max((f for f in own if f.kind == Kind.SYMPTOM), key=_cost, default=None))
-        head = f"{phase} (bounds {goal})" if goal else phase
         if top is not None:
-            cost = (f", ≈{fmt_ratio(top.impact, 0)} of {phase}'s GPU time (≈{fmt_ratio(top.run_impact, 0)} of the "
-                    f"run's)" if top.impact is not None and top.run_impact is not None else "")
-            line = f"{head}: {top.category}{cost}: {lower_first(top.title)}"
+            cost = (said.say("phase_line_cost", phase=phase, impact=fmt_ratio(top.impact, 0),
+                             run_impact=fmt_ratio(top.run_impact, 0))
+                    if top.impact is not None and top.run_impact is not None else "")
+            judgement = said.say("phase_line_finding", category=str(top.category), cost=cost,
+                                 title=lower_first(top.title))
         else:
-            line = f"{head}: no bottleneck; {_where_time_goes(scoped)}"
-        about = ([plural(steps, "step")] if steps else []) + [f"{fmt_ratio(phase_share(facts, phase), 0)} of the run"]
-        line += f"; {', '.join(about)}" + (", too few steps to judge alone" if steps and not alone else "")
+            judgement = said.say("phase_line_healthy", where=_where_time_goes(scoped, said))
+        share = fmt_ratio(phase_share(facts, phase), 0)
+        size = (said.say("phase_size", steps=_steps(steps, said), share=share) if steps
+                else said.say("phase_size_no_steps", share=share))
+        too_few = said.say("phase_too_few") if steps and not alone else ""
+        line = said.say("phase_line", phase=phase, bounds=said.say("phase_line_bounds", goal=goal) if goal else "",
+                        judgement=judgement, size=size, too_few=too_few)
         out.append(PhaseVerdict(phase=phase, goal=goal, primary=top.category if top else None,
                                 rule=top.rule if top else None, impact=top.impact if top else None,
                                 run_impact=top.run_impact if top else None, step_count=steps, judged_alone=alone,
-                                line=line + "."))
+                                line=line))
     return out
+
+
+def _steps(count: int, said: Headlines) -> str:
+    return said.say("phase_steps_one" if count == 1 else "phase_steps_many", count=f"{count:,}")
 
 
 def _cost(finding: Finding) -> tuple[float, int]:
     return finding.impact or 0.0, finding.severity.rank
 
 
-def _where_time_goes(scoped: FactSet) -> str:
+def _where_time_goes(scoped: FactSet, said: Headlines) -> str:
     """'GPU busy 99 %, time goes to kernels led by flash_fwd_kernel (41 %)' for the phase's own facts."""
     gpus = scoped.rows("gpu_utilization") if "gpu_utilization" in scoped.results else []
     window = sum(g.get("window_ns") or 0 for g in gpus)
     if window <= 0:
-        return "no GPU work"
+        return said.say("phase_no_gpu_work")
     busy = sum(g.get("compute_busy_ns") or 0 for g in gpus) / window
     kernels = scoped.rows("kernel_occupancy") if "kernel_occupancy" in scoped.results else []
     lead = max(kernels, key=lambda k: k.get("total_ns") or 0, default=None)
-    text = f"GPU busy {fmt_ratio(busy, 0)}"
+    named = ""
     if lead is not None:
         name = lead.get("short_name") or lead.get("name")
-        text += (f", time goes to kernels led by {shorten(name, KERNEL_NAME_CHARS)} "
-                 f"({fmt_ratio(lead.get('kernel_time_share'), 0)})")
-    return text
+        named = said.say("phase_kernels", kernel=shorten(name, KERNEL_NAME_CHARS),
+                         share=fmt_ratio(lead.get("kernel_time_share"), 0))
+    return said.say("phase_busy", busy=fmt_ratio(busy, 0), kernels=named)
+
+
+def goal_words(goal: Goal, said: Headlines) -> str:
+    """'time to first token' for TTFT, as headlines.yaml words it (goal_ttft, goal_tpot)."""
+    return said.say(f"goal_{goal.lower()}")
 
 
 def lower_first(text: str) -> str:

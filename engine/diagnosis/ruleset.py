@@ -12,9 +12,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .config import Config, ConfigError, Setting
-from .rules import Rule
+from .rule_spec import Rule
 from ..facts.catalog import Fact, fact_param_range
-from ..model.report import ParamOverride
+from ..model.settings import ParamOverride
 from ..base.text import did_you_mean
 from ..base.units import PARAM_UNITS, describe_range, fmt_limit
 from ..base.vocabulary import Severity

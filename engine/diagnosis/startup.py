@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from ..facts.compute import FactSet
-from ..model.report import StartUp
+from ..model.measures import StartUp
 from ..base.units import fmt_bytes, fmt_duration, fmt_ratio
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..base.errors import InputError
-from ..model.report import Throughput
+from ..model.measures import Throughput
 
 
 def decode_row(steps: list[dict[str, Any]], tokens: int | None) -> dict[str, Any] | None:

@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..facts.compute import FactSet
-from ..model.report import BatchWhatIf, Finding, Throughput, WhatIf
+from ..pack.stacks import bundled_stacks
+from ..model.findings import Finding
+from ..model.measures import Throughput
+from ..model.whatif import BatchWhatIf, WhatIf
 from ..base.units import fmt_range, fmt_ratio, fmt_span, fmt_step
 from ..base.vocabulary import Kind, Severity
 
@@ -70,7 +73,7 @@ BATCH_TRANSFORMS = ("launch-gaps", "host-gaps")
 # ... and the run serves an LLM: a serving stack, steps in an inference phase, or output tokens given (--tokens).
 # Elsewhere (a stencil loop, a CNN) "batch" and "time per output token" mean nothing the profile can vouch for, so
 # only an explicit --what-if batch=N projects, in steps, not tokens.
-SERVING_STACKS = ("vllm", "sglang", "tensorrt-llm")
+SERVING_STACKS = bundled_stacks().serving_keys()  # `serving: true` in rules/vocabulary/stacks.yaml
 INFERENCE_PHASES = ("prefill", "decode")
 SMALL_BATCH = 4
 DEFAULT_BATCH = 8
@@ -292,7 +295,7 @@ def share_of(row: dict[str, Any] | None, impact_column: str | None) -> float | N
 def serves_llm(stack: str | None, facts: FactSet, tokens: int | None) -> bool:
     """Whether the run serves an LLM: a serving stack, steps in prefill or decode, or output tokens given."""
     steps = facts.rows("steps") if "steps" in facts.results else []
-    return (stack in SERVING_STACKS or bool(tokens)
+    return (stack in (facts.stacks or bundled_stacks()).serving_keys() or bool(tokens)
             or any(r.get("phase") in INFERENCE_PHASES and (r.get("step_count") or 0) > 0 for r in steps))
 
 

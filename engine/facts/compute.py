@@ -6,109 +6,29 @@ import csv
 import datetime
 import decimal
 import math
-import re
 import threading
 from collections.abc import Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import duckdb
 
 from ..pack.layout import bundled, FACTS_DIR
 from ..base.duck import insert_rows, scalar, sql_literal
-from .catalog import (
-    Fact,
-    FactError,
-    check_documented_columns,
-    check_rows,
-    load_facts,
-    materialize,
-    run_order,
-    table_columns,
-    team_sql_problem,
-    with_needs,
-)
+from .catalog import Fact, FactError, run_order, with_needs
+from .materialize import check_documented_columns, materialize, table_columns
+from .loading import load_facts
+from .team_sql import team_sql_problem
 from ..reading.canonical import VIEWS
-from ..reading.export import Export, empty_export
+from ..reading.export import Export
 from .compact import Compactor
 from ..pack.opclasses import OperationClasses, define_op_classes
+from ..pack.stacks import Stacks, bundled_stacks, define_stacks
+from .nvtx_patterns import default_phase_patterns, default_startup_patterns, default_step_patterns
+from ..pack.apinames import ApiNames, define_api_names
 from .parallel import run_facts, side_by_side
 from .scopes import bundled_from_run, compute_phase, per_phase_order, phases_to_judge
 from .window import steady_start, steady_window
 from ..base.timings import RUN, Timings, timed
-from ..base.text import did_you_mean
-
-# Default NVTX phase patterns (case-insensitive RE2 regular expressions on the range text; the first phase whose
-# pattern matches wins, so a range that names both is prefill). A phase word counts only as a whole word: what
-# surrounds it must be the start or end of the text or a non-letter (`_`, `:`, `@`, space, digit ...), so
-# `decode_step`, `forward_decode`, `LLM@decode_all` and `decode 12` are decode, while nvFuser's compiler ranges
-# `LoopNestGenerator` and `generateCudaKernel`, or a model's `LlamaDecoderLayer` (run in both phases), are not.
-# RE2's `\b` would not do: it treats `_` as part of a word. camelCase labels (`runDecodeStep`) need a `phases:`
-# pattern of their own.
-#   prefill: vLLM and SGLang name a prompt step prefill; SGLang calls a prefill batch `extend`
-#            (`ForwardMode.EXTEND`, ranges such as `forward_extend`); `prompt` is vLLM's older word for it.
-#   context / generation: TensorRT-LLM's names for the two phases ("context phase", "generation phase" in its
-#            documentation); alone these are common words (`create_context`, `code_generation`), so they count
-#            only as the whole range text or followed by phase/step/stage (`context_phase`, `generation step`).
-#   TensorRT-LLM's PyTorch executor labels each step `[Executor] _forward_step N: C ctx reqs, G gen reqs`
-#            (tensorrt_llm/_torch/pyexecutor/): a step with C > 0 carries prefill work, C = 0 is generation only.
-#   vLLM's torch-profiler traces label each step `execute_context_C(...)_generation_G(...)` (C prefill and G decode
-#            requests; `execute_N_context_...` with --profiler-config.detailed_trace_annotation): C > 0 carries
-#            prefill work, C = 0 with G > 0 is decode only.
-#   `generate` is deliberately no decode word: Hugging Face's `generate()` is the whole loop, prefill and every
-#            decode step, so a range named after it is not a step and would hide the prefill inside it.
-_WORD_START, _WORD_END = r"(^|[^a-z])", r"([^a-z]|$)"
-
-
-def _phase_words(words: str, phase_words: str) -> str:
-    """`words` as whole words, or `phase_words` as the whole text or followed by phase/step/stage."""
-    return (rf"{_WORD_START}({words}){_WORD_END}"
-            rf"|^\s*({phase_words})\s*$|{_WORD_START}({phase_words})[ _-]?(phase|step|stage)s?{_WORD_END}")
-
-
-DEFAULT_PHASE_PATTERNS: dict[str, str] = {
-    "prefill": r"(?i)" + _phase_words("prefill|prefilling|extend|prompt", "context")
-               + r"|(^|[^0-9])[1-9][0-9]* ctx req|^\s*execute_([0-9]+_)?context_[1-9][0-9]*\(",
-    "decode": r"(?i)" + _phase_words("decode|decoding", "generation") + r"|(^|[^0-9])0 ctx req"
-              + r"|^\s*execute_([0-9]+_)?context_0\(.*\)_generation_[1-9]",
-}
-
-# Default NVTX start-up patterns (case-insensitive RE2 on the range text): `load` for loading and initialising the
-# model (a text that opens with init/load/setup, or names the model, weights or checkpoint being loaded), `warmup`
-# for warm-up, compilation (torch.compile, autotuning) and CUDA-graph capture. Word edges keep `preload` or
-# `reload_cache` out, but a loop's own `load_batch` or `load_kv_cache` matches the text: what keeps the loop out is
-# that a start-up range counts only before the first kernel launched outside such ranges (rules/facts/startup.sql).
-DEFAULT_STARTUP_PATTERNS: dict[str, str] = {
-    "load": r"(?i)^[^a-z]*(init|initiali[sz]e|initiali[sz]ation|load|loading|setup|set_up)([^a-z]|$)"
-            r"|(^|[^a-z])(load|init|initiali[sz]e)[ _.-]?(model|weights?|checkpoint|engine|params)([^a-z]|$)"
-            r"|(^|[^a-z])model[ _.-]?(load|init|initiali[sz]ation)([^a-z]|$)",
-    "warmup": r"(?i)(^|[^a-z])(warm[ _-]?up|warming[ _-]?up|compile|compilation|autotun[a-z]*|profile[ _-]?run)"
-              r"([^a-z]|$)|(^|[^a-z])(cuda[ _-]?)?graph[ _-]?capture([^a-z]|$)"
-              r"|(^|[^a-z])capture[ _-]?(cuda[ _-]?)?graphs?([^a-z]|$)",
-}
-
-
-# Default NVTX step patterns (case-insensitive RE2 on the range text): ranges that mark one iteration of a serving
-# engine's loop. A range whose text matches a phase pattern is a step as well (a 'decode' range per decode step).
-#   vllm-v1: vLLM V1's model runner, run with VLLM_NVTX_SCOPES_FOR_PROFILING=1, wraps each step's model call in
-#            `gpu_model_runner: forward` (vllm/v1/worker/gpu_model_runner.py, record_function_or_nullcontext);
-#            its preprocess, postprocess and sample ranges belong to the same step, which the step period covers.
-#   execute_model: the worker method that runs one step in vLLM (V0 and V1), and a common label of wrappers.
-#   tensorrt-llm: TensorRT-LLM's PyTorch executor labels each step `[Executor] _forward_step N: C ctx reqs, G gen
-#            reqs` (tensorrt_llm/_torch/pyexecutor/).
-#   vllm-profiler: the step label of vLLM's torch-profiler traces, `execute_context_C(...)_generation_G(...)`.
-#   generic: a range named only step or iteration, optionally numbered and prefixed with engine/model/inference/
-#            serving/profiler (`step 12`, `engine_step`, `iteration #3`): PyTorch loops labelled with torch.cuda.nvtx,
-#            and torch.profiler's `ProfilerStep#N`, one per prof.step() call of a loop.
-# SGLang's batch ranges (`forward_extend`, `forward_decode`) name their phase, so the phase patterns find them.
-DEFAULT_STEP_PATTERNS: dict[str, str] = {
-    "vllm-v1": r"(?i)^\s*gpu_model_runner\s*:\s*forward\s*$",
-    "execute_model": r"(?i)(^|[^a-z_])execute_model([^a-z_]|$)",
-    "tensorrt-llm": r"(?i)(^|[^a-z])_?forward_step([^a-z]|$)",
-    "vllm-profiler": r"(?i)^\s*execute_([0-9]+_)?context_[0-9]+\(.*\)_generation_[0-9]+\(",
-    "generic": r"(?i)^\s*((engine|model|inference|serving|profiler)[ _-]?)?(step|iteration)[ _:#-]*[0-9]*\s*$",
-}
-
 
 @dataclass(frozen=True)
 class TeamLimits:
@@ -192,6 +112,8 @@ class FactSet:
     phases: dict[str, "FactSet"] = field(default_factory=dict)
     """The per-phase facts computed again over each inference phase (engine/facts/scopes.py), by phase name;
     empty when the run is judged whole."""
+    stacks: Stacks | None = None
+    """The software stacks the software_stack fact detected (engine/pack/stacks.py); None: the bundled ones."""
 
     def __getitem__(self, name: str) -> FactResult:
         return self.results[name]
@@ -239,8 +161,10 @@ def _clean(value: Any) -> Any:
 def _define_phases(con: Any, phase_patterns: dict[str, str] | None,
                    startup_patterns: dict[str, str] | None = None,
                    step_patterns: dict[str, str] | None = None,
-                   op_classes: OperationClasses | None = None) -> None:
-    patterns = phase_patterns if phase_patterns is not None else DEFAULT_PHASE_PATTERNS
+                   op_classes: OperationClasses | None = None, stacks: Stacks | None = None,
+                   api_names: ApiNames | None = None) -> None:
+    stacks = stacks or bundled_stacks()
+    patterns = phase_patterns if phase_patterns is not None else default_phase_patterns(stacks)
     con.execute("CREATE OR REPLACE TABLE _phase_patterns (phase VARCHAR, pattern VARCHAR, priority INTEGER)")
     insert_rows(con, "_phase_patterns", [(phase, pattern, i) for i, (phase, pattern) in enumerate(patterns.items())])
     # phase_of(text): the first configured phase whose pattern matches. Patterns are written into the macro
@@ -248,11 +172,15 @@ def _define_phases(con: Any, phase_patterns: dict[str, str] | None,
     _define_classifier(con, "phase_of", patterns)
     # startup_of(text): load, warmup (or NULL), the same way.
     _define_classifier(con, "startup_of", startup_patterns if startup_patterns is not None
-                       else DEFAULT_STARTUP_PATTERNS)
+                       else default_startup_patterns(stacks))
     # step_of(text): the name of the first step pattern that matches (or NULL), the same way.
-    _define_classifier(con, "step_of", step_patterns if step_patterns is not None else DEFAULT_STEP_PATTERNS)
+    _define_classifier(con, "step_of", step_patterns if step_patterns is not None else default_step_patterns(stacks))
     # op_class_of(name), gemm_precision_of(name): the operation classes (rules/vocabulary/operation_classes.yaml).
     define_op_classes(con, op_classes)
+    # stack_of_kernel/nvtx/process(name) and _stacks: the software stacks (rules/vocabulary/stacks.yaml).
+    define_stacks(con, stacks)
+    # _api_name_patterns: the CUDA API families (rules/vocabulary/api_names.yaml), read by _api_classes.sql alone.
+    define_api_names(con, api_names)
 
 
 def _define_classifier(con: Any, macro: str, patterns: dict[str, str]) -> None:
@@ -301,21 +229,25 @@ def compute_facts(export: Export, *, params: dict[str, float] | None = None,
                   progress: Callable[[str], None] | None = None, helpers: Collection[str] = (),
                   startup_patterns: dict[str, str] | None = None,
                   step_patterns: dict[str, str] | None = None,
-                  op_classes: OperationClasses | None = None, timings: Timings | None = None) -> FactSet:
+                  op_classes: OperationClasses | None = None, timings: Timings | None = None,
+                  stacks: Stacks | None = None, api_names: ApiNames | None = None) -> FactSet:
     """Compute `facts` (default: the bundled ones and those of `extra_fact_dirs`) over the export. The result
     holds the rows of every fact that is not a helper, and of the helpers named in `helpers`. The facts marked
     `-- @whole-capture` (the start-up) run first over the whole capture; when a start-up is followed by steady
     work, every other fact runs over the steady window after it (engine/facts/window.py). `op_classes`: the
-    operation classes (engine/pack/opclasses.py); None: the bundled ones. `timings`: record each fact's wall time,
-    rows and spill there (engine/base/timings.py)."""
+    operation classes (engine/pack/opclasses.py); None: the bundled ones. `stacks`: the software stacks
+    (engine/pack/stacks.py), kept on the result for detect_stack; None: the bundled ones. `api_names`: the CUDA API
+    families that define a launch and a sync (engine/pack/apinames.py); None: the bundled ones. `timings`: record each
+    fact's wall time, rows and spill there (engine/base/timings.py)."""
     facts = facts if facts is not None else load_facts(extra_fact_dirs)
     con = export.con
     if timings is not None:
         timings.sample(con)
-    _define_phases(con, phase_patterns, startup_patterns, step_patterns, op_classes)
+    stacks = stacks or bundled_stacks()
+    _define_phases(con, phase_patterns, startup_patterns, step_patterns, op_classes, stacks, api_names)
     _define_metric_names(con)
     compact = Compactor(con)
-    out = FactSet()
+    out = FactSet(stacks=stacks)
     ops = sum(export.count(v) for v in ("kernels", "graph_launches", "memcpys", "memsets") if v in export.views)
     ordered = _in_run_order(facts)
     bundled = [f for f in ordered if not f.team]
@@ -397,7 +329,7 @@ def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict
     for number, phase in enumerate(phases, 1):
         if progress:
             progress(f"computing the facts of phase {number}/{len(phases)} {phase}")
-        scoped = FactSet()
+        scoped = FactSet(stacks=out.stacks)
         found = compute_phase(con, phase, f"phase_{number}", ordered, params, _rows, workers, since_ns,
                               timings, compact)
         for fact in ordered:
@@ -440,100 +372,3 @@ def _rows(con: Any, fact: Fact) -> tuple[list[str], list[dict[str, Any]]]:
     cursor = con.execute(f'SELECT * FROM "{fact.name}"')
     columns = [d[0] for d in cursor.description]
     return columns, [{c: _clean(v) for c, v in zip(columns, row)} for row in cursor.fetchall()]
-
-
-def check_facts(facts: dict[str, Fact], limits: TeamLimits | None = None) -> list[str]:
-    """Compile every fact of `facts` (bundled and team) against the canonical schema and return one
-    `FILE:LINE:COL: message` per problem: SQL that does not compile (a typo in a column, table or function),
-    a declared `-- @column` the query does not return or a returned column no `-- @column` declares, and for
-    team facts what the run's sandbox and bounds would refuse (a shorter time limit by default) and the
-    `-- @check` tests their rows fail. The facts run in dependency order over an export whose canonical tables
-    are empty; facts that need a failed fact are not run."""
-    limits = limits or replace(TEAM_LIMITS, seconds=min(TEAM_LIMITS.seconds, 10.0))
-    with empty_export() as export:
-        _define_phases(export.con, None)
-        _define_metric_names(export.con)
-        return compile_facts(export.con, _in_run_order(facts), limits)
-
-
-def fact_column_types(facts: dict[str, Fact], names: Collection[str]) -> dict[str, list[tuple[str, str]]]:
-    """(column, DuckDB type) of each column of the facts `names`, compiled with the facts they need over an export
-    whose canonical tables are empty, as check_facts() compiles them; a fact that does not compile is left out."""
-    with empty_export() as export:
-        _define_phases(export.con, None)
-        _define_metric_names(export.con)
-        return compiled_columns(export.con, facts, names)
-
-
-def compiled_columns(con: Any, facts: dict[str, Fact], names: Collection[str]) -> dict[str, list[tuple[str, str]]]:
-    """Compile the facts `names` with the facts they need on `con`, which holds the (empty) tables they read, and
-    return (column, DuckDB type) of each that compiled; one that does not, and those that need it, are left out."""
-    compile_facts(con, _in_run_order({n: facts[n] for n in with_needs(facts, names)}))
-    out = {}
-    for name in names:
-        try:
-            out[name] = table_columns(con, name)
-        except duckdb.Error:
-            pass
-    return out
-
-
-def compile_facts(con: Any, ordered: list[Fact], limits: TeamLimits = TEAM_LIMITS) -> list[str]:
-    """Create each fact (in dependency order) on `con`, which holds the tables they read, and compare its
-    columns with its header: the problems as in check_facts()."""
-    errors: list[str] = []
-    failed: set[str] = set()
-    locked = False
-    for fact in ordered:
-        if fact.team and not locked:
-            _lock_for_team_facts(con, limits)
-            locked = True
-        if any(dep in failed for dep in fact.needs):
-            failed.add(fact.name)
-            continue
-        try:
-            if fact.team:
-                _materialize_bounded(con, fact, None, limits, readable={f.name for f in ordered}, keep_lines=True,
-                                     check_columns=False)
-            else:
-                materialize(con, fact, None, keep_lines=True, check_columns=False)
-        except FactError as exc:
-            errors.append(_compile_error(fact, exc))
-            failed.add(fact.name)
-            continue
-        errors += column_problems(fact, [name for name, _ in table_columns(con, fact.name)])
-        if fact.team and not fact.is_helper:
-            errors += [f"{fact.path}:{failure.check.line}:1: {failure.describe('an empty export')}"
-                       for failure in check_rows(fact, _rows(con, fact)[1])]
-    return errors
-
-
-_SQL_LOCATION = re.compile(r"^LINE (\d+):( ?)(.*)\n(\s*)\^", re.MULTILINE)
-
-
-def _compile_error(fact: Fact, exc: FactError) -> str:
-    """`FILE:LINE:COL: fact 'F' does not compile: ...`, the place taken from DuckDB's `LINE N:` and caret."""
-    if exc.detail is None:  # the sandbox, a time or size bound: the message says it all
-        return str(exc)
-    line, col = fact.line, 1
-    location = _SQL_LOCATION.search(exc.detail)
-    if location:
-        line = int(location[1])
-        col = max(1, len(location[4]) - len(f"LINE {location[1]}:{location[2]}") + 1)
-    message = " ".join(exc.detail[:location.start() if location else None].split())
-    return f"{fact.path}:{line}:{col}: fact {fact.name!r} does not compile: {message}"
-
-
-def column_problems(fact: Fact, returned: list[str]) -> list[str]:
-    """What differs between the `-- @column` lines of `fact` and the columns its query `returned`."""
-    declared = fact.column_names
-    problems = [f"{fact.path}:{c.line}:1: fact {fact.name!r} declares column {c.name!r}, which its query does "
-                f"not return{did_you_mean(c.name, [r for r in returned if r not in declared])}"
-                for c in fact.columns if c.name not in returned]
-    after = fact.columns[-1].line if fact.columns else fact.line
-    problems += [f"{fact.path}:{after}:1: fact {fact.name!r} returns column {name!r}, which no @column declares; "
-                 f"add `-- @column {name} DESCRIPTION`" for name in returned if name not in declared]
-    if not problems and returned != declared:
-        problems.append(f"{fact.path}:{fact.columns[0].line}:1: fact {fact.name!r} declares its columns in "
-                        f"another order than its query returns them: {', '.join(returned)}")
-    return problems

@@ -18,7 +18,8 @@ from typing import Any
 from ..pack.layout import bundled, CROSS_RANK_DIR
 from ..base.duck import insert_rows, offline_connection
 from .compute import FactResult, FactSet
-from .catalog import Fact, FactError, materialize, parse_fact, run_order
+from .catalog import Fact, FactError, parse_fact, run_order
+from .materialize import materialize
 
 # The input table: one row per rank, from that rank's own report. (name, SQL type, description)
 RANK_COLUMNS: tuple[tuple[str, str, str], ...] = (

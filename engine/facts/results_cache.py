@@ -30,20 +30,22 @@ from ..reading.export import Export
 from .catalog import Fact, render_sql
 from ..base.timings import Timings
 from ..pack.opclasses import OperationClasses, default_classes
+from ..pack.stacks import Stacks, bundled_stacks
+from ..pack.apinames import ApiNames, bundled_api_names
 from .compute import (
-    DEFAULT_PHASE_PATTERNS,
-    DEFAULT_STARTUP_PATTERNS,
-    DEFAULT_STEP_PATTERNS,
     METRIC_NAMES_FILE,
     FactResult,
     FactSet,
     compute_facts,
 )
+from .nvtx_patterns import default_phase_patterns, default_startup_patterns, default_step_patterns
 
 SUFFIX = store.FACTS_SUFFIX
 MAX_BYTES = 256 << 20  # a bigger file is not ours (the facts of 5 M kernels take well under a megabyte)
 # The code that turns fact SQL into rows: a change to any of it gives every entry a new key.
-_COMPUTING_CODE = ("catalog.py", "compute.py", "scopes.py", "results_cache.py", "opclasses.py")
+_COMPUTING_CODE = ("catalog.py", "materialize.py", "compute.py", "nvtx_patterns.py", "scopes.py", "results_cache.py")
+# ... and the pack code that turns the operation classes and the software stacks into SQL.
+_VOCABULARY_CODE = ("opclasses.py", "stacks.py", "apinames.py")
 
 
 @functools.lru_cache(maxsize=1)
@@ -52,24 +54,32 @@ def _code_digest() -> str:
     digest = hashlib.sha256()
     for name in _COMPUTING_CODE:
         digest.update(b"\0" + name.encode() + b"\0" + package.joinpath(name).read_bytes())
+    pack = importlib.resources.files("nsys_diagnose.pack")
+    for name in _VOCABULARY_CODE:
+        digest.update(b"\0" + name.encode() + b"\0" + pack.joinpath(name).read_bytes())
     digest.update(b"\0" + METRIC_NAMES_FILE.encode() + b"\0" + bundled(FACTS_DIR, METRIC_NAMES_FILE).read_bytes())
     return digest.hexdigest()
 
 
 def results_key(canonical_key: str, facts: dict[str, Fact], params: dict[str, float] | None,
                 phase_patterns: dict[str, str] | None, startup_patterns: dict[str, str] | None = None,
-                step_patterns: dict[str, str] | None = None, op_classes: OperationClasses | None = None) -> str:
+                step_patterns: dict[str, str] | None = None, op_classes: OperationClasses | None = None,
+                stacks: Stacks | None = None, api_names: ApiNames | None = None) -> str:
     """What the rows depend on: the canonical tables (their cache key: the profile's content, the tool and the
-    table format), every fact's SQL as it runs (parameters filled in) and header, the phase patterns and the
-    operation classes."""
+    table format), every fact's SQL as it runs (parameters filled in) and header, the phase patterns, the
+    operation classes, the software stacks (their detection and NVTX patterns) and the CUDA API families."""
+    stacks = stacks or bundled_stacks()
     described = {name: {"sql": render_sql(f, params), "team": f.team, "needs": f.needs, "requires": f.requires,
                         "columns": f.column_names, "materialized": f.materialized, "per_phase": f.per_phase}
                  for name, f in sorted(facts.items())}
     text = json.dumps({"code": _code_digest(), "canonical": canonical_key, "facts": described,
-                       "phases": phase_patterns if phase_patterns is not None else DEFAULT_PHASE_PATTERNS,
-                       "startup": startup_patterns if startup_patterns is not None else DEFAULT_STARTUP_PATTERNS,
-                       "steps": step_patterns if step_patterns is not None else DEFAULT_STEP_PATTERNS,
-                       "op_classes": (op_classes or default_classes()).key()},
+                       "phases": phase_patterns if phase_patterns is not None else default_phase_patterns(stacks),
+                       "startup": startup_patterns if startup_patterns is not None
+                       else default_startup_patterns(stacks),
+                       "steps": step_patterns if step_patterns is not None else default_step_patterns(stacks),
+                       "op_classes": (op_classes or default_classes()).key(),
+                       "stacks": stacks.key(),
+                       "api_names": (api_names or bundled_api_names()).key()},
                       sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -147,24 +157,29 @@ def facts_of(export: Export, *, facts: dict[str, Fact], params: dict[str, float]
              progress: Callable[[str], None] | None = None,
              startup_patterns: dict[str, str] | None = None,
              step_patterns: dict[str, str] | None = None,
-             op_classes: OperationClasses | None = None, timings: Timings | None = None) -> FactSet:
+             op_classes: OperationClasses | None = None, timings: Timings | None = None,
+             stacks: Stacks | None = None, api_names: ApiNames | None = None) -> FactSet:
     """compute_facts, or the rows an earlier run computed from the same cached tables with the same facts
     (`timings` then records that stage alone)."""
     if export.cache_file is None or not export.cache_key:
         return compute_facts(export, params=params, phase_patterns=phase_patterns, facts=facts, progress=progress,
                              startup_patterns=startup_patterns, step_patterns=step_patterns,
-                             op_classes=op_classes, timings=timings)
+                             op_classes=op_classes, timings=timings, stacks=stacks, api_names=api_names)
     path = entry_path(export.cache_file)
-    key = results_key(export.cache_key, facts, params, phase_patterns, startup_patterns, step_patterns, op_classes)
+    key = results_key(export.cache_key, facts, params, phase_patterns, startup_patterns, step_patterns, op_classes,
+                      stacks, api_names)
     with timings.stage("reuse the cached facts") if timings else contextlib.nullcontext():
         kept = load(path, key, facts) if export.cache_hit else None
     if kept is not None:
+        kept.stacks = stacks
+        for scoped in kept.phases.values():
+            scoped.stacks = stacks
         if progress:
             progress(f"reusing the facts computed from {export.cache_file.name}")
         return kept
     computed = compute_facts(export, params=params, phase_patterns=phase_patterns, facts=facts, progress=progress,
                              startup_patterns=startup_patterns, step_patterns=step_patterns,
-                             op_classes=op_classes, timings=timings)
+                             op_classes=op_classes, timings=timings, stacks=stacks, api_names=api_names)
     save(path, key, computed, stat_mode(export.cache_file))
     return computed
 

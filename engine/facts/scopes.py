@@ -19,7 +19,9 @@ from typing import Any, Callable, TypeVar
 from ..base.duck import sql_literal
 from ..reading.canonical import STORED, view_sql
 from .compact import Compactor
-from .catalog import Fact, load_facts, materialize, run_order, with_needs
+from .catalog import Fact, run_order, with_needs
+from .loading import load_facts
+from .materialize import materialize
 from .parallel import run_facts
 from .window import cut_predicate
 from ..base.timings import Timings, timed

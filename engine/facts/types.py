@@ -66,7 +66,7 @@ def column_types(facts: dict[str, Fact], names: Collection[str], *, cross_rank: 
         if cross_rank:
             found = _run_fact_types(facts, list(facts))
         else:
-            from .compute import fact_column_types
+            from .compile_check import fact_column_types
 
             found = fact_column_types(facts, list(facts))
         _CACHE[key] = {n: dict(columns) for n, columns in found.items()}
@@ -76,7 +76,7 @@ def column_types(facts: dict[str, Fact], names: Collection[str], *, cross_rank: 
 def _run_fact_types(facts: dict[str, Fact], names: Collection[str]) -> dict[str, list[tuple[str, str]]]:
     from .cross_rank import ranks_table_ddl
 
-    from .compute import compiled_columns
+    from .compile_check import compiled_columns
 
     con = offline_connection(threads=1)
     try:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .report import Document, MetricInfo, Model
+from .document import Document, Model
+from .metrics import MetricInfo
 from ..base.vocabulary import Severity
 
 COMPARISON_SCHEMA_VERSION = "1.3"

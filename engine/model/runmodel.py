@@ -12,7 +12,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .report import Document, Finding, Model, Number, ParamOverride, RuleOutcome, Verdict
+from .document import Document, Model, Number
+from .findings import Finding, RuleOutcome
+from .settings import ParamOverride
+from .verdict import Verdict
 from ..base.text import distinguishing_parts
 
 RUN_SCHEMA_VERSION = "1.0"

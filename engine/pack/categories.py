@@ -14,14 +14,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .layout import bundled, VOCABULARY_DIR
-from ..base.errors import DiagnoseError
+from ..base.errors import PackError
 from ..base.vocabulary import Kind
 from .yamlfile import SAFE_LOADER, error_position, error_problem
 
 CATEGORY_FILE = "categories.yaml"
 
 
-class CategoryError(DiagnoseError):
+class CategoryError(PackError):
     """A categories.yaml is broken; the message starts with file:line:col."""
 
 

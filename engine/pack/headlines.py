@@ -1,6 +1,6 @@
-"""The verdict headline's wording is data: rules/vocabulary/headlines.yaml, plus
- a headlines.yaml in a team's rule directory
-that overrides some of its sentences. A sentence is text with `{placeholder}`s that this module fills in; nothing
+"""The verdict's wording (its headline, the notes after it, the per-phase lines) is data:
+rules/vocabulary/headlines.yaml, plus a headlines.yaml in a team's rule directory that overrides some of its
+sentences. A sentence is text with `{placeholder}`s that this module fills in; nothing
 in the file runs or reads anything (the team-pack trust rules of docs/security.md)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from .layout import bundled, vocabulary_file, VOCABULARY_DIR
-from ..base.errors import DiagnoseError
+from ..base.errors import PackError
 from ..base.text import did_you_mean
 from .yamlfile import Positions, error_position, error_problem
 
@@ -33,6 +33,34 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {key: frozenset(names.split()) for key
     "healthy_kernels": "kernel share",
     "no_gpu_work": "notes",
     "gpu_bound": "utilization where overhead limit notes",
+    "gpu_bound_overhead": "title rule cost",
+    "gpu_bound_cost": "impact",
+    "goal_ttft": "",
+    "goal_tpot": "",
+    "also_on": "gpus",
+    "also_on_gpu": "gpu impact",
+    "list_and": "items last",
+    "unexplained_gaps": "ratio causes",
+    "idle_cause_share": "share cause",
+    "server_idle_serving": "share stretches how active",
+    "server_idle": "share stretches how active",
+    "server_idle_one": "",
+    "server_idle_many": "count",
+    "server_idle_os_wait": "count calls",
+    "server_idle_off_cpu": "count",
+    "phase_line": "phase bounds judgement size too_few",
+    "phase_line_bounds": "goal",
+    "phase_line_finding": "category cost title",
+    "phase_line_cost": "phase impact run_impact",
+    "phase_line_healthy": "where",
+    "phase_no_gpu_work": "",
+    "phase_busy": "busy kernels",
+    "phase_kernels": "kernel share",
+    "phase_size": "steps share",
+    "phase_size_no_steps": "share",
+    "phase_steps_one": "count",
+    "phase_steps_many": "count",
+    "phase_too_few": "",
     "run_finding": "title cost message",
     "run_cost": "impact",
     "run_no_ranks": "",
@@ -44,10 +72,14 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {key: frozenset(names.split()) for key
     "run_spread": "imbalance ranks",
     "run_no_kernels": "",
     "run_no_nccl": "count",
+    "run_rank_count_one": "count",
+    "run_rank_count_many": "count",
+    "run_rank_one": "ranks",
+    "run_rank_many": "ranks",
 }.items()}
 
 
-class HeadlineError(DiagnoseError):
+class HeadlineError(PackError):
     """A headlines.yaml is broken: each of `problems` starts with FILE:LINE:COL and says what to change (str() lists
     them, one per line)."""
 

@@ -17,7 +17,7 @@ import yaml
 
 from .layout import bundled, vocabulary_file, VOCABULARY_DIR
 from ..base.duck import sql_literal
-from ..base.errors import DiagnoseError
+from ..base.errors import PackError
 
 CLASSES_FILE = "operation_classes.yaml"
 # Classes that never come from a pattern: copies and memsets have tables of their own, `other` is what is left.
@@ -29,7 +29,7 @@ _CLASS_KEYS = {"name", "doc", "glue", "patterns"}
 _PRECISION_KEYS = {"name", "tensor_cores", "patterns"}
 
 
-class OpClassError(DiagnoseError):
+class OpClassError(PackError):
     """An operation_classes.yaml is broken; the message starts with the file and says what to change."""
 
 

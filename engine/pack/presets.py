@@ -14,10 +14,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .layout import bundled, PRESETS_DIR
+from .stacks import FLAGS_FILE, Stacks, bundled_stacks
 from ..base.errors import SetupError
 
 # Capture presets live beside the rules, in a directory of their own, and are no rules (engine/diagnosis/rules.py).
-FLAGS_FILE = "nsys-flags.yaml"
 FALLBACK = "cuda"  # a command no preset recognises
 
 
@@ -33,10 +33,11 @@ class FlagSpec(BaseModel):
 class Preset(BaseModel):
     model_config = ConfigDict(extra="forbid")
     preset: str
+    # Former names `--preset` still accepts (scripts written before the preset was named after its stack).
+    aliases: list[str] = Field(default_factory=list)
     title: str
     programs: list[str] = Field(default_factory=list)
     modules: list[str] = Field(default_factory=list)
-    stacks: list[str] = Field(default_factory=list)
     trace: list[str] = Field(min_length=1)
     flags: dict[str, str] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
@@ -99,6 +100,20 @@ def preset_names() -> list[str]:
     return list(load_presets())
 
 
+def preset_choices() -> list[str]:
+    """What `--preset` accepts: every preset's name, then the former names (aliases) still accepted."""
+    return preset_names() + [alias for p in load_presets().values() for alias in p.aliases]
+
+
+def resolve_preset(name: str) -> Preset:
+    """The preset named `name`, or the one that once had that name (`trtllm` is `tensorrt-llm`)."""
+    presets = load_presets()
+    found = presets.get(name) or next((p for p in presets.values() if name in p.aliases), None)
+    if found is None:
+        raise KeyError(name)
+    return found
+
+
 def _program(argv: list[str]) -> tuple[str, str | None]:
     """The program a command runs, past `env VAR=1`, and the module of `python -m MODULE`."""
     words = list(argv)
@@ -134,14 +149,15 @@ def guess_preset(argv: list[str]) -> tuple[str, str]:
     return FALLBACK, f"no preset recognises {program or 'the command'}"
 
 
-def preset_for_stack(lineage: Sequence[str]) -> Preset:
-    """The preset whose capture suits a diagnosed stack, given its lineage (engine/base/vocabulary.py STACKS: vllm,
-    pytorch), else the generic one."""
+def preset_for_stack(lineage: Sequence[str], stacks: Stacks | None = None) -> Preset:
+    """The preset whose capture suits a diagnosed stack, given its lineage (vllm, pytorch): the `preset` of the
+    first stack in it that rules/vocabulary/stacks.yaml (or a team's) lists, else the generic one."""
     presets = load_presets()
-    for stack in lineage:
-        found = next((p for p in presets.values() if stack in p.stacks), None)
-        if found is not None:
-            return found
+    stacks = stacks or bundled_stacks()
+    for key in lineage:
+        stack = stacks.get(key)
+        if stack is not None and stack.preset in presets:
+            return presets[stack.preset]
     return presets[FALLBACK]
 
 
@@ -158,8 +174,10 @@ def capture_line(lineage: Sequence[str], profile: str, switches: Sequence[str], 
     """The remediation step of a capture problem: the `diagnose profile` line that fixes it with the preset the
     capture ran with (`preset_name`, when `diagnose profile` made it), else the one of the profile's stack, and the
     raw nsys switches beside it."""
-    presets = load_presets()
-    preset = presets[preset_name] if preset_name in presets else preset_for_stack(lineage)
+    try:
+        preset = resolve_preset(preset_name) if preset_name else preset_for_stack(lineage)
+    except KeyError:
+        preset = preset_for_stack(lineage)
     options = [profile] if profile else []
     options += [f"--nsys-arg={s}" for s in switches if not preset_sets(preset, s)]
     line = " ".join(["diagnose profile", f"--preset {preset.preset}", *options, "-- <your command>"])

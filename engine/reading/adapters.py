@@ -5,17 +5,17 @@ two metadata-table names, legacy TARGET_INFO_GPU columns, columns added over the
 StringIds, pid/tid packed into globalTid, `_vNNNN` API suffixes, enum tables that may be absent (so the codes
 are written here), GPUs listed that did no work, graph-mode CUDA graphs.
 
-An adapter is a query whose columns carry the canonical names (`AS start_ns` ...): canonical.fill checks them
+An adapter is a query whose columns carry the canonical names (`AS start_ns` ...): canonical_fill.fill checks them
 against the table and inserts them by name. A column an export lacks reads as a typed NULL (or a default), so
-one query serves every version.
+one query serves every version. What the adapters are built from is in adapter_base.py, the StringIds
+in string_ids.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
-from ..base.duck import sql_literal
+from .adapter_base import Adapter, Source, _case, _columns, _gpu_place, _has_columns, _pid, _tid, _times
 
 # Enum codes, identical in every export that has the ENUM_* tables (2022.4 to 2026.2); older exports have no
 # ENUM tables, so the codes are written here (nsys-schema.md, "Enum codes").
@@ -33,8 +33,6 @@ NVTX_PUSH_POP, NVTX_START_END, NVTX_DOMAIN_CREATE = 59, 60, 75
 # OSRT_API eventClass (ENUM_NSYS_EVENT_CLASS): 27 is a call; 31 and 32 are the markers "OS runtime libraries
 # profiling started/finished", which are not calls.
 OSRT_CALL, OSRT_PROFILING_STARTED, OSRT_PROFILING_FINISHED = 27, 31, 32
-# globalTid / globalPid: tid in bits 0-23, pid in bits 24-47 (nsys-schema.md, "Pitfalls the reader handles")
-PID_MASK = 0xFFFFFF
 
 METADATA_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")  # renamed in 2023.3
 
@@ -61,71 +59,6 @@ MISSING_REASON = {
     "devices": "the export lists no GPU (no TARGET_INFO_GPU table)",
     "processes": "the export has no PROCESSES table",
 }
-
-
-@dataclass(frozen=True)
-class Source:
-    """The tables of the export and their columns."""
-
-    tables: dict[str, list[str]]
-
-    def has(self, table: str) -> bool:
-        return table in self.tables
-
-    def col(self, table: str, column: str, alias: str, default: str | None = None, type_: str = "BIGINT") -> str:
-        """`alias."column"` when the table has the column, else `default` (a NULL of `type_` when none)."""
-        if column in self.tables.get(table, ()):
-            return f'{alias}."{column}"'
-        return default if default is not None else f"NULL::{type_}"
-
-
-@dataclass(frozen=True)
-class Adapter:
-    """How one raw table (`reads`) fills the canonical `table`. `select` gets the name under which `reads` is to
-    be read (the attached table, or a lossy copy of it; see loader.py). `reads` is None when the query reads
-    nothing that may need that copy; `announce`: report the table in the progress messages."""
-
-    table: str
-    reads: str | None
-    select: Callable[[str], str]
-    announce: bool = True
-
-    @property
-    def name(self) -> str:
-        return f"{self.table} from {self.reads or 'the export'}"
-
-
-def _case(expr: str, mapping: dict[int, str], default: str) -> str:
-    whens = " ".join(f"WHEN {k} THEN {sql_literal(v)}" for k, v in mapping.items())
-    return f"(CASE {expr} {whens} ELSE {sql_literal(default)} END)"
-
-
-def _pid(expr: str) -> str:
-    return f"CAST(({expr} >> 24) & {PID_MASK} AS BIGINT)"
-
-
-def _tid(expr: str) -> str:
-    return f"CAST({expr} & {PID_MASK} AS BIGINT)"
-
-
-def _gpu_place(c: Callable[..., str]) -> str:
-    """The columns every GPU activity table has, named as canonical._GPU_PLACE."""
-    return (f"{c('deviceId')} AS device_id, {c('streamId')} AS stream_id, {_pid(c('globalPid'))} AS pid, "
-            f"{c('correlationId')} AS correlation_id")
-
-
-def _times(alias: str) -> str:
-    return f'{alias}.start AS start_ns, {alias}."end" AS end_ns, {alias}."end" - {alias}.start AS dur_ns'
-
-
-def _columns(source: Source, table: str, alias: str) -> Callable[..., str]:
-    return lambda name, default=None, type_="BIGINT": source.col(table, name, alias, default, type_)
-
-
-def _has_columns(source: Source, table: str, columns: tuple[str, ...]) -> bool:
-    """Whether the export has `table` with every one of `columns` (for the optional tables, which are left empty
-    rather than refused when they lack a column they cannot do without)."""
-    return source.has(table) and all(c in source.tables[table] for c in columns)
 
 
 # -- The adapters, one function per canonical table ----------------------------------------------------------
@@ -453,25 +386,3 @@ def empty_reason(table: str, adapters: list[Adapter]) -> str:
     if table == "osrt_calls":
         return "the OSRT_API table of the export holds no OS-runtime call"
     return f"the {adapters[0].reads} table of the export is empty"
-
-
-# -- Strings and the names the stored tables join back ------------------------------------------------------
-
-# A scratch table of StringIds; api_name is the string without an API version suffix (cudaLaunchKernel_v7000),
-# computed once per string rather than once per call.
-STRINGS_TABLE = "CREATE TABLE _strings (id BIGINT, value VARCHAR, api_name VARCHAR)"
-
-
-def strings_insert(src: str) -> str:
-    return (f"INSERT INTO _strings BY NAME SELECT id, value, regexp_replace(value, '_v[0-9]+$', '') AS api_name "
-            f"FROM {src}")
-
-
-KERNEL_NAMES = """
-    SELECT id, any_value(value) AS value FROM _strings
-    WHERE id IN (SELECT name_id FROM kernels UNION SELECT short_name_id FROM kernels)
-    GROUP BY id"""
-
-API_NAMES = """
-    SELECT id, any_value(api_name) AS name, any_value(value) AS value FROM _strings
-    WHERE id IN (SELECT DISTINCT name_id FROM api_calls) GROUP BY id"""

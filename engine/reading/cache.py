@@ -31,8 +31,8 @@ Trust (the cache is private to its user; see docs/security.md):
 - A cache is built in a private (0700) directory beside its final place and renamed into place complete; it
   gets the profile's read permission bits, so a private profile never gets a cache others can read.
 
-Every temporary directory and cache build directory carries the process id in its name; a later run removes
-those whose process is gone (a SIGKILL or a power cut cannot clean up after itself).
+The scratch space and DuckDB's settings are in workspace.py, the format of a cache in cache_format.py, the
+removal of what killed runs left behind in leftovers.py, the lasting progress messages in messages.py.
 """
 
 from __future__ import annotations
@@ -40,112 +40,20 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
-import importlib.resources
-import io
 import os
-import re
-import resource
 import secrets
 import shutil
 import stat
 import tempfile
-import time
-import tokenize
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
-
-from . import canonical
-from .canonical import database_ddl
-from ..base.duck import insert_rows, offline_connection, reraise_interrupt, sql_literal, sqlite_reader_connection
-from ..base.errors import DiagnoseError, SetupError
 from ..base.text import is_utf8, printable, shown_path
 
-# The code that decides what a cache holds, besides the canonical definitions: part of format_version().
-FILLING_CODE = ("adapters.py", "loader.py", "metadata.py", "kineto.py", "kineto_adapters.py", "kineto_file.py")
 CACHE_SUFFIX = ".nsys-diagnose.duckdb"
 FACTS_SUFFIX = ".facts.json"  # the computed facts kept beside a cache (engine/facts/results_cache.py)
 CACHE_DIR_ENV = "NSYS_DIAGNOSE_CACHE_DIR"
-MEMORY_LIMIT_ENV = "NSYS_DIAGNOSE_MEMORY_LIMIT"
-DEFAULT_MEMORY_LIMIT = "500MB"
-SCRATCH_PREFIX = "nsys-diagnose-"
 BUILD_PREFIX = ".nsys-diagnose-build-"
-LEFTOVER_AGE_S = 300          # a leftover younger than this may belong to a run that is just starting
 _NAME_BYTES = 120             # the profile's name kept in a cache file name (file names stop at 255 bytes)
-_LEFTOVER = re.compile(r"^(?:" + re.escape(SCRATCH_PREFIX) + r"|" + re.escape(BUILD_PREFIX) + r")(\d+)-")
-# Scratch directories of versions that did not put the process id in the name: no run lasts a day.
-_LEGACY_LEFTOVER = re.compile(r"^" + re.escape(SCRATCH_PREFIX) + r"[a-z0-9_]{8}$")
-LEGACY_LEFTOVER_AGE_S = 86_400
-# Below this address-space limit (ulimit -v) DuckDB cannot even load its SQLite extension: it aborts.
-MIN_ADDRESS_SPACE = 1 << 30
-
-
-class CacheWarning(str):
-    """A progress message saying that the cache cannot be used and what to do about it. It goes through the same
-    progress callback as the stages (a plain string to any caller that only collects them), but the command line
-    prints it once as a lasting warning line, on a terminal or not, where a stage is only shown on a terminal and
-    then erased (docs/performance.md)."""
-
-
-class Note(str):
-    """A progress message the user should read but that is no warning: a trace left out of a multi-rank run, the
-    rank of a run one trace is (engine/reading/ranks.py). Like a CacheWarning, the command line prints it once, as
-    a lasting `note:` line on standard error (a plain string to any caller that only collects the stages)."""
-
-
-def _size_bytes(text: str) -> float | None:
-    units = {"KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40, "KIB": 1 << 10, "MIB": 1 << 20,
-             "GIB": 1 << 30, "TIB": 1 << 40, "B": 1}
-    number = text.upper().rstrip("BITKMG ")
-    unit = text.upper()[len(number):].strip() or "B"
-    try:
-        return float(number) * units[unit]
-    except (ValueError, KeyError):
-        return None
-
-
-def address_space_limit() -> int | None:
-    """The soft address-space limit of this process (ulimit -v) in bytes, None when unlimited."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    return None if soft == resource.RLIM_INFINITY else soft
-
-
-def check_address_space() -> None:
-    """DuckDB aborts the process (no exception to catch) when it cannot reserve address space, so a limit too
-    small to work in is refused up front with one sentence."""
-    limit = address_space_limit()
-    if limit is not None and limit < MIN_ADDRESS_SPACE:
-        raise SetupError(f"the address-space limit of this shell (ulimit -v) is {limit >> 20} MiB, too small for "
-                         f"DuckDB to run in; raise it to at least {MIN_ADDRESS_SPACE >> 10} KiB "
-                         f"(`ulimit -v {MIN_ADDRESS_SPACE >> 10}` or `ulimit -v unlimited`).")
-
-
-def memory_limit(share: int = 1) -> str:
-    """DuckDB's memory limit for one diagnosis; `share` diagnoses running side by side (the ranks of a run)
-    split it. Set NSYS_DIAGNOSE_MEMORY_LIMIT (e.g. 4GB) to give DuckDB more or less. Under an address-space
-    limit (ulimit -v) DuckDB gets at most a third of it: the rest is for Python, threads and the libraries."""
-    text = (os.environ.get(MEMORY_LIMIT_ENV) or DEFAULT_MEMORY_LIMIT).strip()
-    total = _size_bytes(text)
-    if total is None:
-        return text  # DuckDB will say what is wrong with it
-    cap = address_space_limit()
-    if share <= 1 and (cap is None or total <= cap / 3):
-        return text
-    if cap is not None:
-        total = min(total, cap / 3)
-    return f"{max(int(total / share) >> 20, 256)}MB"
-
-
-class OutOfMemory(DiagnoseError):
-    """DuckDB hit its memory limit (or the machine ran out of memory)."""
-
-
-def out_of_memory_error(doing: str) -> OutOfMemory:
-    limit = (os.environ.get(MEMORY_LIMIT_ENV) or DEFAULT_MEMORY_LIMIT).strip()
-    return OutOfMemory(f"ran out of memory while {doing} (DuckDB's memory limit is {limit}); give it more with "
-                       f"{MEMORY_LIMIT_ENV}=4GB (or more), close other programs, or diagnose on a machine "
-                       f"with more memory.")
 
 
 # -- The cache directory and what in it is trusted -----------------------------------------------------------
@@ -440,74 +348,6 @@ def trusted_stat(st: os.stat_result) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
-@functools.lru_cache(maxsize=1)
-def expected_tables() -> dict[str, str]:
-    """The CREATE TABLE statement DuckDB records for every table of a canonical database of this version."""
-    con = offline_connection(threads=1)
-    try:
-        for ddl in database_ddl().values():
-            con.execute(ddl)
-        return dict(con.execute("SELECT table_name, sql FROM duckdb_tables()").fetchall())
-    finally:
-        con.close()
-
-
-def _code_tokens(source: bytes) -> str:
-    """Python source without its comments and layout: editing a comment does not change the format."""
-    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING}
-    return " ".join(t.string for t in tokenize.tokenize(io.BytesIO(source).readline) if t.type not in skip)
-
-
-@functools.lru_cache(maxsize=1)
-def format_version() -> str:
-    """The format of a cache: a digest of everything that decides its contents, the canonical tables and views
-    (canonical.definition_text) and the code that fills them (FILLING_CODE). Any change to either gives a new
-    format, so a cache of other contents is never reused and there is no version number to forget to bump."""
-    digest = hashlib.sha256(canonical.definition_text().encode())
-    package = importlib.resources.files(__package__)
-    for name in FILLING_CODE:
-        digest.update(b"\0" + name.encode() + b"\0" + _code_tokens(package.joinpath(name).read_bytes()).encode())
-    return digest.hexdigest()[:16]
-
-
-def foreign_objects(con: duckdb.DuckDBPyConnection, catalog: str) -> str | None:
-    """Why the attached database `catalog` is not a canonical database of this version, or None when it holds
-    exactly the expected tables. Only the catalog is read: nothing stored in it is executed."""
-    def names(sql: str) -> list[str]:
-        return [str(r[0]) for r in con.execute(sql, [catalog]).fetchall()]
-
-    extra = (names("SELECT view_name FROM duckdb_views() WHERE database_name = ? AND NOT internal")
-             + names("SELECT function_name FROM duckdb_functions() WHERE database_name = ?")
-             + names("SELECT sequence_name FROM duckdb_sequences() WHERE database_name = ?")
-             + names("SELECT type_name FROM duckdb_types() WHERE database_name = ? AND NOT internal")
-             + names("SELECT index_name FROM duckdb_indexes() WHERE database_name = ?")
-             + names("SELECT constraint_text FROM duckdb_constraints() WHERE database_name = ?")
-             + names("SELECT schema_name FROM duckdb_schemas() WHERE database_name = ? AND schema_name <> 'main' "
-                     "AND NOT internal"))
-    if extra:
-        return f"it holds objects a cache never has ({', '.join(sorted(extra)[:3])})"
-    found = dict(con.execute("SELECT table_name, sql FROM duckdb_tables() WHERE database_name = ?",
-                             [catalog]).fetchall())
-    if found != expected_tables():
-        return "its tables are not those this version writes"
-    return None
-
-
-def read_state(con: duckdb.DuckDBPyConnection, catalog: str) -> dict[str, str] | None:
-    """The key/value state saved with a canonical database, or None when it has none (not one of ours)."""
-    try:
-        return dict(con.execute(f'SELECT key, value FROM "{catalog}"._state').fetchall())
-    except duckdb.Error as exc:
-        reraise_interrupt(exc)
-        return None
-
-
-def write_state(con: duckdb.DuckDBPyConnection, catalog: str, state: dict[str, str]) -> None:
-    con.execute(f'DROP TABLE IF EXISTS "{catalog}"._state')
-    con.execute(database_ddl()["_state"].replace('TABLE "_state"', f'TABLE "{catalog}"."_state"'))
-    insert_rows(con, f'"{catalog}"._state', list(state.items()))
-
-
 def new_build_dir(final: Path) -> Path:
     """A private (0700) directory beside `final`, on the same file system so the finished cache is renamed
     into place atomically, and unreadable by others while it is being written."""
@@ -523,131 +363,3 @@ def publish(built: Path, final: Path, mode: int) -> None:
     """Give the finished cache its mode and rename it into place (a stale cache of ours is replaced)."""
     os.chmod(built, mode)
     os.replace(built, final)
-
-
-# -- Scratch space and DuckDB connections ---------------------------------------------------------------------
-
-@dataclass
-class Workspace:
-    """A private scratch directory, and the DuckDB connection where facts run once the canonical tables are
-    attached (`open_facts`). The connection that reads the SQLite export is a separate DuckDB instance
-    (`reader`): the facts' instance never loads the SQLite extension, whose table functions ignore
-    DuckDB's external-access switch."""
-
-    root: Path
-    threads: int | None = None
-    share: int = 1
-    _con: duckdb.DuckDBPyConnection | None = field(default=None, repr=False)
-
-    @classmethod
-    def create(cls, threads: int | None = None, share: int = 1) -> "Workspace":
-        if not is_utf8(tempfile.gettempdir()):
-            raise SetupError(f"the temporary directory {shown_path(tempfile.gettempdir())} has a name that is not "
-                             f"valid UTF-8, which DuckDB cannot open; point TMPDIR at another directory.")
-        return cls(Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")), threads, share)
-
-    @property
-    def con(self) -> duckdb.DuckDBPyConnection:
-        if self._con is None:
-            raise RuntimeError("the canonical tables are not attached yet")
-        return self._con
-
-    def reader(self) -> duckdb.DuckDBPyConnection:
-        """A DuckDB instance of its own, for reading the export into a canonical database (close it after)."""
-        con = sqlite_reader_connection(threads=self.threads)
-        try:
-            _configure(con, memory_limit(self.share), self.root / "spill")
-        except BaseException:
-            con.close()
-            raise
-        return con
-
-    def open_facts(self, canonical: Path) -> duckdb.DuckDBPyConnection:
-        """The facts' connection: an in-memory scratch database (spilling into the workspace) with `canonical`
-        attached read-only as `canon`, and external access disabled before anything of `canonical` is read."""
-        con = offline_connection(threads=self.threads)
-        try:
-            _configure(con, memory_limit(self.share), self.root / "spill")
-            paths = [str(canonical), str(canonical) + ".wal"]
-            con.execute(f"SET allowed_paths = [{', '.join(sql_literal(p) for p in paths)}]")
-            con.execute("SET enable_external_access = false")
-            con.execute(f"ATTACH {sql_literal(str(canonical))} AS canon (READ_ONLY)")
-        except BaseException:
-            con.close()
-            raise
-        self._con = con
-        return con
-
-    def close_facts(self) -> None:
-        if self._con is not None:
-            self._con.close()
-            self._con = None
-
-    def close(self) -> None:
-        try:
-            self.close_facts()
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _configure(con: duckdb.DuckDBPyConnection, memory: str, spill: Path) -> None:
-    con.execute(f"SET temp_directory = {sql_literal(str(spill))}")
-    try:
-        con.execute(f"SET memory_limit = {sql_literal(memory)}")
-    except duckdb.Error as exc:
-        reraise_interrupt(exc)
-        raise SetupError(f"{MEMORY_LIMIT_ENV}={os.environ.get(MEMORY_LIMIT_ENV)!r} is not a memory size "
-                         f"DuckDB accepts; use a size such as 4GB or 512MB.") from None
-    # Row order of the canonical tables carries no meaning (facts order explicitly); letting DuckDB
-    # insert in any order halves the time to copy a big table out of SQLite.
-    con.execute("SET preserve_insertion_order = false")
-
-
-# -- Leftovers of runs that were killed ---------------------------------------------------------------------
-
-def _process_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-def sweep_leftovers(directories: list[Path], now: float | None = None) -> list[Path]:
-    """Remove scratch and cache-build directories in `directories` that belong to this user, are older than
-    LEFTOVER_AGE_S and whose process is gone. Returns what was removed."""
-    now = time.time() if now is None else now
-    removed: list[Path] = []
-    for d in directories:
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        for entry in entries:
-            m = _LEFTOVER.match(entry.name)
-            legacy = m is None and _LEGACY_LEFTOVER.match(entry.name) is not None
-            if not (m or legacy) or (m and int(m.group(1)) == os.getpid()):
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            age = LEGACY_LEFTOVER_AGE_S if legacy else LEFTOVER_AGE_S
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or now - st.st_mtime < age:
-                continue
-            if legacy or (m is not None and _process_gone(int(m.group(1)))):
-                shutil.rmtree(entry.path, ignore_errors=True)
-                removed.append(Path(entry.path))
-    return removed
-
-
-_SWEPT: set[str] = set()
-
-
-def sweep_once(*directories: Path | None) -> None:
-    """sweep_leftovers over the temporary directory and the given cache directories, once per process each."""
-    todo = [Path(d) for d in (Path(tempfile.gettempdir()), *directories) if d is not None and str(d) not in _SWEPT]
-    _SWEPT.update(str(d) for d in todo)
-    sweep_leftovers(todo)

@@ -1,21 +1,17 @@
 """The canonical tables every later stage reads: stable names, unit-suffixed columns, decoded values.
 
 Whatever nsys version wrote the export, these tables have exactly these columns and types. They are filled only
-through `fill`, which checks every adapter query against them by column name and type. The column reference in
-engine/reading/nsys-schema.md is generated from these definitions; regenerate it with
+through `fill` (canonical_fill.py), which checks every adapter query against them by column name and type. The
+column reference in engine/reading/nsys-schema.md is generated from these definitions (canonical_doc.py);
+regenerate it with
 
-    python -m nsys_diagnose.reading.canonical --update engine/reading/nsys-schema.md
+    python -m nsys_diagnose.reading.canonical_doc --update engine/reading/nsys-schema.md
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-import duckdb
 
 
 @dataclass(frozen=True)
@@ -60,7 +56,6 @@ _GPU_PLACE = (
     _c("pid", "BIGINT", "Process id, decoded from globalPid."),
     _c("correlation_id", "BIGINT", "Links the GPU activity to the API call that issued it (same pid)."),
 )
-
 VIEWS: dict[str, View] = {
     v.name: v
     for v in (
@@ -245,8 +240,6 @@ VIEWS: dict[str, View] = {
 }
 
 
-# -- How the canonical tables are stored ------------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class Stored:
     """How a canonical view is kept in the database when it differs from its columns: `derived` columns are
@@ -273,7 +266,6 @@ STORED = {
                               "WHEN n.value LIKE 'cuda%' THEN 'runtime' ELSE 'driver' END"},
         joins="LEFT JOIN {catalog}.api_names n ON n.id = t.name_id"),
 }
-
 # Tables of a canonical database besides the views: the names the stored views join back, and the state
 # (fingerprint of the profile, what was learned about it) saved with a cache.
 SIDE_TABLES: dict[str, View] = {
@@ -362,126 +354,6 @@ def stored_rows(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[
 
 
 def definition_text() -> str:
-    """Everything that decides the shape of a canonical database: part of the cache format (see cache.py)."""
+    """Everything that decides the shape of a canonical database: part of the cache format (see cache_format.py)."""
     return "\n".join([*database_ddl().values(), *(view_sql(v, "canon") for v in VIEWS)])
 
-
-# -- Filling a table by name ------------------------------------------------------------------------------------
-
-class AdapterMismatch(Exception):
-    """An adapter's query does not produce the columns of the canonical table it fills: a bug in nsys-diagnose,
-    never a problem of the profile."""
-
-
-_INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-             "UBIGINT", "UHUGEINT"}
-
-
-def _family(type_: str) -> str:
-    t = type_.upper()
-    if t in _INTEGERS:
-        return "integer"
-    if t in ("FLOAT", "DOUBLE") or t.startswith("DECIMAL"):
-        return "number"
-    return t
-
-
-def compatible(column_type: str, found_type: str) -> bool:
-    """Whether a value of `found_type` belongs in a column of `column_type`: same kind (integer, number, text,
-    boolean ...); a narrower or wider integer is fine, and an integer fits a floating-point column. DuckDB types a
-    bare NULL as INTEGER, so an adapter writes a NULL for a text column as NULL::VARCHAR."""
-    want, got = _family(column_type), _family(found_type)
-    return got == want or got == "NULL" or (want == "number" and got == "integer")
-
-
-def mismatches(table: str, found: list[tuple[str, str]]) -> list[str]:
-    """What is wrong with a query whose columns are `found` (name, type) for filling `table`; empty when nothing."""
-    expected = {c.name: c for c in stored_columns(table)}
-    names = [name for name, _ in found]
-    problems = [f"column {name!r} appears {names.count(name)} times" for name in dict.fromkeys(names)
-                if names.count(name) > 1]
-    problems += [f"column {name!r} is missing" for name in expected if name not in names]
-    problems += [f"column {name!r} is not a column of the table" for name in dict.fromkeys(names)
-                 if name not in expected]
-    problems += [f"column {name!r} is {type_}, which does not fit its {expected[name].type}"
-                 for name, type_ in found if name in expected and not compatible(expected[name].type, type_)]
-    return problems
-
-
-def check_columns(table: str, adapter: str, found: list[tuple[str, str]]) -> None:
-    problems = mismatches(table, found)
-    if problems:
-        raise AdapterMismatch(f"adapter {adapter!r} does not match canonical table {table!r}: "
-                              f"{'; '.join(problems)}")
-
-
-def fill(con: duckdb.DuckDBPyConnection, table: str, adapter: str, select: str) -> None:
-    """Insert the rows of `select` into the canonical table `table` by column name, once the query's columns
-    are checked against the table's (AdapterMismatch names the adapter and the column otherwise)."""
-    found = [(str(r[0]), str(r[1])) for r in con.execute(f"DESCRIBE {select}").fetchall()]
-    check_columns(table, adapter, found)
-    con.execute(f'INSERT INTO "{table}" BY NAME {select}')
-
-
-# -- Documentation ----------------------------------------------------------------------------------------------
-
-BEGIN_MARKER = "<!-- BEGIN canonical-tables: generated from engine/reading/canonical.py, do not edit by hand -->"
-END_MARKER = "<!-- END canonical-tables -->"
-UPDATE_COMMAND = "python -m nsys_diagnose.reading.canonical --update engine/reading/nsys-schema.md"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _columns_table(columns: tuple[Column, ...]) -> list[str]:
-    lines = ["| Column | Type | Unit | Description |", "|---|---|---|---|"]
-    lines += [f"| `{c.name}` | {c.type} | {_cell(c.unit) or '–'} | {_cell(c.doc)} |" for c in columns]
-    return lines
-
-
-def markdown() -> str:
-    """The reference of every canonical view and stored table, between the markers."""
-    lines = [BEGIN_MARKER, ""]
-    for view in VIEWS.values():
-        lines += [f"#### `{view.name}`", "", _cell(view.doc), "", *_columns_table(view.columns), ""]
-        stored = STORED.get(view.name)
-        if stored is not None:
-            derived = ", ".join(f"`{name}`" for name in stored.derived)
-            extra = ", ".join(f"`{c.name}` {c.type}" for c in stored.extra)
-            lines += [f"Stored without {derived}, which the view computes; stored with {extra} instead.", ""]
-    lines += ["#### Stored side tables", "", "| Table | Columns | Holds |", "|---|---|---|"]
-    lines += [f"| `{t.name}` | {', '.join(f'`{c.name}` {c.type}' for c in t.columns)} | {_cell(t.doc)} |"
-              for t in SIDE_TABLES.values()]
-    lines += ["", END_MARKER]
-    return "\n".join(lines) + "\n"
-
-
-def replace_section(text: str, section: str) -> str:
-    """`text` with the part from BEGIN_MARKER to END_MARKER (and its line end) replaced by `section`."""
-    start, end = text.index(BEGIN_MARKER), text.index(END_MARKER)
-    return text[:start] + section + text[end + len(END_MARKER):].removeprefix("\n")
-
-
-def committed_section(text: str) -> str:
-    start, end = text.index(BEGIN_MARKER), text.index(END_MARKER)
-    return text[start:end + len(END_MARKER)] + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nsys_diagnose.reading.canonical",
-                                     description="Print or update the generated reference of the canonical tables.")
-    what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--markdown", action="store_true", help="print the generated section")
-    what.add_argument("--update", metavar="FILE", type=Path, help="rewrite the generated section of FILE in place")
-    args = parser.parse_args(argv)
-    if args.markdown:
-        sys.stdout.write(markdown())
-        return 0
-    text = args.update.read_text(encoding="utf-8")
-    args.update.write_text(replace_section(text, markdown()), encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -15,7 +15,9 @@ from typing import Any, Callable
 import duckdb
 
 from . import cache as store
-from .cache import Workspace
+from . import cache_format, leftovers
+from .messages import CacheWarning
+from .workspace import Workspace, check_address_space
 from .canonical import VIEWS, database_ddl, stored_rows, view_sql
 from .inputs import (DiskFullError, check_nsys_export, check_profile_path, convert_report, describe_sqlite_failure,
                      is_report, is_trace, source_columns, unreadable)
@@ -85,18 +87,18 @@ def open_export(path: str | os.PathLike, *, threads: int | None = None, progress
     .nsys-rep is converted with `nsys export` (when nsys is on PATH) into the scratch directory. Every
     temporary file goes when the export is closed, on failure, on Ctrl-C and on SIGTERM/SIGHUP."""
     p = check_profile_path(path)
-    store.check_address_space()
+    check_address_space()
     say = progress or (lambda _stage: None)
     directory, why_not = store.usable_cache_dir(cache_dir) if cache else (None, None)
     if why_not:
-        say(store.CacheWarning(f"reading the export without a cache: {why_not}"))
-    store.sweep_once(directory)
+        say(CacheWarning(f"reading the export without a cache: {why_not}"))
+    leftovers.sweep_once(directory)
     try:
         return _open(p, threads, say, directory, share, opened)
     except DiskFullError:
         if directory is None:
             raise
-        say(store.CacheWarning(f"reading the export without a cache: there is no space left for it in {directory}; "
+        say(CacheWarning(f"reading the export without a cache: there is no space left for it in {directory}; "
                                f"free some, or choose another directory with --cache-dir or {store.CACHE_DIR_ENV}"))
         return _open(p, threads, say, None, share, opened)
 
@@ -205,12 +207,12 @@ def _cache_file(p: Path, profile: ProfileFile, directory: Path | None, say: Prog
         say(f"{p.name} has {profile.live}: reading it afresh, without a cache")
         return None
     if store.cache_secret(directory) is None:
-        say(store.CacheWarning(f"reading the export without a cache: {store.key_problem(directory)}"))
+        say(CacheWarning(f"reading the export without a cache: {store.key_problem(directory)}"))
         return None
     final = store.cache_path(p, directory)
     if final is not None and os.path.lexists(final) and not store.trusted_cache_file(final):
         if not store.own_unsafe_file(final):
-            say(store.CacheWarning(f"reading the export without a cache: {store.cache_file_problem(final)}"))
+            say(CacheWarning(f"reading the export without a cache: {store.cache_file_problem(final)}"))
             return None
         # This user's, but others may write it: never read (_open reuses only a trusted file), and replaced
         # atomically by the cache built now (store.publish), so caching is not lost for good.
@@ -221,7 +223,7 @@ def _cache_file(p: Path, profile: ProfileFile, directory: Path | None, say: Prog
 def _cache_key(profile: ProfileFile) -> str:
     from ..base.version import tool_version
 
-    return json.dumps({"format": store.format_version(), "tool": tool_version(), "duckdb": duckdb.__version__,
+    return json.dumps({"format": cache_format.format_version(), "tool": tool_version(), "duckdb": duckdb.__version__,
                        **profile.fingerprint()}, sort_keys=True)
 
 
@@ -235,9 +237,9 @@ def _reuse(workspace: Workspace, cache_file: Path,
         workspace.close_facts()
         return None  # damaged, foreign or locked by a writer: build afresh
     try:
-        if store.foreign_objects(con, "canon") is not None:
+        if cache_format.foreign_objects(con, "canon") is not None:
             raise ValueError("foreign")
-        state = store.read_state(con, "canon")
+        state = cache_format.read_state(con, "canon")
         key = _cache_key(profile)
         if state is None or state.get("fingerprint") != key or \
                 not store.sealed(key, state.get("seal"), cache_file.parent):
@@ -297,7 +299,7 @@ def _build_canonical(workspace: Workspace, target: Path, p: Path, profile: Profi
         profile.check_unchanged()
         info.path = shown_path(p)
         key = _cache_key(profile) if cached else ""
-        store.write_state(con, "canon", {"fingerprint": key,
+        cache_format.write_state(con, "canon", {"fingerprint": key,
                                          "seal": (store.seal(key, cache_dir) if cache_dir is not None else None) or "",
                                          "info": json.dumps(asdict(info)),
                                          "views": json.dumps({k: asdict(v) for k, v in views.items()})})

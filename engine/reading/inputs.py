@@ -17,7 +17,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .cache import CACHE_DIR_ENV, out_of_memory_error
+from .cache import CACHE_DIR_ENV
+from .workspace import out_of_memory_error
 from .kineto_file import sniff
 from ..base.duck import is_out_of_memory
 from ..base.errors import DiagnoseError, InputError
@@ -41,7 +42,7 @@ NSYS_MARKERS = (
 # place would not fail but answer wrongly (kernels without deviceId belong to no GPU: "0 kernels, GPU idle").
 # Every nsys version from 2021 (nvhpc 21.2) to 2026.2 writes all of them (nsys-schema.md; checked on every export
 # of the real-export corpus); the columns nsys added or renamed over the years (graphId, greenContextId, mangledName,
-# srcKind ...) are not listed and degrade to NULL through adapters.Source.col.
+# srcKind ...) are not listed and degrade to NULL through adapter_base.Source.col.
 _GPU_ACTIVITY = ("start", "end", "deviceId", "streamId", "globalPid", "correlationId")
 REQUIRED_COLUMNS = {
     "StringIds": ("id", "value"),

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import duckdb
 
 from . import kineto_adapters as kadapt
-from .adapters import Adapter, Source
+from .adapter_base import Adapter, Source
 from .kineto_file import KINETO_CATEGORIES, KINETO_KEYS, SplitTrace
 from .loader import TIME_LIMIT_NS, Loader, ViewStatus
 from .metadata import ProfileInfo

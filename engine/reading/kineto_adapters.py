@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Callable
 
 from . import adapters as nsys_adapters
-from .adapters import Adapter, Source, devices_select
+from .adapter_base import Adapter, Source
+from .adapters import devices_select
 
 # The launching process of GPU work: a trace is one process's, and its GPU events carry the device, not the pid.
 _GPU_PID = "coalesce(l.pid, (SELECT pid FROM _host))"

@@ -1,5 +1,5 @@
 """Fill the canonical tables of the current DuckDB database from an export attached as `src`, running the
-adapters (adapters.py) through canonical.fill.
+adapters (adapters.py) through canonical_fill.fill.
 
 The needed columns of the big tables are copied once into native DuckDB tables, so facts that scan them
 several times never go back to SQLite. Text that DuckDB's SQLite scanner rejects (invalid UTF-8, BLOBs in a
@@ -16,8 +16,10 @@ from typing import Callable
 import duckdb
 
 from . import adapters as adapt
-from .adapters import Adapter, Source
-from .canonical import fill, stored_ddl
+from .adapter_base import Adapter, Source
+from . import string_ids
+from .canonical import stored_ddl
+from .canonical_fill import fill
 from .inputs import sqlite_uri, unreadable
 from .metadata import ProfileInfo, read_metadata, read_window_and_graph_mode, write_profile_info
 from ..base.duck import one_row, reraise_interrupt, scalar
@@ -77,9 +79,9 @@ class Loader:
         return self.info, self.views
 
     def _strings(self) -> None:
-        self.con.execute(adapt.STRINGS_TABLE)
+        self.con.execute(string_ids.STRINGS_TABLE)
         if self.source.has("StringIds"):
-            self._read("StringIds", lambda t: self.con.execute(adapt.strings_insert(t)))
+            self._read("StringIds", lambda t: self.con.execute(string_ids.strings_insert(t)))
 
     def _fill_table(self, table: str) -> None:
         self.con.execute(stored_ddl(table))
@@ -96,9 +98,9 @@ class Loader:
             self._drop_impossible_times(table)
         # Millions of kernels and API calls share a few hundred names: the names are kept once (canonical.STORED).
         if table == "kernels":
-            fill(self.con, "kernel_names", "kernel_names from StringIds", adapt.KERNEL_NAMES)
+            fill(self.con, "kernel_names", "kernel_names from StringIds", string_ids.KERNEL_NAMES)
         elif table == "api_calls" and adapters:
-            fill(self.con, "api_names", "api_names from StringIds", adapt.API_NAMES)
+            fill(self.con, "api_names", "api_names from StringIds", string_ids.API_NAMES)
         rows = scalar(self.con, f'SELECT count(*) FROM "{table}"') if adapters else 0
         self.views[table] = ViewStatus(rows, None if rows else self._empty_reason(table, adapters))
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 import duckdb
 
 from ..base.duck import insert_rows, one_row, scalar
-from .adapters import METADATA_TABLES, Source
+from .adapter_base import Source
+from .adapters import METADATA_TABLES
 from .canonical import VIEWS
 
 

@@ -31,26 +31,25 @@ process, hence one rank, profiled twice); traces, captures that started within t
 and, in their distributedInfo, one `world_size` and no rank twice.
 A criterion a profile does not record (older nsys, a .nsys-rep not yet converted, a trace of a PyTorch without
 distributedInfo) is not judged for that profile.
+
+The head of a trace is read by trace_head.py; what each profile records about its capture, and the check
+that the profiles are one run, are in rank_identity.py.
 """
 
 from __future__ import annotations
 
-import codecs
 import os
 import re
-import sqlite3
-import zlib
-from datetime import datetime, timezone
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Literal
 
 from ..base.errors import InputError
-from .cache import Note
-from .inputs import check_profile_path, is_report, is_trace, sqlite_uri
-from .kineto_file import GZIP_MAGIC, KINETO_CATEGORIES, KINETO_KEYS, array_end, NeedMore, parse_head
+from .messages import Note
+from .inputs import check_profile_path, is_trace
+from .rank_identity import RankIdentity, RankInput, check_one_run, read_identity
+from .trace_head import holds_trace
 
 EXPORT_SUFFIXES = (".sqlite", ".nsys-rep")
 # The names the profilers give their traces: torch.profiler's tensorboard_trace_handler and vLLM
@@ -66,12 +65,6 @@ RANK_PATTERNS: tuple[re.Pattern[str], ...] = (
 MAX_RANK = 1 << 20  # no job has this many ranks: a larger number in a file name is a time stamp or a process id
 Numbering = Literal["file names", "sorted order", "distributedInfo"]
 Say = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class RankInput:
-    rank: int
-    path: Path
 
 
 def _stem(path: Path) -> str:
@@ -174,184 +167,6 @@ def _not_a_file(path: Path) -> str:
     if path.is_char_device() or path.is_block_device():
         return "a device"
     return "not a regular file"
-
-
-# --- PyTorch-profiler traces: what their head (and, where needed, the rest) says ---------------------------------
-_HEAD_BYTES = 1 << 20   # Kineto writes its header keys before traceEvents (output_json.cpp, handleTraceStart): small
-_TAIL_BYTES = 1 << 20   # the keys older Kineto wrote after the events (distributedInfo, traceName)
-_READ = 1 << 20
-# An event of GPU activity (libkineto/src/ActivityType.cpp, toString; the capitalised names of old Kineto): the
-# categories kineto.py reads GPU work from.
-_GPU_EVENT = re.compile(rb'"cat"\s*:\s*"(?:kernel|gpu_memcpy|gpu_memset|cuda_runtime|cuda_driver|Kernel|Memcpy|Memset|'
-                        rb'Runtime)"')
-_CATEGORY = re.compile(rb'"cat"\s*:\s*"([A-Za-z_]{1,40})"')
-_TIMESTAMP = re.compile(rb'"ts"\s*:\s*(\d{1,20}(?:\.\d{1,9})?)[\s,}]')
-_EPOCH_2001_NS = 10**18  # an absolute time stamp (Unix epoch) is beyond it, a relative one far below
-_OVERLAP = 64           # a GPU event's "cat" split between two reads is still found
-
-
-class _Decompressed:
-    """The bytes of a trace, gunzipped when it is gzip, in reads of about _READ bytes (a gzip of a huge trace
-    never inflates at once). A damaged or cut gzip just ends early: `complete` is then False, and what is wrong
-    with it is for the diagnosis to say."""
-
-    def __init__(self, fh: BinaryIO) -> None:
-        self.fh = fh
-        self.complete = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        first = self.fh.read(_READ)
-        if not first.startswith(GZIP_MAGIC):
-            while first:
-                yield first
-                first = self.fh.read(_READ)
-            self.complete = True
-            return
-        inflate, data = zlib.decompressobj(16 + zlib.MAX_WBITS), first
-        while True:
-            try:
-                out = inflate.decompress(data, _READ)
-            except zlib.error:
-                return
-            data = inflate.unconsumed_tail
-            if out:
-                yield out
-            if inflate.eof:
-                data = inflate.unused_data or self.fh.read(_READ)
-                if not data:
-                    self.complete = True
-                    return
-                if not data.startswith(GZIP_MAGIC[:len(data)]):
-                    return  # something after the gzip: not a trace as the profiler writes it
-                inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)  # the next member of a multi-member gzip
-            elif not data and len(out) < _READ:
-                data = self.fh.read(_READ)
-                if not data:
-                    return  # the gzip ends before its end: cut short
-
-
-@dataclass(frozen=True)
-class TraceHead:
-    """What a Chrome trace says about itself without being parsed whole."""
-
-    header: dict[str, Any] = field(default_factory=dict)
-    """Its top-level keys before traceEvents, and those after it when the whole trace was read."""
-    events: bool = False
-    """It is a JSON object with a traceEvents list."""
-    kineto: bool = False
-    """A top-level key or an event category (among the first events) that only the PyTorch profiler writes."""
-    gpu: bool | None = None
-    """GPU activity (a kernel, copy, memset or CUDA call) seen: True; the whole trace read without one: False;
-    not looked for, or the trace could not be read to its end: None."""
-    first_ts_us: float | None = None
-    """The earliest time stamp (above 0) among the events of the head, in the trace's microseconds."""
-
-    @property
-    def start_ns(self) -> int | None:
-        """When the capture started, about (its earliest event of the head), in Unix-epoch nanoseconds: the trace's
-        time stamps count from its baseTimeNanoseconds since PyTorch 2.4, from the Unix epoch before that
-        (pytorch/kineto, output_json.cpp, transToRelativeTime)."""
-        if self.first_ts_us is None:
-            return None
-        base = self.header.get("baseTimeNanoseconds")
-        if isinstance(base, int) and not isinstance(base, bool) and base > 0:
-            return base + round(self.first_ts_us * 1000)
-        absolute = round(self.first_ts_us * 1000)
-        return absolute if absolute > _EPOCH_2001_NS else None
-
-    @property
-    def distributed(self) -> dict[str, Any]:
-        info = self.header.get("distributedInfo")
-        return info if isinstance(info, dict) else {}
-
-    @property
-    def rank(self) -> int | None:
-        return _whole_number(self.distributed.get("rank"))
-
-    @property
-    def world_size(self) -> int | None:
-        return _whole_number(self.distributed.get("world_size"))
-
-
-def _whole_number(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int) and value >= 0:
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    return None
-
-
-def read_trace_head(path: Path, *, whole: bool = False) -> TraceHead:
-    """The head of the trace at `path` (gzipped or not): its top-level keys before traceEvents, and whether it is
-    a PyTorch-profiler trace. With `whole`, a trace whose head records no rank in its distributedInfo is read to
-    its end, in bounded memory, for the keys after its events and for GPU activity (a trace that records its rank
-    is a worker of a distributed run: read no further). Never raises: what it cannot tell is left unknown."""
-    try:
-        with open(path, "rb") as fh:
-            return _read_trace_head(_Decompressed(fh), whole)
-    except (OSError, ValueError, RecursionError):
-        return TraceHead()
-
-
-def _read_trace_head(stream: _Decompressed, whole: bool) -> TraceHead:
-    decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")  # one character per stray byte
-    chunks = iter(stream)
-    seen, text = b"", ""
-    header: dict[str, Any] = {}
-    start: int | None = None
-    for chunk in chunks:
-        seen += chunk
-        text += decoder.decode(chunk)
-        try:
-            header, start = parse_head(text, final=False)
-            break
-        except NeedMore:
-            if len(seen) > _HEAD_BYTES:
-                return TraceHead()
-        except ValueError:
-            return TraceHead()
-    else:
-        try:
-            header, start = parse_head(text + decoder.decode(b"", final=True), final=True)
-        except (ValueError, NeedMore):
-            return TraceHead()
-    if start is None:
-        return TraceHead(header=header)
-    events = seen[len(text[:start].encode("utf-8", "surrogateescape")):]
-    categories = {c.decode() for c in _CATEGORY.findall(events[:_HEAD_BYTES])}
-    kineto = any(k in header for k in KINETO_KEYS) or bool(categories & KINETO_CATEGORIES)
-    gpu: bool | None = True if _GPU_EVENT.search(events) else None
-    first = min((t for t in map(float, _TIMESTAMP.findall(events[:_HEAD_BYTES])) if t > 0), default=None)
-    if not whole or TraceHead(header).rank is not None:
-        return TraceHead(header, True, kineto, gpu, first)
-    tail = events[-(_TAIL_BYTES + _OVERLAP):]
-    for chunk in chunks:
-        if gpu is None and _GPU_EVENT.search(tail[-_OVERLAP:] + chunk):
-            gpu = True
-        tail = (tail + chunk)[-(_TAIL_BYTES + _OVERLAP):]
-    if not stream.complete:
-        return TraceHead(header, True, kineto, gpu, first)
-    after = _keys_after_events(tail)
-    return TraceHead({**header, **after}, True, kineto or any(k in after for k in KINETO_KEYS),
-                     gpu if gpu is not None else False, first)
-
-
-def _keys_after_events(tail: bytes) -> dict[str, Any]:
-    """The top-level keys that follow the events in `tail`, the last bytes of a trace (kineto_file.array_end)."""
-    skip = 0
-    while skip < min(len(tail), 3) and tail[skip] & 0xC0 == 0x80:  # start on a character, not inside one
-        skip += 1
-    found = array_end(tail[skip:])
-    return found[1] if found is not None else {}
-
-
-def holds_trace(path: Path) -> bool:
-    """Whether `path` (a regular file) begins like a PyTorch-profiler trace: a JSON object, plain or gzipped,
-    with a traceEvents list and a top-level key or an early event category only Kineto writes."""
-    head = read_trace_head(path)
-    return head.events and head.kineto
 
 
 def _check_distinct_files(paths: Sequence[Path]) -> None:
@@ -491,122 +306,3 @@ def _with_gpu_activity(paths: list[Path], identities: Mapping[Path, "RankIdentit
                "process beside its workers' traces")
         say(Note(f"{p} is left out of the run: {why}"))
     return kept
-
-
-# The ranks of one job are launched together (torchrun, srun, mpirun start every rank's `nsys profile` within
-# seconds); five minutes leaves room for a staggered launcher and still tells apart runs of different jobs.
-SESSION_START_TOLERANCE_NS = 300 * 10**9
-INDEPENDENT = ("these look like independent profiles, not the ranks of one run: diagnose each on its own, or all "
-               "of them with `diagnose batch` (one row per profile, no cross-rank comparison)")
-
-
-@dataclass(frozen=True)
-class RankIdentity:
-    """What an export or a trace records about the capture it came from (None / empty when it does not say)."""
-
-    nsys_version: str | None = None
-    session_start_ns: int | None = None      # TARGET_INFO_SESSION_START_TIME.utcEpochNs (wall clock, UTC); of a
-    #                                          trace, the time of its earliest event in its head (TraceHead.start_ns)
-    cuda_pids: frozenset[int] = frozenset()  # processes with a CUDA context
-    gpu_uuids: frozenset[str] = frozenset()  # the GPUs of the machine (TARGET_INFO_GPU lists idle ones too)
-    source_format: Literal["nsys", "kineto"] = "nsys"  # an nsys export, or a PyTorch-profiler (Kineto) trace
-    rank: int | None = None                  # a trace's distributedInfo: its rank and the run's world size
-    world_size: int | None = None
-    gpu_activity: bool | None = None         # False: a trace read whole without any GPU activity
-    kineto: bool = True                      # False: JSON with traceEvents that no PyTorch profiler wrote
-
-
-def _query(con: sqlite3.Connection, sql: str) -> list[tuple]:
-    try:
-        return con.execute(sql).fetchall()
-    except sqlite3.Error:  # a table or column this nsys version does not write
-        return []
-
-
-def read_identity(path: Path, *, whole: bool = False) -> RankIdentity:
-    """The identity of one export, read with SQLite from a few small metadata tables; an unconverted report,
-    or a file SQLite cannot open here (the diagnosis then says why), records nothing. A trace's comes from its
-    head, and with `whole`, when that records no rank, from the whole trace (read_trace_head)."""
-    if is_report(path):
-        return RankIdentity()
-    if is_trace(path):
-        head = read_trace_head(path, whole=whole)
-        return RankIdentity(session_start_ns=head.start_ns, source_format="kineto", rank=head.rank,
-                            world_size=head.world_size, gpu_activity=head.gpu, kineto=head.kineto or not head.events)
-    try:
-        # immutable: no lock, no -shm or -wal file is created beside a WAL-mode export (these metadata tables are
-        # written once by `nsys export`, so a write-ahead log the reading would miss holds none of them).
-        con = sqlite3.connect(sqlite_uri(str(path)) + "&immutable=1", uri=True)
-    except sqlite3.Error:
-        return RankIdentity()
-    try:
-        version = None
-        for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-            rows = _query(con, f"SELECT value FROM {table} WHERE name = 'EXPORT_PRODUCT_VERSION'")
-            if rows and rows[0][0]:
-                version = str(rows[0][0])
-                break
-        start = _query(con, "SELECT min(utcEpochNs) FROM TARGET_INFO_SESSION_START_TIME")
-        pids = {r[0] for t in ("TARGET_INFO_CUDA_CONTEXT_INFO", "TARGET_INFO_CUDA_NULL_STREAM")
-                for r in _query(con, f"SELECT DISTINCT processId FROM {t}") if isinstance(r[0], int)}
-        uuids = {str(r[0]) for r in _query(con, "SELECT DISTINCT uuid FROM TARGET_INFO_GPU") if r[0]}
-    finally:
-        con.close()
-    session = start[0][0] if start and isinstance(start[0][0], int) else None
-    return RankIdentity(version, session, frozenset(pids), frozenset(uuids))
-
-
-def _utc(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _span(ns: int) -> str:
-    seconds = ns / 1e9
-    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
-        if seconds >= 2 * size:
-            return f"{seconds / size:.0f} {unit}"
-    return f"{seconds:.0f} s"
-
-
-def check_one_run(inputs: Sequence[RankInput], identities: Mapping[Path, RankIdentity] | None = None) -> None:
-    """Refuse profiles that cannot be the ranks of one run (see the module docstring), naming two that differ.
-    `identities`: those already read (read_identity), by path."""
-    known = identities or {}
-    ids = [(r.path, known.get(r.path) or read_identity(r.path)) for r in inputs]
-    sizes = [(p, i.world_size) for p, i in ids if i.world_size is not None]
-    for p, size in sizes[1:]:
-        if size != sizes[0][1]:
-            raise InputError(f"{sizes[0][0]} records a run of {sizes[0][1]} ranks and {p} one of {size} (the "
-                             f"world_size of their distributedInfo); {INDEPENDENT}.")
-    ranked = [p for p, i in ids if i.rank is not None and i.world_size is not None and i.world_size > 1]
-    unranked = [p for p, i in ids if i.rank is None]
-    if ranked and unranked:
-        raise InputError(f"{ranked[0]} records its rank of a distributed run (its distributedInfo) and {unranked[0]} "
-                         f"records none, so they are not two ranks of one run: a trace of another program, or of a "
-                         f"process that is no rank (vLLM's API server); {INDEPENDENT}.")
-    by_rank: dict[int, Path] = {}
-    for p, i in ids:
-        if i.rank is not None and i.rank in by_rank:
-            raise InputError(f"{by_rank[i.rank]} and {p} both record rank {i.rank} in their distributedInfo, so "
-                             f"they are not two ranks of one run: one rank captured twice (each start of the "
-                             f"profiler writes a new trace per worker) or traces of two runs; give one trace per "
-                             f"rank, all of one capture.")
-        if i.rank is not None:
-            by_rank[i.rank] = p
-    versions = [(p, i.nsys_version) for p, i in ids if i.nsys_version]
-    for p, version in versions[1:]:
-        if version != versions[0][1]:
-            raise InputError(f"{versions[0][0]} was recorded by nsys {versions[0][1]} and {p} by nsys {version}; "
-                             f"{INDEPENDENT}.")
-    starts = sorted(((i.session_start_ns, str(p)) for p, i in ids if i.session_start_ns is not None))
-    if len(starts) > 1 and starts[-1][0] - starts[0][0] > SESSION_START_TOLERANCE_NS:
-        (first, first_path), (last, last_path) = starts[0], starts[-1]
-        raise InputError(f"the capture of {first_path} started at {_utc(first)} and that of {last_path} at "
-                         f"{_utc(last)}, {_span(last - first)} later (the ranks of one run start within "
-                         f"{SESSION_START_TOLERANCE_NS // 60_000_000_000} minutes of each other); {INDEPENDENT}.")
-    for n, (a, ia) in enumerate(ids):
-        for b, ib in ids[n + 1:]:
-            shared = sorted(ia.cuda_pids & ib.cuda_pids)
-            if shared and ia.gpu_uuids & ib.gpu_uuids:
-                raise InputError(f"{a} and {b} both hold process {shared[0]} on one machine (the same GPUs), so "
-                                 f"they are one process profiled twice, not two ranks; {INDEPENDENT}.")

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..base.vocabulary import WINDOW_PARTS
-from ..model.report import GpuWindow, WindowShare
+from ..model.measures import GpuWindow, WindowShare
 
 
 def window_breakdown(rows: Sequence[Mapping[str, Any]]) -> list[GpuWindow]:

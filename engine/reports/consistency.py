@@ -23,7 +23,7 @@ import html
 from collections.abc import Collection
 
 from ..pack.categories import load_categories
-from ..diagnosis.evaluate import BUSY_GPU, BUSY_GPU_OVERHEAD
+from ..diagnosis.verdict import BUSY_GPU, BUSY_GPU_OVERHEAD
 from ..diagnosis.merge import NEGLIGIBLE
 from ..diagnosis.whatif import MIN_GAIN, MIN_STEPS
 from ..model.report import Report

@@ -9,12 +9,12 @@ import importlib.resources
 import re
 import textwrap
 from collections.abc import Callable, Sequence
-from itertools import groupby
 
 import jinja2
 import markupsafe
 
-from ..model.report import MetricRow
+from ..model.metrics import MetricRow
+from .views import metric_cells, matched_texts, section_view
 from ..base.text import distinct_short_names, md_inline, plural, shorten, strip_controls, term
 from ..base.units import column_unit, fmt_bytes, fmt_duration, fmt_number, fmt_ratio, fmt_value
 
@@ -62,27 +62,6 @@ def para(text: object, indent: int = 2, max_lines: int | None = None, hang: int 
     return "\n".join(lines)
 
 
-class MetricCell:
-    """Adjacent key-metric rows of one group shown together: 'Gap mean / median  8.9 µs / 9.6 µs'."""
-
-    def __init__(self, rows: Sequence[MetricRow]):
-        first = rows[0]
-        self.rows = list(rows)
-        self.label = first.group or first.label
-        self.short_label = first.group or first.short_label
-        self.doc = "; ".join(r.doc for r in rows if r.doc)
-        self.display = " / ".join(r.display for r in rows)
-        self.past = any(r.past for r in rows)
-        self.judged = [r for r in rows if r.threshold is not None]
-
-
-def metric_cells(rows: Sequence[MetricRow]) -> list[MetricCell]:
-    cells: list[MetricCell] = []
-    for _, members in groupby(rows, key=lambda r: r.group or f"\0{r.key}"):
-        cells.append(MetricCell(list(members)))
-    return cells
-
-
 def metric_grid(rows: Sequence[MetricRow], paint: Paint, columns: int = 2, indent: int = 2) -> str:
     """The key metrics as aligned 'label  value' cells, `columns` to a line; a line that would be wider than the
     terminal gets one cell per line. Values past their threshold are red when colour is on."""
@@ -110,6 +89,11 @@ def metric_grid(rows: Sequence[MetricRow], paint: Paint, columns: int = 2, inden
     return "\n".join(out)
 
 
+def bar_width(share: float | None, width: float) -> float:
+    """The length of a share's bar `width` long, to a tenth."""
+    return round((share or 0) * width, 1)
+
+
 def templates_dir() -> str:
     return str(importlib.resources.files("nsys_diagnose.templates"))
 
@@ -125,6 +109,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
                        term=term, shorten=shorten, para=para,
                        percent=lambda v: "n/a" if v is None else f"{float(v):.1f} %", code_spans=code_spans,
                        value=lambda v, col: fmt_value(v, column_unit(col)), plural=plural,
-                       distinct_names=distinct_short_names)
-    env.globals.update(metric_cells=metric_cells, metric_grid=metric_grid)
+                       distinct_names=distinct_short_names, bar_width=bar_width)
+    env.globals.update(metric_cells=metric_cells, metric_grid=metric_grid, matched_texts_of=matched_texts,
+                       section_view=section_view)
     return env

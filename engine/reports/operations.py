@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..base.units import fmt_ratio
-from ..model.report import ClassShare, OperationBreakdown
+from ..model.measures import ClassShare, OperationBreakdown
 
 # The terminal line names the classes down to this share of the GPU's time, at most _LINE_CLASSES of them.
 _LINE_MIN_SHARE = 0.01
@@ -50,18 +50,3 @@ def operation_breakdown(run_rows: Sequence[Mapping[str, Any]],
     if phase_rows:
         return [b for phase, rows in phase_rows.items() for b in _breakdowns(rows, phase, multi_gpu)]
     return _breakdowns(run_rows, None, multi_gpu)
-
-
-def pivot(breakdowns: Sequence[OperationBreakdown]) -> dict[str, Any]:
-    """The breakdowns as one table: a column per breakdown (phase and GPU), a row per class in the order they
-    first appear, and None in a cell whose breakdown lacks the class (a phase or GPU that ran none of it)."""
-    order: list[str] = []
-    for b in breakdowns:
-        order.extend(c.op_class for c in b.classes if c.op_class not in order)
-    multi_gpu = len({b.device_id for b in breakdowns}) > 1
-    columns = [" · ".join([b.phase or "Run", *([f"GPU {b.device_id}"] if multi_gpu else [])]) for b in breakdowns]
-    cells = [{c.op_class: c for c in b.classes} for b in breakdowns]
-    rows = [{"op_class": name, "cells": [by_class.get(name) for by_class in cells]} for name in order]
-    unclassified = list(dict.fromkeys(k["name"] for b in breakdowns for c in b.classes if c.op_class == "other"
-                                      for k in c.top_kernels))
-    return {"columns": columns, "rows": rows, "unclassified": unclassified}

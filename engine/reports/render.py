@@ -3,6 +3,11 @@ Comparison, as terminal text, GitHub Markdown, self-contained HTML or JSON.
 
 Each kind of report has one template per format, reports/templates/{report,run,compare}.{txt,md,html}.j2, built
 from the shared parts in _parts.{txt,md,html}.j2 and _charts.html.j2. JSON is the model dump (schemas: schema.py).
+
+What the templates show is decided here, before they run, by the views step: views.py (severity styles, the
+tables with explicit missing cells, the finding the verdict leads with, the profile's header, a comparison's
+gates), textviews.py (the terminal's composed lines for one plan) and svgviews.py (where the charts' text and
+axes go). The templates loop over those values and print them.
 """
 
 from __future__ import annotations
@@ -11,25 +16,23 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import groupby
 from typing import Any
 
-from . import charts, operations, sections, steps, timeline
+from . import charts, sections, steps, svgviews, textviews, timeline, views
 from ..model.comparemodel import Comparison
 from .environment import TERMINAL_WIDTH, environment, painter
-from ..model.report import Document, Report
+from ..model.document import Document
+from ..model.report import Report
 from ..model.runmodel import RunReport
-from ..base.vocabulary import Severity
 
 FORMATS = ("terminal", "md", "html", "json")
 GITHUB_COMMENT_LIMIT = 65_536
 TERMINAL_LINES = 48  # a single profile's terminal summary fits one screen: TERMINAL_LINES x TERMINAL_WIDTH
-SEVERITY_COLOUR = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _EXTENSIONS = {"terminal": "txt", "md": "md", "html": "html"}
 _TRUNCATED = "\n\n_Report truncated to fit GitHub's comment limit; see the JSON or HTML report for everything._\n"
 _CUT_TO_SCREEN = "  … cut to fit the screen: --format md or html shows everything."
 
-Context = Callable[[Any, str], dict[str, Any]]
+Context = Callable[[Any, str, dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -44,38 +47,36 @@ class _Kind:
     screen: bool = False
 
 
-def _skipped_groups(report: Report) -> list[tuple[str, list[str]]]:
-    """Skipped rules grouped by reason: several rules usually miss the same table."""
-    ordered = sorted(report.skipped, key=lambda s: (s.reason or "", s.rule))
-    return [(reason, [s.rule for s in group]) for reason, group in groupby(ordered, key=lambda s: s.reason or "")]
-
-
-def _report_context(report: Report, fmt: str) -> dict[str, Any]:
-    context = steps.as_context(report)
+def _report_context(report: Report, fmt: str, plan: dict[str, Any]) -> dict[str, Any]:
+    context = {**steps.as_context(report), **views.report_view(report)}
     if fmt == "terminal":
-        fired = dict.fromkeys([*(f.rule for f in report.findings), *(r for f in report.findings for r in f.agrees),
-                               *(a.rule for a in report.also_checked)])
-        return {**context, "skipped_groups": _skipped_groups(report), "fired_rules": list(fired)}
+        return {**context, **textviews.report_lines(report, context["step_rows"], context["no_steps"], plan)}
     if fmt in sections.FORMATS:
         context.update(sections=sections.registry(fmt), tables=sections.tables(report.facts, fmt))
     if fmt == "html":
-        return {**context, "ch": charts.charts(report), "excerpt": timeline.excerpt(report)}
+        kineto = report.profile.source_format == "kineto"
+        context.update(ch=svgviews.report_charts(charts.charts(report)),
+                       excerpt=svgviews.excerpt(timeline.excerpt(report), kineto))
     if fmt == "md":
-        return {**context, "strip": timeline.text_strip(report),
-                "operations_pivot": operations.pivot(report.operations)}
+        context.update(strip=svgviews.text_strip(timeline.text_strip(report)))
     return context
 
 
-def _run_context(run: RunReport, fmt: str) -> dict[str, Any]:
+def _run_context(run: RunReport, fmt: str, plan: dict[str, Any]) -> dict[str, Any]:
+    context = views.run_view(run)
     if fmt == "terminal":
-        return {"versions": sorted({r.nsys_version for r in run.ranks if r.nsys_version})}
+        context.update(overrides_line=textviews.overrides_line(run.overrides),
+                       listed_findings=[textviews.finding_lines(f) for f in run.findings])
     if fmt == "html":
-        return {"bars": charts.rank_bars(run)}
-    return {}
+        context.update(bars=svgviews.rank_bars(charts.rank_bars(run)))
+    return context
 
 
-def _compare_context(comparison: Comparison, fmt: str) -> dict[str, Any]:
-    return {"chart": charts.compare_timeline(comparison.timeline)} if fmt == "html" else {}
+def _compare_context(comparison: Comparison, fmt: str, plan: dict[str, Any]) -> dict[str, Any]:
+    context = views.comparison_view(comparison)
+    if fmt == "html":
+        context.update(chart=svgviews.compare_timeline(charts.compare_timeline(comparison.timeline)))
+    return context
 
 
 _KINDS: dict[type, _Kind] = {
@@ -125,7 +126,8 @@ def _kind(doc: Document) -> _Kind:
 def _render(doc: Document, kind: _Kind, fmt: str, plan: dict[str, Any], **extra: Any) -> str:
     env = environment(autoescape=fmt == "html")
     template = env.get_template(f"{kind.template}.{_EXTENSIONS[fmt]}.j2")
-    return template.render(r=doc, sev_colour=SEVERITY_COLOUR, **kind.context(doc, fmt), **plan, **extra)
+    return template.render(r=doc, severities=views.SEVERITIES, assessments=views.SHOWN_ASSESSMENTS,
+                           **kind.context(doc, fmt, plan), **plan, **extra)
 
 
 def _terminal(doc: Document, kind: _Kind, colour: bool) -> str:

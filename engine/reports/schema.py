@@ -25,7 +25,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..model.comparemodel import COMPARISON_SCHEMA_VERSION, Comparison
-from ..facts.catalog import Fact, load_facts, reported_facts
+from ..facts.catalog import Fact, reported_facts
+from ..facts.loading import load_facts
 from ..facts.cross_rank import load_run_facts
 from ..model.report import REPORT_SCHEMA_VERSION, Report
 from ..model.runmodel import RUN_SCHEMA_VERSION, RunReport

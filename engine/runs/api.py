@@ -9,23 +9,30 @@ from typing import Any, Callable
 
 from ..diagnosis.config import Config, ConfigError, split_config
 from ..base.duck import reraise_interrupt
-from ..diagnosis.evaluate import evaluate, idle_cause_rules, verdict
+from ..diagnosis.evaluate import evaluate
+from ..diagnosis.verdict import idle_cause_rules, verdict
 from ..pack.headlines import Headlines, load_headlines
 from ..diagnosis.merge import fold_restatements, merge_agreeing, merge_gpus, set_aside_negligible
 from ..diagnosis.phases import judge_phases
 from ..diagnosis.stacks import detect_stack
 from ..facts.compute import FactSet
+from ..pack.apinames import ApiNames, load_api_names
+from ..pack.stacks import Stacks, load_stacks
 from ..pack.opclasses import OperationClasses, load_operation_classes
 from ..facts.results_cache import facts_of
-from ..facts.catalog import Fact, FactError, FactOverflowError, load_facts, reported_facts
+from ..facts.catalog import Fact, FactError, FactOverflowError, reported_facts
+from ..facts.loading import load_facts
 from ..base.errors import InputError
 from ..base.timings import Timings
 from ..base.version import tool_version
-from ..model.report import Device, Finding, ProfileSummary, Report, StackInfo, StartUp
+from ..model.findings import Finding
+from ..model.measures import StartUp
+from ..model.report import Device, ProfileSummary, Report, StackInfo
 from ..reports.breakdown import window_breakdown
 from ..reports.operations import operation_breakdown
 from ..reports.metrics import key_metric_rows, rule_thresholds
-from ..diagnosis.rules import Rule, load_rules
+from ..diagnosis.rule_spec import Rule
+from ..diagnosis.rules import load_rules
 from ..diagnosis.ruleset import RuleSet
 from ..reading.export import Export, open_export, prefetch_profile
 from ..reading.profile_file import ProfileFile
@@ -48,6 +55,10 @@ class Pack:
     """The cross-rank rules (`scope: run`) of a multi-rank run."""
     op_classes: OperationClasses
     headlines: Headlines
+    stacks: Stacks
+    """The software stacks: the bundled ones with each team directory's vocabulary/stacks.yaml applied."""
+    api_names: ApiNames
+    """The CUDA API families (what counts as a launch, a sync ...), extended by each team's api_names.yaml."""
     ruleset: RuleSet
     """The profile rules with their settings in force, and every non-default setting (fact params included)."""
     run_ruleset: RuleSet
@@ -57,8 +68,9 @@ class Pack:
 
 
 def load_pack(config: Config | None = None) -> Pack:
-    """Load and check everything a diagnosis needs besides the export. Raises a ConfigError, RuleError, FactError,
-    OpClassError or HeadlineError: one sentence for the whole run, never one per profile or rank."""
+    """Load and check everything a diagnosis needs besides the export: the bundled pack with each team directory
+    laid over it. Raises a PackError (a broken rule, fact or vocabulary file) or a ConfigError: one sentence for the
+    whole run, never one per profile or rank."""
     config = config or Config()
     fact_defs, rules = load_rule_set(config)
     # A configuration shared with multi-rank runs may tune cross-rank rules: one profile ignores those settings,
@@ -67,6 +79,7 @@ def load_pack(config: Config | None = None) -> Pack:
     everything = RuleSet.from_config({**rules, **run_rules}, config, fact_defs)
     return Pack(facts=fact_defs, rules=rules, run_rules=run_rules,
                 op_classes=load_operation_classes(config.rule_dirs), headlines=load_headlines(config.rule_dirs),
+                stacks=load_stacks(config.rule_dirs), api_names=load_api_names(config.rule_dirs),
                 ruleset=everything.only(rules), run_ruleset=everything.only(run_rules, fact_settings=False),
                 config=split_config(config, set(run_rules))[0])
 
@@ -114,7 +127,7 @@ def build_report(export: Export, facts: FactSet, pack: Pack, tokens: int | None 
     report = Report(
         tool_version=tool_version(), profile=profile_summary(export, stack),
         verdict=verdict(evaluation, facts, blocking, idle_cause_rules(rules), pack.headlines,
-                        {r.spec.category for r in rules.values() if r.overhead}),
+                        {r.spec.category for r in rules.values() if r.overhead}, stack.name),
         metrics=facts.first("summary"),
         findings=evaluation.findings, passed=evaluation.passed, skipped=evaluation.skipped,
         overrides=list(ruleset.overrides), facts=reported,
@@ -224,7 +237,8 @@ def _diagnose(path: str | Path, pack: Pack, opened: ProfileFile | None, stages: 
                     facts = facts_of(export, params=params,
                                      phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress,
                                      startup_patterns=config.startup_patterns, step_patterns=config.step_patterns,
-                                     op_classes=pack.op_classes, timings=timings)
+                                     op_classes=pack.op_classes, timings=timings, stacks=pack.stacks,
+                                     api_names=pack.api_names)
             except FactOverflowError as exc:
                 raise InputError(f"{path} holds values too large to compute with ({exc}); the export looks "
                                  f"damaged or hand-edited, so export the profile again with "

@@ -28,11 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .batch import Done, WorkerSettings, diagnose_row, error_row, stop_signals_held, worker_count
+from .batch import Done, WorkerSettings, diagnose_row, stop_signals_held, worker_count
+from .batch_table import error_row
 from ..diagnosis.config import Config
 from ..base.duck import usable_cpus
 from ..base.errors import INTERNAL, InputError, SetupError, error_sentence
-from ..reading.cache import SCRATCH_PREFIX, cache_secret, usable_cache_dir
+from ..reading.cache import cache_secret, usable_cache_dir
+from ..reading.workspace import SCRATCH_PREFIX
 from ..base.version import tool_version
 
 INSTALL_HINT = ("--executor dask needs Dask distributed, which is not installed; install it with "

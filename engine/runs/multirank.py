@@ -26,13 +26,17 @@ from ..diagnosis.evaluate import evaluate
 from ..pack.headlines import Headlines, load_headlines
 from ..facts.compute import FactSet
 from ..facts.catalog import Fact
-from ..model.report import Finding, ParamOverride, Report, Verdict
-from ..reading.cache import CacheWarning, Note
-from ..reading.ranks import Numbering, RankInput, resolve_run
+from ..model.findings import Finding
+from ..model.report import Report
+from ..model.settings import ParamOverride
+from ..model.verdict import Verdict
+from ..reading.messages import CacheWarning, Note
+from ..reading.rank_identity import RankInput
+from ..reading.ranks import Numbering, resolve_run
 from ..diagnosis.ruleset import RuleSet
 from ..facts.cross_rank import compute_run_facts, load_run_facts
 from ..model.runmodel import RankRow, RunBalance, RunReport, split_balance_row
-from ..base.text import plural, shown_path
+from ..base.text import shown_path
 from ..base.units import fmt_ratio
 from ..base.vocabulary import Severity
 
@@ -156,15 +160,22 @@ def run_facts_of(inputs: Sequence[RankInput], reports: Sequence[Report],
     return compute_run_facts([rank_numbers(i, r) for i, r in zip(inputs, reports)], facts)
 
 
-def _ranks_text(ranks: Sequence[int]) -> str:
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+def _ranks_text(ranks: Sequence[int], headlines: Headlines) -> str:
+    """'rank 2' or 'ranks 0, 1, 3', as headlines.yaml words it (run_rank_one, run_rank_many)."""
+    return headlines.say("run_rank_one" if len(ranks) == 1 else "run_rank_many", ranks=", ".join(map(str, ranks)))
+
+
+def _rank_count(count: int, headlines: Headlines) -> str:
+    """'1 rank' or '3 ranks' (run_rank_count_one, run_rank_count_many)."""
+    return headlines.say("run_rank_count_one" if count == 1 else "run_rank_count_many", count=f"{count:,}")
 
 
 def run_verdict(findings: Sequence[Finding], ranks: Sequence[RankRow], balance: RunBalance,
                 headlines: Headlines | None = None) -> Verdict:
     """The strongest cross-rank finding (warning or worse); else the most common rank verdict, with the
     cross-rank balance in words. `headlines`: the wording (rules/vocabulary/headlines.yaml, or a team pack's)."""
-    say = (headlines or load_headlines()).say
+    said = headlines or load_headlines()
+    say = said.say
     strong = [f for f in findings if f.severity.at_least(Severity.WARNING)]
     top = max(strong, key=lambda f: (f.impact or 0.0, f.severity.rank), default=None)
     if top is not None:
@@ -181,15 +192,15 @@ def run_verdict(findings: Sequence[Finding], ranks: Sequence[RankRow], balance: 
     every = say("run_both_ranks") if len(ranks) == 2 else say("run_all_ranks", count=str(len(ranks)))
     who = every if len(agreeing) == len(ranks) else \
         say("run_some_ranks", count=str(len(agreeing)), total=str(len(ranks)),
-            ranks=_ranks_text([r.rank for r in agreeing]))
-    spread = (say("run_spread", imbalance=fmt_ratio(balance.imbalance), ranks=plural(balance.rank_count, "rank"))
+            ranks=_ranks_text([r.rank for r in agreeing], said))
+    spread = (say("run_spread", imbalance=fmt_ratio(balance.imbalance), ranks=_rank_count(balance.rank_count, said))
               if balance.imbalance is not None and balance.rank_count else say("run_no_kernels"))
     if balance.rank_count and balance.comm_rank_count < balance.rank_count:
         spread += say("run_no_nccl", count=str(balance.rank_count - balance.comm_rank_count))
     rank = {"rank": str(first.rank), "rank_headline": first.verdict.headline}
     headline = say("run_healthy", who=who, spread=spread, **rank) if primary is None else \
         say("run_common", spread=spread, primary=primary, who=who, **rank)
-    return Verdict(primary=primary, rule=first.verdict.rule, subject=_ranks_text([r.rank for r in agreeing]),
+    return Verdict(primary=primary, rule=first.verdict.rule, subject=_ranks_text([r.rank for r in agreeing], said),
                    impact=first.verdict.impact, headline=headline)
 
 

@@ -68,13 +68,13 @@ syncs AS (
 graph_launchers AS (
     SELECT a.global_tid, count(*) AS n
     FROM api_calls a JOIN _api_classes c ON c.name_id = a.name_id
-    WHERE c.name IN ('cudaGraphLaunch', 'cuGraphLaunch')
+    WHERE c.api_family = 'graph_launch'
     GROUP BY ALL
 ),
 graphs AS (
     SELECT a.pid, a.global_tid, a.start_ns AS at_ns
     FROM api_calls a JOIN _api_classes c ON c.name_id = a.name_id
-    WHERE c.name IN ('cudaGraphLaunch', 'cuGraphLaunch')
+    WHERE c.api_family = 'graph_launch'
       AND a.global_tid = (SELECT arg_max(global_tid, n) FROM graph_launchers)
       AND NOT EXISTS (SELECT 1 FROM nvtx_steps)
       AND (SELECT count(*) FROM syncs) < ${step_min_repeats}

@@ -9,13 +9,9 @@
 -- @column end_ns Call end (ns).
 -- @column name API name.
 -- @column kind 'sync' for explicit synchronisation, 'wait' for stream waits, 'sync_copy' for synchronous copies.
--- The blocking APIs are _api_classes' 'sync' class, plus the stream waits; calls are matched on the integer id.
+-- The blocking APIs are _api_classes' sync, sync_copy and wait families; calls are matched on the integer id.
 WITH blocking_names AS (
-    SELECT name_id, name FROM _api_classes
-    WHERE api_class = 'sync' OR name IN ('cudaStreamWaitEvent', 'cuStreamWaitEvent')
+    SELECT name_id, name, api_family FROM _api_classes WHERE api_family IN ('sync', 'sync_copy', 'wait')
 )
-SELECT a.pid, a.global_tid, a.start_ns, a.end_ns, n.name,
-       CASE WHEN n.name IN ('cudaStreamWaitEvent', 'cuStreamWaitEvent') THEN 'wait'
-            WHEN n.name LIKE '%Memcpy%' OR n.name LIKE '%Memset%' THEN 'sync_copy'
-            ELSE 'sync' END AS kind
+SELECT a.pid, a.global_tid, a.start_ns, a.end_ns, n.name, n.api_family AS kind
 FROM api_calls a JOIN blocking_names n ON n.name_id = a.name_id

@@ -7,7 +7,7 @@
 -- @doc Active time is the span less the server's idle stretches (_server_idle), which the verdict does not judge
 -- @doc (docs/measures.md "A server waiting for requests"): the warm-up and the rate are measured on the work alone.
 -- @per-phase
--- @needs _api_classes _idle_gaps gpu_utilization _server_idle
+-- @needs _api_classes gpu_utilization _server_idle
 -- @requires api_calls
 -- @param warmup_share 0.1
 -- @param top_apis 3 range 1 inf

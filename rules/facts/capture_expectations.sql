@@ -6,7 +6,7 @@
 -- @doc --trace-fork-before-exec=true).
 -- @param expected_gpus 0 range 0 inf
 -- @param expected_ranks 0 range 0 inf
--- @needs _api_names
+-- @needs _api_classes
 -- @column used_gpus GPUs that ran kernels, copies, memsets or graph replays.
 -- @column expected_gpus GPUs the run should have used (0: not known).
 -- @column missing_gpus GPUs expected but without work in the capture (0 when not known).
@@ -20,11 +20,11 @@
 -- @check missing_gpus non_negative
 -- @check missing_ranks non_negative
 -- @check silent_processes non_negative
--- Launch calls by name (CUDA Runtime and Driver API references): a process that made them launched GPU work.
+-- Launch calls (_api_classes): a process that made them launched GPU work.
 WITH launches AS (
     SELECT a.pid, count(*) AS n
-    FROM api_calls a JOIN _api_names n USING (name_id)
-    WHERE regexp_matches(n.name, '^(cudaLaunch|cuLaunch|cudaGraphLaunch|cuGraphLaunch)')
+    FROM api_calls a JOIN _api_classes n USING (name_id)
+    WHERE n.is_launch
     GROUP BY a.pid
 ),
 working AS (

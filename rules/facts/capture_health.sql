@@ -3,7 +3,7 @@
 -- @doc mistaken for performance problems: empty, CPU-only or NVTX-only captures, graph-mode CUDA graphs,
 -- @doc profiles too short to judge.
 -- @report
--- @needs _timeline gpu_utilization
+-- @needs _timeline gpu_utilization _api_classes
 -- @param replay_fill_share 0.5 range 0 1
 -- @column nsys_version nsys version that wrote the export (NULL for very old exports).
 -- @column kernel_count Kernels in the kernel table.
@@ -11,7 +11,7 @@
 -- @column kernel_and_replay_count Kernels plus graph replays: the units of GPU work the capture shows.
 -- @column gpu_op_count GPU operations of every kind (kernels, graph replays, copies, memsets).
 -- @column api_call_count CUDA API calls.
--- @column launch_call_count Kernel and graph launch calls (cudaLaunchKernel, cuLaunchKernel(Ex), cudaGraphLaunch ...; not cudaLaunchHostFunc).
+-- @column launch_call_count Kernel and graph launch calls (_api_classes is_launch: cudaLaunchKernel, cuLaunchKernel(Ex), cudaGraphLaunch ...; not cudaLaunchHostFunc).
 -- @column memcpy_count Copies.
 -- @column nvtx_range_count NVTX ranges.
 -- @column gpu_metric_samples GPU-metrics rows.
@@ -47,8 +47,7 @@ SELECT (SELECT value FROM profile_info WHERE key = 'nsys_version') AS nsys_versi
        (SELECT count(*) FROM _timeline) AS gpu_op_count,
        (SELECT count(*) FROM api_calls) AS api_call_count,
        (SELECT count(*) FROM api_calls
-        WHERE (name LIKE 'cudaLaunch%' OR name LIKE 'cuLaunch%' OR name LIKE 'cudaGraphLaunch%'
-               OR name LIKE 'cuGraphLaunch%') AND name NOT LIKE '%HostFunc%') AS launch_call_count,
+        WHERE name_id IN (SELECT name_id FROM _api_classes WHERE is_launch)) AS launch_call_count,
        (SELECT count(*) FROM memcpys) AS memcpy_count,
        (SELECT count(*) FROM nvtx_ranges) AS nvtx_range_count,
        (SELECT count(*) FROM gpu_metrics) AS gpu_metric_samples,

@@ -3,6 +3,7 @@
 -- @doc traced them. In graph trace mode (`--cuda-graph-trace=graph`, nsys's default) each replay is one
 -- @doc opaque interval and its kernels are missing from the kernel table; node mode shows every kernel.
 -- @report
+-- @needs _api_classes
 -- @requires kernels|graph_launches
 -- @column kernel_count Kernels in the kernel table.
 -- @column graph_kernel_count Kernels that ran as CUDA-graph nodes (node trace mode).
@@ -22,7 +23,10 @@
 -- the kernels and calls, and planning those joins is most of the cost on a short capture.
 WITH k AS (SELECT count(*) AS n, count(graph_node_id) AS graph_n FROM kernels),
 g AS (SELECT count(*) AS n, coalesce(sum(dur_ns), 0) AS ns FROM graph_launches),
-launches AS (SELECT count(*) AS n FROM api_calls WHERE name LIKE 'cudaGraphLaunch%' OR name LIKE 'cuGraphLaunch%'),
+launches AS (
+    SELECT count(*) AS n FROM api_calls
+    WHERE name_id IN (SELECT name_id FROM _api_classes WHERE api_family = 'graph_launch')
+),
 info AS (SELECT any_value(value) FILTER (WHERE key = 'graph_trace_mode') AS mode,
                 any_value(value) FILTER (WHERE key = 'graph_trace_setting') AS setting
          FROM profile_info)

@@ -6,7 +6,7 @@
 -- @doc (a full launch queue, lazy module loading) inflate it.
 -- @report
 -- @per-phase
--- @needs _timeline _api_names gpu_utilization
+-- @needs _timeline _api_classes gpu_utilization
 -- @requires api_calls
 -- @column name Launch API name.
 -- @column call_count Calls.
@@ -25,15 +25,12 @@
 -- @check total_ns non_negative
 -- @check launched_ops non_negative
 -- @check launch_idle_fraction range 0 1
--- Launch APIs are recognised once per name id (_api_names) and then matched on the integer id.
+-- Launch APIs are recognised once per name id (_api_classes: launches and host functions enqueued on a stream)
+-- and then matched on the integer id.
 WITH launch_ids AS (
-    SELECT name_id, name, name LIKE '%GraphLaunch%' OR name LIKE '%MultiDevice%' AS multi_op
-    FROM _api_names
-    WHERE name IN ('cudaLaunchKernel', 'cudaLaunchKernelExC', 'cudaLaunchCooperativeKernel',
-                   'cudaLaunchCooperativeKernelMultiDevice', 'cuLaunchKernel', 'cuLaunchKernelEx',
-                   'cuLaunchCooperativeKernel', 'cudaGraphLaunch', 'cuGraphLaunch', 'cudaLaunchHostFunc')
-       OR name LIKE 'cudaLaunchKernel%' OR name LIKE 'cuLaunchKernel%' OR name LIKE 'cudaGraphLaunch%'
-       OR name LIKE 'cuGraphLaunch%'
+    SELECT name_id, name, api_family IN ('graph_launch', 'multi_device_launch') AS multi_op
+    FROM _api_classes
+    WHERE is_launch OR api_family = 'host_function_launch'
 ),
 calls AS (
     SELECT i.name, count(*) AS call_count, sum(a.dur_ns) AS total_ns, avg(a.dur_ns) AS mean_ns,

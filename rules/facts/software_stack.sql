@@ -1,21 +1,24 @@
 -- @fact software_stack
 -- @doc What software produced the GPU work, one row per stack with evidence: kernel-name namespaces
 -- @doc (vllm::, sgl_kernel, tensorrt_llm, at::native, triton_, XLA fusions, cudf/rmm, PGI/NVHPC OpenACC
--- @doc and OpenMP-offload kernel naming), NVTX domains and range text, and process names. Only the processes
+-- @doc and OpenMP-offload kernel naming), NVTX domains and range text, and process names, each matched by the
+-- @doc `detect` patterns of rules/vocabulary/stacks.yaml (stack_of_kernel(), stack_of_nvtx(),
+-- @doc stack_of_process(): the first stack in the file whose pattern matches). Only the processes
 -- @doc that launched GPU work (kernels, CUDA-graph replays, copies or memsets: the pid of those rows, which is
 -- @doc the pid of the API call that issued them) speak for the stack: on a shared host an unrelated process
 -- @doc named like sglang::detokenizer that did no CUDA work is listed with source `host`, as context, and
 -- @doc never decides. An export with no GPU work at all (NVTX only, an empty capture) reads every process.
 -- @doc The report's profile.stack is the most specific stack with evidence from the processes that decide
 -- @doc (engine/diagnosis/stacks.py), and rules show that stack's remediation steps first. serves_tokens, the same
--- @doc on every row, says whether the run serves or generates tokens: a serving stack (vLLM, SGLang, TensorRT-LLM)
--- @doc among the evidence that decides, or work in a prefill or decode phase (_phase_ranges: NVTX text naming the
--- @doc phase, or steps of that shape); remediation steps about batching requests, KV caches and decode attention
--- @doc are shown only then (`when: [software_stack.serves_tokens == true]`). A run with no stack evidence has one
--- @doc row, stack cuda with source none and no matches, so serves_tokens is there for a plain CUDA program too: a
--- @doc hand-written CUDA LLM with NVTX decode ranges gets the token steps, a CUDA stencil none.
+-- @doc on every row, says whether the run serves or generates tokens: a serving stack (`serving: true` in
+-- @doc stacks.yaml: vLLM, SGLang, TensorRT-LLM) among the evidence that decides, or work in a prefill or decode
+-- @doc phase (_phase_ranges: NVTX text naming the phase, or steps of that shape); remediation steps about
+-- @doc batching requests, KV caches and decode attention are shown only then
+-- @doc (`when: [software_stack.serves_tokens == true]`). A run with no stack evidence has one row, stack cuda
+-- @doc (the last of stacks.yaml) with source none and no matches, so serves_tokens is there for a plain CUDA
+-- @doc program too: a hand-written CUDA LLM with NVTX decode ranges gets the token steps, a CUDA stencil none.
 -- @needs _phase_ranges
--- @column stack Stack id (engine/base/vocabulary.py STACKS).
+-- @column stack Stack id (the key of its entry in rules/vocabulary/stacks.yaml).
 -- @column source Where the evidence is: kernels, nvtx, process (a process that launched GPU work), host (one that launched none: context only) or none (no evidence at all: the one row of a plain CUDA run).
 -- @column matches Kernels, NVTX ranges or processes that match.
 -- @column time_share For kernel evidence, the matching kernels' share of all kernel time (0-1).
@@ -35,18 +38,7 @@ kernel_names AS (
     SELECT name, count(*) AS n, sum(end_ns - start_ns) AS t FROM kernels WHERE name IS NOT NULL GROUP BY name
 ),
 kernel_stack AS (
-    SELECT CASE
-             WHEN regexp_matches(name, 'vllm::|\bpaged_attention|\breshape_and_cache') THEN 'vllm'
-             WHEN regexp_matches(name, '(?i)sgl_kernel|sglang') THEN 'sglang'
-             WHEN regexp_matches(name, 'tensorrt_llm|\btrtllm') THEN 'tensorrt-llm'
-             WHEN regexp_matches(name, '^(__myl_|trt_)') THEN 'tensorrt'
-             WHEN regexp_matches(name, '^(cudf|rmm|cuml|raft|cugraph)::|\b(cudf|rmm|cuml|raft)::') THEN 'rapids'
-             WHEN regexp_matches(name, '^(__pgi_uacc|pgi_)|_\d+_gpu(__red)?$') THEN 'openacc'
-             WHEN regexp_matches(name, '^(nvkernel_|__omp_offloading_)') THEN 'openmp'
-             WHEN regexp_matches(name, '\b(at|c10)::|^triton_|\bflashinfer::') THEN 'pytorch'
-             WHEN regexp_matches(name, '^(loop_|input_|wrapped_)?[a-z_]*fusion(_\d+)*$|\bxla\b') THEN 'jax'
-           END AS stack, name, n, t
-    FROM kernel_names
+    SELECT stack_of_kernel(name) AS stack, name, n, t FROM kernel_names
 ),
 total AS (SELECT nullif(sum(t), 0) AS t FROM kernel_names),
 range_texts AS (
@@ -57,23 +49,10 @@ range_texts AS (
     GROUP BY 1
 ),
 range_stack AS (
-    SELECT CASE
-             WHEN regexp_matches(label, '(?i)vllm|EngineCore') THEN 'vllm'
-             WHEN regexp_matches(label, '(?i)sglang') THEN 'sglang'
-             WHEN regexp_matches(label, '(?i)tensorrt[-_ ]?llm|\[Executor\] _forward_step') THEN 'tensorrt-llm'
-             WHEN regexp_matches(label, '(?i)tensorrt') THEN 'tensorrt'
-             WHEN regexp_matches(label, '(?i)\bXlaModule|\bjax\b|\bxla\b') THEN 'jax'
-             WHEN regexp_matches(label, '(?i)\b(cudf|rmm|dask_cuda)\b') THEN 'rapids'
-             WHEN regexp_matches(label, '^\S* ?aten::|(?i)\btorch\b') THEN 'pytorch'
-           END AS stack, label, n
-    FROM range_texts
+    SELECT stack_of_nvtx(label) AS stack, label, n FROM range_texts
 ),
 process_stack AS (
-    SELECT CASE
-             WHEN regexp_matches(name, '(?i)vllm') THEN 'vllm'
-             WHEN regexp_matches(name, '(?i)sglang|sgl[-_]') THEN 'sglang'
-             WHEN regexp_matches(name, '(?i)trtllm|tensorrt[-_]llm') THEN 'tensorrt-llm'
-           END AS stack, name,
+    SELECT stack_of_process(name) AS stack, name,
            coalesce(pid IN (SELECT pid FROM gpu_pids), false) OR NOT (SELECT yes FROM gpu_known) AS decides
     FROM processes WHERE name IS NOT NULL
 ),
@@ -90,14 +69,16 @@ UNION ALL
 SELECT stack, CASE WHEN decides THEN 'process' ELSE 'host' END, count(*), NULL, min(name) FROM process_stack
 WHERE stack IS NOT NULL GROUP BY stack, decides
 ),
--- No evidence at all: one row for plain CUDA, so the run's serves_tokens is there for the rules to read.
+-- No evidence at all: one row for plain CUDA (the last stack of stacks.yaml), so the run's serves_tokens is there
+-- for the rules to read.
 stack_rows AS (
 SELECT * FROM evidence
 UNION ALL
-SELECT 'cuda', 'none', 0, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM evidence)
+SELECT (SELECT max_by(stack, rank) FROM _stacks), 'none', 0, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM evidence)
 )
 SELECT stack, source, matches, time_share, example,
-       coalesce((SELECT bool_or(stack IN ('vllm', 'sglang', 'tensorrt-llm') AND source NOT IN ('host', 'none'))
+       coalesce((SELECT bool_or(stack IN (SELECT stack FROM _stacks WHERE serving)
+                                AND source NOT IN ('host', 'none'))
                  FROM stack_rows), false)
            OR EXISTS (SELECT 1 FROM _phase_ranges WHERE phase IN ('prefill', 'decode')) AS serves_tokens
 FROM stack_rows

@@ -22,7 +22,7 @@
 -- @doc kernels and graph replays follow it, every other fact judges only the steady window after it (the canonical
 -- @doc views are cut at steady_start_ns: engine/facts/window.py), so a model load is never called the run's
 -- @doc bottleneck; otherwise the capture is only start-up and is judged as it is.
--- @needs _api_names
+-- @needs _api_classes
 -- @param startup_min_share 0.05
 -- @param startup_min_bytes 1000000000
 -- @param startup_min_steady_ops 20 range 0 inf
@@ -81,13 +81,13 @@ islands AS (
     GROUP BY island
 ),
 names AS (
-    SELECT name_id, regexp_matches(name, 'Launch') AND NOT regexp_matches(name, 'HostFunc') AS is_launch,
+    SELECT name_id, is_launch,
            regexp_matches(name, '^(cudaMalloc|cuMemAlloc|cuMemCreate|cudaMallocAsync|cudaMallocManaged)')
                AS is_alloc,
            regexp_matches(name, 'StreamBeginCapture|GraphInstantiate') AS is_capture,
            regexp_matches(name, 'ModuleLoad|LibraryLoad') AS is_module_load,
            regexp_matches(name, 'Memcpy') AS is_copy
-    FROM _api_names
+    FROM _api_classes
 ),
 -- The first kernel or graph launch made outside every start-up range: the steady work has begun there. A launch
 -- after the last range ends is outside them all; only those before are matched to the ranges (an as-of join sorts
@@ -213,7 +213,7 @@ calls AS (
 ),
 one_off AS (  -- the evidence: the longest one-off call, the module loads
     SELECT arg_max(a.name, c.end_ns - c.start_ns) AS call_name, max(c.end_ns - c.start_ns) AS call_ns
-    FROM long_calls c JOIN _api_names a ON a.name_id = c.name_id, spans s
+    FROM long_calls c JOIN _api_classes a ON a.name_id = c.name_id, spans s
     WHERE NOT c.is_launch AND NOT c.is_copy AND NOT c.is_module_load
       AND c.start_ns >= s.start_ns AND c.start_ns < s.steady_start_ns
 ),

@@ -5,7 +5,7 @@
 -- @doc copy time, and data movement by traffic: host-device copies (the PCIe volume, pinned and pageable),
 -- @doc device-to-device and peer copies, memsets (_copy_stalls).
 -- @report
--- @needs gpu_utilization kernel_gaps launch_api _timeline _api_names _copy_stalls
+-- @needs gpu_utilization kernel_gaps launch_api _timeline _api_classes _copy_stalls
 -- @column used_devices GPUs that did work.
 -- @column duration_ns Span of all traced activity (ns).
 -- @column gpu_utilization Share of the used GPUs' windows with a kernel or graph replay running (0-1).
@@ -67,12 +67,9 @@ u AS (
 g AS (SELECT sum(total_gap_ns) AS gaps FROM kernel_gaps WHERE stream_id IS NULL),
 l AS (
     SELECT sum(call_count) AS calls, sum(total_ns) / nullif(sum(call_count), 0) AS mean_ns
-    FROM launch_api WHERE name NOT LIKE '%HostFunc%'
+    FROM launch_api WHERE name IN (SELECT name FROM _api_classes WHERE is_launch)
 ),
-kernel_launch_ids AS (
-    SELECT name_id FROM _api_names
-    WHERE name IN ('cudaLaunchKernel', 'cuLaunchKernel', 'cuLaunchKernelEx', 'cudaLaunchKernelExC')
-),
+kernel_launch_ids AS (SELECT name_id FROM _api_classes WHERE api_family = 'kernel_launch'),
 lp AS (
     SELECT quantile_cont(dur_ns, 0.5) AS p50 FROM api_calls
     WHERE name_id IN (SELECT name_id FROM kernel_launch_ids)
