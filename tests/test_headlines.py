@@ -96,3 +96,11 @@ def test_a_team_pack_rewords_the_multi_rank_headline(tmp_path):
     reworded = run_verdict([], ranks, balance, load_headlines([tmp_path])).headline
     assert reworded == "launch-bound on every rank (compute time differs by 2.0 % across the 3 ranks with kernels); " \
                        "see rank 0."
+
+
+@pytest.mark.parametrize("sentence", ["{title{cost}", "{title} {cost", "{title!r}{cost:>10}", "costs } {cost}"])
+def test_a_brace_that_is_no_placeholder_is_refused_instead_of_printed(tmp_path, sentence):
+    (tmp_path / "headlines.yaml").write_text(f'primary: "{sentence}"\n', encoding="utf-8")
+    with pytest.raises(HeadlineError, match=r"headlines\.yaml:1:1: primary has a brace that opens or closes no "
+                                            r"placeholder"):
+        load_headlines([tmp_path])

@@ -99,3 +99,49 @@ def test_a_team_pack_rewords_how_a_multi_rank_verdict_names_its_ranks(tmp_path):
     assert reworded.subject == "GPUs of rank 0, 1"
     assert "on 2 of 3 ranks (GPUs of rank 0, 1)" in reworded.headline
     assert "across the 3 workers with kernels" in reworded.headline
+
+
+def test_a_team_pack_rewords_the_start_up_note_and_line(tmp_path):
+    path = scenario_path("model_load_decode")
+    bundled = diagnose(path, cache=False)
+    assert " after a one-off start-up (model load and warm-up, " in bundled.verdict.headline
+    config = _team(tmp_path, 'startup_judged_after: " Judged: the {steady} after loading ({parts}; {share}; by '
+                             '{found})."\n'
+                             'startup_load_warmup: "weights and warm-up"\n'
+                             'startup_line_apart: "Loading: {description} (then {steady} judged)."\n')
+    reworded = diagnose(path, config, cache=False)
+    assert "one-off start-up" not in reworded.verdict.headline
+    steady = bundled.verdict.headline.split(" This verdict judges the ", 1)[1].split(" after", 1)[0]
+    assert f" Judged: the {steady} after loading (weights and warm-up; " in reworded.verdict.headline
+    assert reworded.startup is not None and reworded.startup.line.startswith("Loading: model load: ")
+    markdown = render(reworded, "md")
+    assert "after loading (weights and warm-up; " in markdown and "Judged apart:" not in markdown
+
+
+def test_a_team_pack_rewords_why_a_finding_is_only_also_checked(tmp_path):
+    from nsys_diagnose.model.findings import Finding
+    from nsys_diagnose.diagnosis.merge import set_aside_negligible
+
+    tiny = Finding(rule="small-grids", title="Small grids", category="occupancy", severity="info", kind="cause",
+                   impact=0.001, subject="GPU 0", message="m", evidence=[], remediation=[], references=[],
+                   row={})
+    _, bundled = set_aside_negligible([tiny], load_headlines())
+    assert bundled[0].reason == "fired (GPU 0) but costs under 0.5 % of GPU time"
+    (tmp_path / "headlines.yaml").write_text('negligible: "below {limit}{where}"\nnegligible_where: " on {subject}"\n',
+                                             encoding="utf-8")
+    _, reworded = set_aside_negligible([tiny], load_headlines([tmp_path]))
+    assert reworded[0].reason == "below 0.5 % on GPU 0"
+
+
+def test_a_team_pack_rewords_the_phase_cost_evidence_row(tmp_path):
+    path = scenario_path("prefill_decode_nvtx")
+    bundled = diagnose(path, cache=False)
+    rows = [e for f in bundled.findings for e in f.evidence if e.label == "Cost in decode and in the run"]
+    assert rows and " of decode's GPU time, " in rows[0].display and rows[0].display.endswith(" of the run's")
+    config = _team(tmp_path, 'evidence_phase_cost: "{phase} vs run"\n'
+                             'evidence_phase_cost_value: "{impact} / {run_impact}"\n')
+    reworded = diagnose(path, config, cache=False)
+    labels = {e.label: e.display for f in reworded.findings for e in f.evidence}
+    assert "Cost in decode and in the run" not in labels
+    assert labels["decode vs run"].count(" / ") == 1 and labels["decode vs run"].count("%") == 2
+    assert "decode vs run" in render(reworded, "md")

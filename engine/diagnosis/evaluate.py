@@ -13,6 +13,7 @@ from typing import Any
 from . import templating
 from .template_limits import RULE_RENDER_SECONDS
 from ..pack.presets import capture_line
+from ..pack.headlines import Headlines, load_headlines
 from ..facts.compute import FactSet
 from ..model.findings import Evidence, Finding, RuleOutcome
 from .rule_conditions import Condition, Operand
@@ -215,13 +216,15 @@ def _evidence(rule: Rule, row: dict[str, Any], params: dict[str, float],
     return items
 
 
-def _phase_cost(rule: Rule, phase: str | None, impact: float | None, run_impact: float | None) -> list[Evidence]:
-    """A phase finding's cost to its phase beside its cost to the run, as a context row of its evidence."""
+def _phase_cost(rule: Rule, phase: str | None, impact: float | None, run_impact: float | None,
+                said: Headlines) -> list[Evidence]:
+    """A phase finding's cost to its phase beside its cost to the run, as a context row of its evidence (worded by
+    `said`: evidence_phase_cost, evidence_phase_cost_value)."""
     if phase is None or impact is None or run_impact is None or rule.spec.impact is None:
         return []
-    return [Evidence(label=f"Cost in {phase} and in the run", column=rule.spec.impact, value=impact,
-                     display=f"{fmt_ratio(impact, 0)} of {phase}'s GPU time, {fmt_ratio(run_impact, 0)} of the "
-                             f"run's")]
+    return [Evidence(label=said.say("evidence_phase_cost", phase=phase), column=rule.spec.impact, value=impact,
+                     display=said.say("evidence_phase_cost_value", phase=phase, impact=fmt_ratio(impact, 0),
+                                      run_impact=fmt_ratio(run_impact, 0)))]
 
 
 def _saving_model(rule: Rule, row: dict[str, Any], share: float | None, phase: str | None,
@@ -270,14 +273,16 @@ def _references(rule: Rule, stack: Sequence[str]) -> list[str]:
 
 def evaluate(rules: RuleSet, facts: FactSet, *, stack: Sequence[str] = (), phase: str | None = None,
              phase_share: float = 1.0, judged_alone: bool = False, run_facts: FactSet | None = None,
-             capture_preset: str | None = None) -> Evaluation:
+             capture_preset: str | None = None, said: Headlines | None = None) -> Evaluation:
     """Judge every rule of `rules` on its fact's rows, with the params, severities and disabled rules the rule set
     holds. `stack`: the profile's stack lineage (StackInfo.lineage); each finding lists those stacks' remediation
     steps first, then the rule's generic steps. `phase`: the facts are
     one inference phase's (FactSet.phases), which takes `phase_share` of the run's GPU window; its findings
     carry the phase and both costs. Their severity follows their cost to the phase (impact) when the phase has
     steps enough to be `judged_alone` (the `phases` fact), else their cost to the run (run_impact).
-    `run_facts`: the whole run's facts, which remediation steps' FACT.COLUMN conditions read (default: `facts`)."""
+    `run_facts`: the whole run's facts, which remediation steps' FACT.COLUMN conditions read (default: `facts`).
+    `said`: the wording of the evidence rows the engine adds (headlines.yaml; default: the bundled one)."""
+    said = said or load_headlines()
     out = Evaluation()
     for rule_id in sorted(rules.rules):
         rule = rules.rules[rule_id]
@@ -330,7 +335,7 @@ def evaluate(rules: RuleSet, facts: FactSet, *, stack: Sequence[str] = (), phase
                 rule=rule.id, title=spec.title, category=spec.category, kind=kind, severity=severity,
                 subject=subject, message=_render(rule, "message", spec.message, context, not_after),
                 impact=impact, phase=phase, run_impact=run_impact,
-                evidence=(_evidence(rule, row, params, column_docs) + _phase_cost(rule, phase, impact, run_impact)
+                evidence=(_evidence(rule, row, params, column_docs) + _phase_cost(rule, phase, impact, run_impact, said)
                           + _measured_share(rule, row, model)),
                 remediation=_remediation(rule, stack, context, not_after, run_facts or facts, capture_preset),
                 references=_references(rule, stack), row=row))

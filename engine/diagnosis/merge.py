@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from ..model.findings import AlsoOn, Finding, RuleOutcome
+from ..pack.headlines import Headlines
 from ..base.units import fmt_ratio
 from ..base.vocabulary import Kind
 
@@ -81,17 +82,17 @@ NEGLIGIBLE = 0.005
 RESTATES = 0.8
 
 
-def set_aside_negligible(findings: list[Finding]) -> tuple[list[Finding], list[RuleOutcome]]:
+def set_aside_negligible(findings: list[Finding], said: Headlines) -> tuple[list[Finding], list[RuleOutcome]]:
     """(the findings worth listing, the rules whose findings cost under 0.5 %): a finding that rounds to 0 % says
-    nothing a reader can act on, so it goes to one "also checked" line. Capture problems and findings without an
-    estimated cost stay."""
+    nothing a reader can act on, so it goes to one "also checked" line, its reason worded by `said` (negligible).
+    Capture problems and findings without an estimated cost stay."""
     kept: list[Finding] = []
     aside: list[RuleOutcome] = []
     for f in findings:
         if f.impact is not None and f.kind != Kind.CAPTURE and f.impact < NEGLIGIBLE:
-            where = f" ({f.subject})" if f.subject else ""
+            where = said.say("negligible_where", subject=f.subject) if f.subject else ""
             aside.append(RuleOutcome(rule=f.rule, title=f.title, category=f.category,
-                                     reason=f"fired{where} but costs under {fmt_ratio(NEGLIGIBLE, 1)} of GPU time"))
+                                     reason=said.say("negligible", where=where, limit=fmt_ratio(NEGLIGIBLE, 1))))
         else:
             kept.append(f)
     return kept, aside

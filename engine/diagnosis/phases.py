@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from ..facts.catalog import Fact
 from ..facts.compute import FactSet
+from ..pack.headlines import Headlines
 from .evaluate import Evaluation, evaluate, sort_findings
 from .phase_verdict import judged_alone_phases, phase_share
 from .ruleset import RuleSet
@@ -14,7 +15,7 @@ from ..base.vocabulary import Kind
 
 
 def judge_phases(run: Evaluation, rules: RuleSet, facts: FactSet, fact_defs: dict[str, Fact], *,
-                 stack: Sequence[str], capture_preset: str | None = None) -> Evaluation:
+                 stack: Sequence[str], capture_preset: str | None = None, said: Headlines | None = None) -> Evaluation:
     """`run` with the per-phase findings added (capture rules aside). A rule that fires in a phase speaks for that
     phase: its whole-run finding on the same subject is dropped (the phases split the run, so the phase findings
     say more), and it no longer counts as passed. A rule that fires only over the whole run keeps that finding.
@@ -29,7 +30,7 @@ def judge_phases(run: Evaluation, rules: RuleSet, facts: FactSet, fact_defs: dic
     for phase, scoped in facts.phases.items():
         found += evaluate(phased, scoped, stack=stack, capture_preset=capture_preset, phase=phase,
                           phase_share=phase_share(facts, phase), judged_alone=phase in alone,
-                          run_facts=facts).findings
+                          run_facts=facts, said=said).findings
     if not found:
         return run
     covered = {(f.rule, f.subject.split(" · ", 1)[1] if f.subject and " · " in f.subject else None) for f in found}

@@ -4,6 +4,7 @@ RuleError positioned in the file (engine/diagnosis/rules.py loads the files)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from .templating import compile_problem
 from ..base.units import PARAM_UNITS, column_unit
 from ..base.vocabulary import IDLE_CAUSES, Severity
 from ..pack.categories import CATEGORY_FILE, Category, CategoryError, load_categories, team_category_file
+from ..pack.layout import VOCABULARY_DIR
+from ..pack.stacks import STACKS_FILE, StackError, load_stacks
 from .rule_conditions import Condition, parse_condition
 from .rule_spec import Rule, RuleError, RuleSpec, template_fields
 
@@ -82,11 +85,42 @@ def validate_spec(data: dict[str, Any], err, problems: list[RuleError]) -> tuple
         return None, bad
 
 
+def stack_keys_for(path: Path, source: str) -> tuple[str, ...]:
+    """The stack keys a rule file checked on its own may name: the bundled ones, and for a team file those of the
+    nearest DIR/vocabulary/stacks.yaml in its directory or above it."""
+    team_dir = None if source == "bundled" else next(
+        (d for d in path.resolve().parents if (d / VOCABULARY_DIR / STACKS_FILE).is_file()), None)
+    return load_stacks([team_dir] if team_dir else []).keys()
+
+
+def check_stack_keys(spec: RuleSpec, bad: set[str], stack_keys: Collection[str], err,
+                     problems: list[RuleError]) -> None:
+    """Each stack named under stack_remediation and stack_references is a stack of the pack in force."""
+    for field in ("stack_remediation", "stack_references"):
+        if field in bad:
+            continue
+        for key in getattr(spec, field):
+            if key not in stack_keys:
+                problems.append(err(f"{field}.{key}", f"{field} names the stack {key!r}, which no {STACKS_FILE} "
+                                                      f"defines{did_you_mean(key, list(stack_keys))}; use one of "
+                                                      f"{', '.join(stack_keys)}, or define it in the "
+                                                      f"{VOCABULARY_DIR}/{STACKS_FILE} of your team rules"))
+
+
 def check_spec(spec: RuleSpec, bad: set[str], path: Path, source: str, facts: dict[str, Fact],
-                categories: dict[str, Category] | None, err, problems: list[RuleError]) -> Rule | None:
+               categories: dict[str, Category] | None, err, problems: list[RuleError],
+               stack_keys: Collection[str] | None = None) -> Rule | None:
     """Check a validated spec against the categories, the file name, the facts and its params, appending each
     problem; keys in `bad` failed validation, and the checks that read them are left out. The rule, or None
-    when its fact is unknown (its templates cannot be tried on the fact's columns then)."""
+    when its fact is unknown (its templates cannot be tried on the fact's columns then). `stack_keys`: the stacks
+    the pack in force defines (default: stack_keys_for the file)."""
+    if stack_keys is None:
+        try:
+            stack_keys = stack_keys_for(path, source)
+        except StackError as exc:
+            problems.append(RuleError(str(exc)))
+    if stack_keys is not None:
+        check_stack_keys(spec, bad, stack_keys, err, problems)
     if categories is None:
         team_file = None if source == "bundled" else team_category_file(path)
         try:

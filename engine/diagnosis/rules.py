@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ from ..pack.layout import bundled_pack, is_rule_file, vocabulary_file
 from ..pack.opclasses import CLASSES_FILE
 from ..pack.headlines import HEADLINES_FILE
 from ..pack.categories import CATEGORY_FILE, Category, CategoryError, load_categories
+from ..pack.stacks import StackError, load_stacks
 from .rule_checks import check_spec, template_errors, validate_spec
 from .rule_spec import Rule, RuleError
 
@@ -57,10 +59,10 @@ def _key_lines(text: str) -> dict[str, tuple[int, int]]:
 
 
 def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled",
-                   categories: dict[str, Category] | None = None) -> Rule:
-    """One rule file, checked against the facts and the categories (default: the bundled ones and, for a team
-    file, the categories.yaml of its directory or above). A broken file raises one RuleError listing every
-    independent problem (a YAML syntax error alone stops the reading)."""
+                   categories: dict[str, Category] | None = None, stack_keys: Collection[str] | None = None) -> Rule:
+    """One rule file, checked against the facts, the categories and the stack keys (default: the bundled ones and,
+    for a team file, the categories.yaml and vocabulary/stacks.yaml of its directory or above). A broken file
+    raises one RuleError listing every independent problem (a YAML syntax error alone stops the reading)."""
     where = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -93,7 +95,7 @@ def load_rule_file(path: Path, facts: dict[str, Fact], source: str = "bundled",
     spec, bad = validate_spec(data, err, problems)
     rule = None
     if spec is not None:
-        rule = check_spec(spec, bad, path, source, facts, categories, err, problems)
+        rule = check_spec(spec, bad, path, source, facts, categories, err, problems, stack_keys)
     problems += template_errors(data, err)
     if problems:
         messages = sorted(dict.fromkeys(str(p) for p in problems), key=problem_position)
@@ -154,6 +156,10 @@ def load_rules(facts: dict[str, Fact], extra_dirs: list[Path] | None = None,
     rules' tests)."""
     rules: dict[str, Rule] = {}
     categories = rule_categories([d for d in extra_dirs or [] if Path(d).is_dir()])
+    try:  # the stacks a rule's stack_remediation may name: the bundled ones and the teams' stacks.yaml
+        stack_keys = load_stacks([Path(d) for d in extra_dirs or [] if Path(d).is_dir()]).keys()
+    except StackError as exc:
+        raise RuleError(str(exc)) from None
     sources: list[tuple[Path, str]] = []
     if include_bundled:
         sources.append((bundled_rules_dir(), "bundled"))
@@ -164,7 +170,7 @@ def load_rules(facts: dict[str, Fact], extra_dirs: list[Path] | None = None,
             raise RuleError(f"{directory}:1:1: rule directory does not exist")
         for path in rule_files(directory):
             try:
-                rule = load_rule_file(path, facts, source, categories)
+                rule = load_rule_file(path, facts, source, categories, stack_keys)
             except RuleError:
                 if broken is None:
                     raise

@@ -56,4 +56,5 @@ def detect_stack(facts: FactSet) -> StackInfo:
     evidence = evidence or ["no kernel, NVTX or process name of a known framework"]
     evidence += [_on_host(r, stacks) for r in rows if r.get("source") == _HOST]
     also = [s.key for s in stacks if s.key in found and s.key != stack.key]
-    return StackInfo(name=stack.key, label=stack.label, lineage=list(stack.lineage), evidence=evidence, also=also)
+    return StackInfo(name=stack.key, label=stack.label, lineage=list(stack.lineage), evidence=evidence, also=also,
+                     serving=stack.serving)

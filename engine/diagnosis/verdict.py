@@ -69,7 +69,7 @@ class _Notes:
 
     def window(self) -> str:
         """What the verdict leaves out of the judged window: stretches with nothing in flight, a one-off start-up."""
-        return self.server_idle() + startup_note(self.facts)
+        return self.server_idle() + startup_note(self.facts, self.said)
 
     def also_on(self, finding: Finding) -> str:
         """' The same on GPU 0 (≈95 %) and GPU 2 (≈41 %).' for a finding merged over several GPUs."""

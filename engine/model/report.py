@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, with_config
+from pydantic import ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from .document import Document, Model, Number
@@ -57,6 +57,9 @@ class StackInfo(Model):
     any process on the host named like a stack that launched no GPU work ("also on the host, not counted")."""
     also: list[str] = []
     """Other stacks with evidence in the profile (less specific ones, e.g. pytorch under vllm)."""
+    serving: bool | None = Field(default=None, exclude=True)
+    """Whether the stack serves tokens (`serving` in its stacks.yaml, a team's included); not written to the JSON,
+    so None in a report read back from it."""
 
 
 class ProfileSummary(Model):

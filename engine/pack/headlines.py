@@ -1,4 +1,5 @@
-"""The verdict's wording (its headline, the notes after it, the per-phase lines) is data:
+"""The verdict's wording (its headline, the notes after it, the per-phase lines) and the engine's other sentences
+(the start-up line, the "also checked" reason, a phase finding's cost row) are data:
 rules/vocabulary/headlines.yaml, plus a headlines.yaml in a team's rule directory that overrides some of its
 sentences. A sentence is text with `{placeholder}`s that this module fills in; nothing
 in the file runs or reads anything (the team-pack trust rules of docs/security.md)."""
@@ -61,6 +62,38 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {key: frozenset(names.split()) for key
     "phase_steps_one": "count",
     "phase_steps_many": "count",
     "phase_too_few": "",
+    "startup_judged_after": "steady parts share found",
+    "startup_judged_itself": "parts share found",
+    "startup_setup": "",
+    "startup_load": "",
+    "startup_load_warmup": "",
+    "startup_found_nvtx": "",
+    "startup_found_copies": "",
+    "startup_found_shape": "evidence",
+    "startup_line_apart": "description steady",
+    "startup_line_whole": "description",
+    "startup_setup_call": "call duration",
+    "startup_first_launch": "duration",
+    "startup_module_load": "duration",
+    "startup_module_loads": "count duration longest",
+    "startup_longest_launch": "duration",
+    "startup_copied_before": "size",
+    "startup_copied": "size",
+    "startup_set_up": "duration",
+    "startup_set_up_found": "set_up evidence",
+    "startup_model_load": "duration",
+    "startup_model_load_copies": "size pageable speed duration",
+    "startup_pageable": "share",
+    "startup_speed": "gbps",
+    "startup_allocations_one": "count",
+    "startup_allocations_many": "count",
+    "startup_warmup": "what duration",
+    "startup_warmup_kernels": "count",
+    "startup_graph_captures": "count",
+    "negligible": "where limit",
+    "negligible_where": "subject",
+    "evidence_phase_cost": "phase",
+    "evidence_phase_cost_value": "phase impact run_impact",
     "run_finding": "title cost message",
     "run_cost": "impact",
     "run_no_ranks": "",
@@ -125,6 +158,10 @@ def _read(path: Path) -> dict[str, str]:
             problems.append(f"{where}: {key} must be text")
             continue
         allowed = PLACEHOLDERS[key]
+        stray = _PLACEHOLDER.sub("", value)
+        if "{" in stray or "}" in stray:  # `{title{cost}`, `{cost`, `{cost:>10}` would print as written
+            problems.append(f"{where}: {key} has a brace that opens or closes no placeholder; a placeholder is "
+                            f"a name in braces, {{name}}, with nothing else inside, and the text has no other braces")
         for name in _PLACEHOLDER.findall(value):
             if name not in allowed:
                 listed = ", ".join(f"{{{p}}}" for p in sorted(allowed)) or "none"

@@ -25,6 +25,7 @@ from .loader import TIME_LIMIT_NS, Loader, ViewStatus
 from .metadata import ProfileInfo
 from ..base.duck import insert_rows, one_row, reraise_interrupt, scalar, sql_literal
 from ..base.errors import InputError
+from ..pack.apinames import bundled_api_names
 
 SOURCE_FORMAT = "kineto"
 
@@ -148,10 +149,12 @@ class KinetoLoader(Loader):
         origin = self._time_origin_us()
         self.con.execute(f"CREATE TEMP VIEW _events AS SELECT *, try_cast(round((ts_us - {origin}) * 1000) AS BIGINT) "
                          f"AS ts_ns FROM _raw_events")
-        # The launching call of every GPU activity: its process, and whether it replays a CUDA graph.
-        self.con.execute("""CREATE TEMP TABLE _launchers AS
-            SELECT correlation, any_value(pid_n) AS pid, bool_or(name LIKE 'cudaGraphLaunch%'
-                   OR name LIKE 'cuGraphLaunch%') AS graph_launch
+        # The launching call of every GPU activity: its process, and whether it replays a CUDA graph (a call of the
+        # graph_launch family of rules/vocabulary/api_names.yaml, whose names are globs).
+        graph_launch = " OR ".join(f"name GLOB {sql_literal(glob)}"
+                                   for glob in bundled_api_names().names("graph_launch")) or "false"
+        self.con.execute(f"""CREATE TEMP TABLE _launchers AS
+            SELECT correlation, any_value(pid_n) AS pid, bool_or({graph_launch}) AS graph_launch
             FROM _events WHERE cat IN ('cuda_runtime', 'cuda_driver') AND correlation IS NOT NULL
             GROUP BY correlation""")
         self.con.execute("""CREATE TEMP TABLE _host AS

@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..diagnosis.whatif import INFERENCE_PHASES, SERVING_STACKS
+from ..diagnosis.whatif import INFERENCE_PHASES
 from ..base.units import fmt_duration, fmt_number, fmt_ratio
-from ..model.report import Report
+from ..model.report import Report, StackInfo
+from ..pack.stacks import bundled_stacks
 
 # How the steps were found, for people (fact _step_ranges, column source).
 _FOUND_BY = {"nvtx": "NVTX step ranges", "sync": "synchronisations of the launching thread",
@@ -69,11 +70,20 @@ class StepRow:
         return " · ".join(parts)
 
 
+def _serving_stack(stack: StackInfo | None) -> bool:
+    """The profile's stack serves tokens (`serving` in stacks.yaml, a team's stacks included)."""
+    if stack is None:
+        return False
+    if stack.serving is not None:
+        return stack.serving
+    # A report read back from its JSON, which does not carry the flag: the bundled stacks say.
+    return stack.name in bundled_stacks().serving_keys()
+
+
 def serves_tokens(report: Report) -> bool:
     """The run serves or generates tokens: a serving stack, steps in prefill or decode, or --tokens given. Only
     then do the reports speak of tokens (TPOT, TTFT, tokens/s)."""
-    stack = report.profile.stack.name if report.profile.stack else None
-    return (stack in SERVING_STACKS or bool(report.throughput and report.throughput.tokens)
+    return (_serving_stack(report.profile.stack) or bool(report.throughput and report.throughput.tokens)
             or any(r.get("phase") in INFERENCE_PHASES and (r.get("step_count") or 0) > 0
                    for r in report.facts.get("steps") or []))
 

@@ -111,7 +111,8 @@ def build_report(export: Export, facts: FactSet, pack: Pack, tokens: int | None 
     ruleset, rules, fact_defs = pack.ruleset, pack.rules, pack.facts
     stack = detect_stack(facts)
     evaluation = judge_phases(evaluate(ruleset, facts, stack=stack.lineage, capture_preset=capture_preset),
-                              ruleset, facts, fact_defs, stack=stack.lineage, capture_preset=capture_preset)
+                              ruleset, facts, fact_defs, stack=stack.lineage, capture_preset=capture_preset,
+                              said=pack.headlines)
     evaluation.findings = merge_gpus(merge_agreeing(evaluation.findings,
                                                     {r.id: r.spec.absorbs for r in rules.values() if r.spec.absorbs}))
     blocking = {r.id for r in rules.values() if r.spec.blocking}
@@ -122,7 +123,7 @@ def build_report(export: Export, facts: FactSet, pack: Pack, tokens: int | None 
         if name not in reported and fact_defs[name].team:
             reported[name] = result.rows[:fact_defs[name].report_rows or 200]
     per_phase = [f.name for f in shown if f.report_per_phase]
-    startup = startup_summary(facts)
+    startup = startup_summary(facts, pack.headlines)
     check_tokens(facts.rows("steps") if "steps" in facts.results else [], tokens)
     report = Report(
         tool_version=tool_version(), profile=profile_summary(export, stack),
@@ -137,7 +138,7 @@ def build_report(export: Export, facts: FactSet, pack: Pack, tokens: int | None 
                               tokens),
         startup=startup)
     _what_ifs(report, facts, rules, what_if_batch)
-    _fold(report, rules)
+    _fold(report, rules, pack.headlines)
     # The key metrics are judged against the same rule params the evaluation used (diagnose.yaml, --set).
     report.key_metrics = key_metric_rows(report, rule_thresholds(ruleset))
     report.window = window_breakdown(facts.rows("gpu_utilization") if "gpu_utilization" in facts.results else [])
@@ -161,7 +162,7 @@ def _what_ifs(report: Report, facts: FactSet, rules: dict[str, Rule], batch: int
                                                    transforms.get(report.verdict.rule or "", (None, None))[0], serving)
 
 
-def _fold(report: Report, rules: dict[str, Rule]) -> None:
+def _fold(report: Report, rules: dict[str, Rule], said: Headlines) -> None:
     """One finding per cause: restatements fold into the finding they restate, and findings whose cost rounds to
     0 % go to the "also checked" line. The verdict's own finding leads whatever restates it and always stays."""
     def key(f: Finding) -> tuple[str, str | None]:
@@ -172,7 +173,7 @@ def _fold(report: Report, rules: dict[str, Rule]) -> None:
     folded = {key(f): f for f in fold_restatements(
         [f for f in report.findings if key(f) == named] + [f for f in report.findings if key(f) != named], shares)}
     ordered = [folded[key(f)] for f in report.findings if key(f) in folded]
-    kept, report.also_checked = set_aside_negligible([f for f in ordered if key(f) != named])
+    kept, report.also_checked = set_aside_negligible([f for f in ordered if key(f) != named], said)
     listed = {id(f) for f in kept}
     report.findings = [f for f in ordered if key(f) == named or id(f) in listed]
 
