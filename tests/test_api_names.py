@@ -58,9 +58,17 @@ def test_a_name_another_family_already_holds_is_refused_naming_both(tmp_path):
 
 
 def test_a_name_that_is_no_api_name_is_refused_at_its_line(tmp_path):
-    path = _team(tmp_path, "families:\n  acme_launch:\n    doc: ours\n    names: [acmeLaunch, 'acme launch']\n")
-    with pytest.raises(ApiNamesError, match=r"api_names\.yaml:4:\d+: family 'acme_launch': 'acme launch' is not an "
-                                            r"API name"):
+    path = _team(tmp_path, "families:\n  kernel_launch:\n    doc: ours\n    names: [acmeLaunch, 'acme launch']\n")
+    with pytest.raises(ApiNamesError, match=r"api_names\.yaml:4:\d+: family 'kernel_launch': 'acme launch' is not "
+                                            r"an API name"):
+        load_api_names([path])
+
+
+def test_a_family_no_fact_reads_is_refused_with_the_one_meant(tmp_path):
+    """A misspelt family would leave its names counted as plain calls, silently: the load stops instead."""
+    path = _team(tmp_path, "families:\n  sync_cpy:\n    names: [acmeSync]\n")
+    with pytest.raises(ApiNamesError, match=r"api_names\.yaml:2:3: family 'sync_cpy': no fact reads this family.*"
+                                            r"did you mean 'sync_copy'\?"):
         load_api_names([path])
 
 

@@ -112,3 +112,17 @@ def test_a_categories_file_others_may_write_is_not_trusted_for_a_lone_rule_file(
     assert team_category_file(pack / "over-slo.yaml") is None
     (pack / "categories.yaml").chmod(0o644)
     assert team_category_file(pack / "over-slo.yaml") == (pack / "categories.yaml").resolve()
+
+
+def test_a_pack_laid_out_as_the_bundled_one_keeps_its_categories_under_vocabulary(tmp_path):
+    """rules/ and a team pack share one layout: DIR/CATEGORY/ID.yaml and DIR/vocabulary/categories.yaml. The rule
+    loads with the team category, whether the pack is loaded whole or the rule file is checked on its own."""
+    pack = tmp_path / "pack"
+    (pack / "latency-budget").mkdir(parents=True)
+    (pack / "vocabulary").mkdir()
+    (pack / "latency-budget" / "over-slo.yaml").write_text(RULE.format(stem="over-slo", category="acme-slo"))
+    (pack / "vocabulary" / "categories.yaml").write_text(CATEGORY)
+    assert load_rules(FACTS, [pack])["acme/over-slo"].spec.kind == Kind.SYMPTOM
+    p = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", "rules", "check",
+                        str(pack / "latency-budget" / "over-slo.yaml")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr

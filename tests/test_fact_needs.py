@@ -50,3 +50,13 @@ def test_rules_check_names_the_line_of_a_team_fact_reading_an_undeclared_fact(tm
 def test_rules_check_accepts_a_team_fact_whose_needs_are_what_it_reads(tmp_path, capsys):
     pack = _team_fact(tmp_path, "kernel_summary", "kernel_summary")
     assert main(["rules", "check", str(pack)]) == 0, capsys.readouterr().out
+
+
+def test_a_diagnosis_with_a_team_fact_reading_an_undeclared_fact_stops_before_reading_the_export(tmp_path, capsys):
+    """The run order would hide the missing `-- @needs` (the other fact happens to run first): `diagnose` and
+    `rules test` refuse the pack as `rules check` does, with the read's line and column, and exit 2."""
+    pack = _team_fact(tmp_path, "_api_names", "kernel_summary")
+    example = Path(__file__).resolve().parents[1] / "fixtures" / "examples" / "eager_decode.sqlite"
+    assert main([str(example), "--rule-dir", str(pack), "--no-cache", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert f"{pack / 'acme_kernels.sql'}:6:6: fact 'acme_kernels' reads 'kernel_summary' but does not declare" in err

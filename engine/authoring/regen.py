@@ -88,8 +88,8 @@ EXPECTATIONS_HEADER = """\
 # tests/test_scenario_expectations.py: the verdict, the rules that fire (rule, severity, subject) and the key
 # metrics (floats to 4 significant digits, compared with a relative tolerance of 1e-3).
 # Regenerate after a deliberate change and review the diff:
-#     UPDATE_EXPECTED=1 .venv/bin/python -m pytest tests/test_scenario_expectations.py
-"""  # kept as committed (the file stays byte-identical); the command it names is now `make regen`
+#     make regen
+"""
 
 
 def _round4(value: Any) -> Any:

@@ -21,6 +21,7 @@ from ..facts.loading import load_facts
 from ..facts.compile_check import check_facts, compile_facts
 from ..facts.cross_rank import load_run_facts, ranks_table_ddl
 from ..facts.needs import needs_problems
+from ..pack.apinames import ApiNamesError, load_api_names
 from .exits import EXIT_ERROR, EXIT_OK
 
 
@@ -49,7 +50,7 @@ def check_rules(config: Config, paths: list[Path]) -> int:
     team = list(dict.fromkeys(config.rule_dirs + team_dirs(paths)))
     errors: list[str] = []
     try:
-        facts: dict[str, Fact] | None = load_facts(team)
+        facts: dict[str, Fact] | None = load_facts(team, check_reads=False)  # needs_problems lists them all
     except FactError as exc:
         facts, errors = None, [str(exc)]
     try:  # the pack's operation classes (DIR/operation_classes.yaml): patterns compile, keys are known
@@ -59,6 +60,10 @@ def check_rules(config: Config, paths: list[Path]) -> int:
     try:  # the pack's software stacks (DIR/vocabulary/stacks.yaml): keys, lineages, presets, patterns compile
         load_stacks(team)
     except StackError as exc:
+        errors.append(str(exc))
+    try:  # the pack's CUDA API families (DIR/vocabulary/api_names.yaml): known families, names, no shadowing
+        load_api_names(team)
+    except ApiNamesError as exc:
         errors.append(str(exc))
     try:  # the pack's headline wording (DIR/headlines.yaml): known sentences, their placeholders only
         load_headlines(team)

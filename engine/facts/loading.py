@@ -9,6 +9,7 @@ from pathlib import Path
 from ..pack.layout import FACTS_DIR, bundled
 from ..reading.canonical import VIEWS
 from .catalog import Fact, FactError, parse_fact
+from .reads import declared_problems
 from .team_sql import RUNNER_TABLES, check_team_sql
 
 
@@ -16,7 +17,9 @@ def bundled_fact_files() -> list[Path]:
     return sorted(bundled(FACTS_DIR).glob("*.sql"))
 
 
-def load_facts(extra_dirs: list[Path] | None = None) -> dict[str, Fact]:
+def load_facts(extra_dirs: list[Path] | None = None, *, check_reads: bool = True) -> dict[str, Fact]:
+    """The bundled facts and each team directory's. A team fact whose query reads a fact its `-- @needs` leaves out
+    is refused, unless `check_reads` is False (`rules check`, which lists every such read itself)."""
     facts: dict[str, Fact] = {}
     files = [(p, False) for p in bundled_fact_files()]
     for d in extra_dirs or []:
@@ -42,4 +45,10 @@ def load_facts(extra_dirs: list[Path] | None = None) -> dict[str, Fact]:
         for dep in fact.needs:
             if dep not in facts:
                 raise FactError(f"{fact.path}: fact {fact.name!r} needs unknown fact {dep!r}", fact.name)
+        # A read left out of -- @needs works only while the run order happens to compute the other fact first;
+        # refuse it on every load, not only in `rules check` (which also binds the query: engine/facts/needs.py).
+        undeclared = [p for p in declared_problems(fact, facts.keys()) or [] if "does not declare" in p] \
+            if check_reads else []
+        if undeclared:
+            raise FactError(undeclared[0], fact.name)
     return facts

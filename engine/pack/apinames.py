@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from ..base.text import did_you_mean
 from .layout import bundled, vocabulary_file, VOCABULARY_DIR
 from .yamlfile import SAFE_LOADER, Positions, error_position, error_problem
 from ..base.duck import sql_literal
@@ -73,7 +74,9 @@ def _load_yaml(path: Path) -> tuple[Any, Positions]:
     return data, Positions(text)
 
 
-def _read(path: Path, source: str) -> list[ApiFamily]:
+def _read(path: Path, source: str, known: list[str] | None = None) -> list[ApiFamily]:
+    """The families of one file; `known`: the only family names it may use (a team file adds names to the
+    families the facts read, it cannot invent one no fact would read)."""
     data, at = _load_yaml(path)
     if data is None:
         return []
@@ -86,6 +89,9 @@ def _read(path: Path, source: str) -> list[ApiFamily]:
         where = f"{path}:{at.of('families', family)}: family {family!r}"
         if not isinstance(family, str) or not _FAMILY.match(family):
             raise ApiNamesError(f"{where}: a family name is lower case with underscores, such as 'graph_launch'")
+        if known is not None and family not in known:
+            raise ApiNamesError(f"{where}: no fact reads this family; a pack adds names to the families "
+                                f"{', '.join(known)}{did_you_mean(family, known)}")
         if not isinstance(entry, dict):
             raise ApiNamesError(f"{where}: must be a mapping with names: (and optionally doc:)")
         unknown = sorted(str(k) for k in set(entry) - set(_FAMILY_KEYS))
@@ -129,20 +135,18 @@ def bundled_api_names() -> ApiNames:
 
 def load_api_names(rule_dirs: list[Path] | tuple[Path, ...] | None = None) -> ApiNames:
     """The bundled families with each team directory's DIR/vocabulary/api_names.yaml applied in order: the names of
-    a family already known are added to it; a new family comes after the others."""
+    a family are added to it (a team file names only the bundled families)."""
     families = list(bundled_api_names().families)
     for directory in rule_dirs or []:
         path = vocabulary_file(Path(directory), API_NAMES_FILE)
         if not path.is_file():
             continue
-        for team in _read(path, str(path)):
+        for team in _read(path, str(path), [f.name for f in bundled_api_names().families]):
             known = [i for i, f in enumerate(families) if f.name == team.name]
             if known:
                 old = families[known[0]]
                 added = tuple(n for n in team.names if n not in old.names)
                 families[known[0]] = ApiFamily(old.name, old.doc, old.names + added, old.source)
-            else:
-                families.append(team)
         _check_shadowing(families, path)
     return ApiNames(tuple(families))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .layout import bundled, VOCABULARY_DIR
+from .layout import bundled, vocabulary_file, VOCABULARY_DIR
 from ..base.errors import PackError
 from ..base.vocabulary import Kind
 from .yamlfile import SAFE_LOADER, error_position, error_problem
@@ -79,9 +79,9 @@ def _trusted(path: Path) -> bool:
 
 def team_category_file(rule_path: Path) -> Path | None:
     """The categories.yaml that applies to a team rule file checked on its own: the nearest trusted one in its
-    directory or above it (a rule directory given with --rule-dir uses DIR/categories.yaml)."""
+    directory or above it, as DIR/vocabulary/categories.yaml or DIR/categories.yaml (vocabulary_file)."""
     for directory in rule_path.resolve().parents:
-        candidate = directory / CATEGORY_FILE
+        candidate = vocabulary_file(directory, CATEGORY_FILE)
         if candidate.is_file():
             return candidate if _trusted(candidate) else None
     return None
