@@ -73,7 +73,6 @@ BATCH_TRANSFORMS = ("launch-gaps", "host-gaps")
 # ... and the run serves an LLM: a serving stack, steps in an inference phase, or output tokens given (--tokens).
 # Elsewhere (a stencil loop, a CNN) "batch" and "time per output token" mean nothing the profile can vouch for, so
 # only an explicit --what-if batch=N projects, in steps, not tokens.
-SERVING_STACKS = bundled_stacks().serving_keys()  # `serving: true` in rules/vocabulary/stacks.yaml
 INFERENCE_PHASES = ("prefill", "decode")
 SMALL_BATCH = 4
 DEFAULT_BATCH = 8
