@@ -793,3 +793,14 @@ def test_mentions_in_names_notify_no_one_in_markdown():
     md = render(report, "md")
     assert "@\u200dalice" in md and "@\u200dorg/team" in md and "@\u200dbob" in md
     assert not re.search(r"(?<![\w@])@[A-Za-z0-9]", md), re.search(r".{20}(?<![\w@])@[A-Za-z0-9].{20}", md)
+
+
+@pytest.mark.slow
+def test_the_golden_reports_are_what_make_regen_writes():
+    """A new rule or fact changes the layout goldens (every report lists each rule's outcome): the committed
+    goldens must be the ones a fresh diagnosis renders, so a change that forgot `make regen` fails here."""
+    from nsys_diagnose.authoring.regen import golden_files, scenario_analyses, stale_files
+
+    analyses = scenario_analyses([GOLDEN_SCENARIO, *TEAM_TEMPLATE_SCENARIOS], workers=2)
+    stale = stale_files(Path(__file__).resolve().parents[1], golden_files(lambda name: analyses[name][1]))
+    assert stale == [], f"stale golden reports {', '.join(map(str, stale))}: {REGEN}"

@@ -167,7 +167,7 @@ def replace(source, target, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
     return real_replace(source, target, *args, **kwargs)
 os.replace = replace
-from nsys_diagnose.api import diagnose
+from nsys_diagnose.runs.api import diagnose
 diagnose({str(profile)!r}, cache_dir={str(caches)!r})
 """
     scratch = tmp_path / "tmp"  # the killed child's own scratch directory stays there, not in the system's

@@ -226,7 +226,8 @@ def test_team_sql_reads_no_settings_catalog_or_internal_state(tmp_path, what):
 
 def test_the_sandbox_allows_what_team_facts_need(tmp_path):
     """CTEs (recursive too), the facts, the runner's macros, range and unnest: no false refusal."""
-    sql = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3), "
+    sql = ("-- @needs summary\n"
+           "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3), "
            "k AS (SELECT device_id, count(*) AS c FROM kernels GROUP BY device_id) "
            "SELECT k.device_id, op_class_of('gemm') || phase_of('decode') || string_agg(r.range::VARCHAR, ',') "
            "|| max(u.x) AS note FROM k, range(2) r, n, summary, unnest([1]) u(x) "
