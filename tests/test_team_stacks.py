@@ -157,10 +157,16 @@ def test_a_lineage_naming_no_stack_is_refused(tmp_path):
 
 def test_rules_check_reports_a_broken_team_stacks_file(tmp_path):
     pack = _team(tmp_path, ACME.replace("preset: pytorch", "preset: nope"))
-    p = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", "rules", "check", "--rule-dir", str(pack)],
+    (pack / "acme").mkdir()  # a rule of the pack meets the broken file too: the problem is listed once
+    (pack / "acme" / "slow-tick.yaml").write_text(
+        "id: acme/slow-tick\ntitle: Slow\ncategory: launch-bound\nseverity: info\nfact: launch_overhead\n"
+        "when: [overhead_ratio > 0.9]\nmessage: slow\nwhy: ours\nremediation: [x]\n")
+    p = subprocess.run([sys.executable, "-m", "nsys_diagnose.cli.main", "rules", "check", str(pack)],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 2
-    assert f"{pack / 'vocabulary' / 'stacks.yaml'}:6:5: stack 'acme': preset 'nope' is no capture preset" in p.stdout
+    problem = f"{pack / 'vocabulary' / 'stacks.yaml'}:6:5: stack 'acme': preset 'nope' is no capture preset"
+    assert p.stdout.count(problem) == 1, p.stdout
+    assert p.stdout.splitlines()[-1].endswith(": 1 error"), p.stdout
 
 
 def test_the_tensorrt_llm_preset_is_named_after_its_stack_and_trtllm_still_works():

@@ -100,6 +100,7 @@ def check_rules(config: Config, paths: list[Path]) -> int:
                 load_fact_test(t, facts)
             except FactTestError as exc:
                 errors.append(str(exc))
+    errors = list(dict.fromkeys(errors))  # a broken vocabulary file is found by the pack and by each rule using it
     for line in errors + notes:
         print(line)
     print(f"checked {len(files)} rule file{'s' if len(files) != 1 else ''}: "
