@@ -9,7 +9,7 @@ from pathlib import Path
 from ..pack.layout import FACTS_DIR, bundled
 from ..reading.canonical import VIEWS
 from .catalog import Fact, FactError, parse_fact
-from .reads import declared_problems
+from .reads import undeclared_reads
 from .team_sql import RUNNER_TABLES, check_team_sql
 
 
@@ -47,8 +47,7 @@ def load_facts(extra_dirs: list[Path] | None = None, *, check_reads: bool = True
                 raise FactError(f"{fact.path}: fact {fact.name!r} needs unknown fact {dep!r}", fact.name)
         # A read left out of -- @needs works only while the run order happens to compute the other fact first;
         # refuse it on every load, not only in `rules check` (which also binds the query: engine/facts/needs.py).
-        undeclared = [p for p in declared_problems(fact, facts.keys()) or [] if "does not declare" in p] \
-            if check_reads else []
+        undeclared = undeclared_reads(fact, facts.keys()) if check_reads else []
         if undeclared:
             raise FactError(undeclared[0], fact.name)
     return facts

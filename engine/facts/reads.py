@@ -78,9 +78,20 @@ def declared_problems(fact: Fact, facts: Collection[str]) -> list[str] | None:
     reads = fact_reads(fact, facts)
     if reads is None:
         return None
-    found = [undeclared_read(fact, read, _position(fact, at)) for read, at in sorted(reads.items(), key=lambda
-             item: item[1]) if read not in fact.needs and read != fact.name]
+    found = _undeclared(fact, reads)
     found += [f"{fact.path}:{_needs_line(fact)}:1: fact {fact.name!r} declares -- @needs {need} but its query "
               f"never reads {need!r}; drop it from -- @needs" for need in fact.needs
               if need in facts and need not in reads]
     return found
+
+
+def undeclared_reads(fact: Fact, facts: Collection[str]) -> list[str]:
+    """`FILE:LINE:COL: message` for each fact of `facts` the query reads without declaring it in `-- @needs` (none
+    when DuckDB cannot parse the query: its compile error says why)."""
+    reads = fact_reads(fact, facts)
+    return [] if reads is None else _undeclared(fact, reads)
+
+
+def _undeclared(fact: Fact, reads: dict[str, int]) -> list[str]:
+    return [undeclared_read(fact, read, _position(fact, at)) for read, at in sorted(reads.items(), key=lambda
+            item: item[1]) if read not in fact.needs and read != fact.name]

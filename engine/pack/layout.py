@@ -34,7 +34,7 @@ def bundled(*parts: str) -> Path:
 
 def is_rule_file(path: Path, pack: Path) -> bool:
     """A rule of the pack rooted at `pack`: a YAML file that is not a test, outside facts/, vocabulary/ and
-    capture/presets/, and not a vocabulary file a team keeps at its directory's top."""
+    capture/presets/ (the vocabulary files a team keeps at its directory's top are left out by the rule loader)."""
     if path.suffix != ".yaml" or path.name.endswith(".test.yaml"):
         return False
     folder = path.relative_to(pack).parent.as_posix()
