@@ -83,7 +83,11 @@ def test_installed_wheel_ships_rules_templates_and_facts_under_one_import_name()
     assert any(f.startswith("nsys_diagnose/bundled_rules/launch-bound/launch-bound.yaml") for f in files)
     assert any(f.startswith("nsys_diagnose/bundled_rules/capture/presets/vllm.yaml") for f in files)
     assert any(f.startswith("nsys_diagnose/capture/run.py") for f in files)
-    assert any(f.startswith("nsys_diagnose/facts/summary.sql") for f in files)
+    assert any(f.startswith("nsys_diagnose/bundled_rules/facts/summary.sql") for f in files)  # the pack's facts
+    assert any(f.startswith("nsys_diagnose/bundled_rules/facts/cross_rank/rank_balance.sql") for f in files)
+    assert any(f.startswith("nsys_diagnose/bundled_rules/facts/gpu_metric_names.csv") for f in files)
+    assert {f"nsys_diagnose/bundled_rules/vocabulary/{name}.yaml" for name in (
+        "categories", "headlines", "operation_classes", "stacks", "api_names", "metrics")} <= set(files)
     assert any(f.startswith("nsys_diagnose/templates/report.md.j2") for f in files)
     assert any(f.startswith("nsys_diagnose/fixtures/examples/") for f in files)
     assert any(f.startswith("nsys_diagnose/fixtures/scenarios/eager_decode.py") for f in files)  # one per scenario
