@@ -17,6 +17,10 @@ _OWN_CACHE_DIR = tempfile.mkdtemp(prefix="nsys-diagnose-test-cache-")
 os.environ["XDG_CACHE_HOME"] = _OWN_CACHE_DIR
 os.environ.pop("NSYS_DIAGNOSE_CACHE_DIR", None)
 
+# rounded(value, digits): every float cut to `digits` significant digits, for comparing results whose last bits
+# may differ between machines or between runs; the goldens are written with it (make regen).
+from nsys_diagnose.authoring.regen import rounded  # noqa: E402,F401
+
 REPO = Path(__file__).resolve().parents[1]
 REAL_DIR = REPO.parent / "shared" / "real-profiles"
 REAL_EXPORTS = sorted(REAL_DIR.glob("*.sqlite")) if REAL_DIR.is_dir() else []
@@ -202,18 +206,6 @@ def real(fragment: str) -> Path:
     if len(matches) != 1:
         pytest.skip(f"real export matching {fragment!r} not available")
     return matches[0]
-
-
-def rounded(value, digits: int):
-    """`value` (numbers, lists and dicts of them) with every float cut to `digits` significant digits, for
-    comparing results whose last bits may differ between machines or between runs."""
-    if isinstance(value, float):
-        return float(f"{value:.{digits}g}")
-    if isinstance(value, list):
-        return [rounded(v, digits) for v in value]
-    if isinstance(value, dict):
-        return {k: rounded(v, digits) for k, v in value.items()}
-    return value
 
 
 def sqlite_ro(path: Path) -> sqlite3.Connection:

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from ..base.text import did_you_mean
 from .layout import bundled, vocabulary_file, VOCABULARY_DIR
-from .yamlfile import SAFE_LOADER, Positions, error_position, error_problem
+from .yamlfile import Positions, read_pack_yaml
 from ..base.duck import sql_literal
 from ..base.errors import PackError
 
@@ -61,23 +60,11 @@ class ApiNames:
         return [[f.name, list(f.names)] for f in self.families]
 
 
-def _load_yaml(path: Path) -> tuple[Any, Positions]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ApiNamesError(f"{path}: cannot read the API names ({exc})") from None
-    try:
-        data = yaml.load(text, Loader=SAFE_LOADER)
-    except yaml.YAMLError as exc:
-        line, col = error_position(exc) or (1, 1)
-        raise ApiNamesError(f"{path}:{line}:{col}: invalid YAML ({error_problem(exc)})") from None
-    return data, Positions(text)
-
-
 def _read(path: Path, source: str, known: list[str] | None = None) -> list[ApiFamily]:
     """The families of one file; `known`: the only family names it may use (a team file adds names to the
     families the facts read, it cannot invent one no fact would read)."""
-    data, at = _load_yaml(path)
+    data, text = read_pack_yaml(path, ApiNamesError, "the API names")
+    at = Positions(text)
     if data is None:
         return []
     if not isinstance(data, dict) or set(data) != {"families"} or not isinstance(data["families"], dict):

@@ -11,12 +11,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from .layout import bundled, vocabulary_file, VOCABULARY_DIR
 from ..base.errors import PackError
 from ..base.text import did_you_mean
-from .yamlfile import Positions, error_position, error_problem
+from .yamlfile import Positions, read_pack_yaml
 
 HEADLINES_FILE = "headlines.yaml"
 _PLACEHOLDER = re.compile(r"\{(\w*)\}")
@@ -133,14 +132,7 @@ class Headlines:
 
 
 def _read(path: Path) -> dict[str, str]:
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HeadlineError(f"{path}: cannot read the headline wording ({exc})") from None
-    except yaml.YAMLError as exc:
-        line, col = error_position(exc) or (1, 1)
-        raise HeadlineError(f"{path}:{line}:{col}: invalid YAML ({error_problem(exc)})") from None
+    data, text = read_pack_yaml(path, HeadlineError, "the headline wording")
     if data is None:
         return {}
     if not isinstance(data, dict):

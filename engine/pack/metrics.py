@@ -17,7 +17,7 @@ import yaml
 from .layout import VOCABULARY_DIR, bundled
 from ..base.errors import PackError
 from ..base.text import did_you_mean
-from .yamlfile import SAFE_LOADER, Positions, error_position, error_problem
+from .yamlfile import Positions, read_pack_yaml
 
 METRICS_FILE = "metrics.yaml"
 
@@ -170,14 +170,7 @@ def _duplicate_key(text: str) -> tuple[str, int] | None:
 
 def read_metrics(path: Path, sources: Sources | None = None) -> tuple[Metric, ...]:
     """The metrics of `path`, each source checked against `sources` (not checked when None)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = yaml.load(text, Loader=SAFE_LOADER)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MetricError(f"{path}:1:1: cannot read the key metrics ({exc})") from None
-    except yaml.YAMLError as exc:
-        line, col = error_position(exc) or (1, 1)
-        raise MetricError(f"{path}:{line}:{col}: invalid YAML ({error_problem(exc)})") from None
+    data, text = read_pack_yaml(path, MetricError, "the key metrics")
     if not isinstance(data, dict) or not data:
         raise MetricError(f"{path}:1:1: the key metrics must be a mapping of metric key to its definition, e.g. "
                           f"gpu_utilization: {{label: GPU utilisation, unit: share, better: higher, "

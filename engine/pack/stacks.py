@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import yaml
 
 from .layout import bundled, PRESETS_DIR, VOCABULARY_DIR
-from .yamlfile import Positions, error_position, error_problem
+from .yamlfile import Positions, read_pack_yaml
 from ..base.duck import sql_literal
 from ..base.errors import PackError
 
@@ -186,14 +185,7 @@ def _preset_names() -> set[str]:
 
 
 def _read(path: Path, source: str, con: duckdb.DuckDBPyConnection) -> list[Stack]:
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StackError(f"{path}: cannot read the software stacks ({exc})") from None
-    except yaml.YAMLError as exc:
-        line, col = error_position(exc) or (1, 1)
-        raise StackError(f"{path}:{line}:{col}: invalid YAML ({error_problem(exc)})") from None
+    data, text = read_pack_yaml(path, StackError, "the software stacks")
     if data is None:
         return []
     reader = _Reader(path, text, con)

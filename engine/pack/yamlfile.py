@@ -3,6 +3,9 @@ is, for `FILE:LINE:COL:` messages."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import yaml
 
 # The C loader when PyYAML was built with it; both construct plain data only (no Python objects).
@@ -18,6 +21,21 @@ def error_position(exc: yaml.YAMLError) -> tuple[int, int] | None:
 def error_problem(exc: yaml.YAMLError) -> str:
     """What is wrong, in PyYAML's words, without its multi-line context."""
     return getattr(exc, "problem", None) or str(exc).splitlines()[0]
+
+
+def read_pack_yaml(path: Path, error: type[Exception], what: str) -> tuple[Any, str]:
+    """(document, text) of a pack's YAML file; one sentence naming the file, and where a syntax error is, when it
+    cannot be read or parsed. `what`: what the file holds, for that sentence ("the software stacks")."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: cannot read {what} ({exc})") from None
+    try:
+        data = yaml.load(text, Loader=SAFE_LOADER)
+    except yaml.YAMLError as exc:
+        line, col = error_position(exc) or (1, 1)
+        raise error(f"{path}:{line}:{col}: invalid YAML ({error_problem(exc)})") from None
+    return data, text
 
 
 Path_ = tuple[str, ...]
