@@ -145,3 +145,30 @@ def test_kineto_trace_rows(tmp_path: Path) -> None:
     assert any("diagnose trace (cold)" in t and "the export's cold run" in t for t in report.targets([cold, row]))
     assert "| 2 k | plain |" in "\n".join(bench.kineto.comparison([cold, row], "diagnose (cold)", bench._kernels))
     assert bench.parse_args(["--kineto-gzip"]).kineto
+
+
+def test_targets_are_ratios_of_rows_measured_in_one_run() -> None:
+    """Each target compares rows of the same run: the phased run with the floor, nsys and the plain run at the sizes
+    where the target holds, and a small export with the bare DuckDB start measured beside it."""
+    bench = _module()
+    commands, report = _part("benchmark_commands"), _part("benchmark_report")
+
+    def row(kernels: int, command: str, wall: float, **ratios: float) -> object:
+        return bench.Row(kernels=kernels, file_mb=1.0, command=command, status="ok", wall_s=wall, peak_rss_mb=700,
+                         **ratios, note="small.sqlite" if command == commands.DIAGNOSE_SMALL else "")
+
+    rows = [row(2_000_000, commands.DIAGNOSE_COLD, 5.0), row(2_000_000, commands.DIAGNOSE_PHASED, 6.5, x_floor=3.5,
+                                                               speedup_vs_nsys_analyze=2.5, speedup_vs_nsys_stats=0.6),
+            row(20_000_000, commands.DIAGNOSE_PHASED, 80.0, speedup_vs_nsys_stats=0.5, x_floor=3.5),
+            row(0, commands.BARE_DUCKDB, 0.1), row(10, commands.DIAGNOSE_SMALL, 0.35)]
+    lines = report.targets(rows)
+    at_2m = [line for line in lines if line.startswith("- 2 M kernels")]
+    assert any("3.50x the gaps floor (target <= 3x): NOT met" in line for line in at_2m), at_2m
+    assert any("2.5x faster than nsys analyze (target >= 2x): met" in line for line in at_2m), at_2m
+    assert any("phased run 1.30x the run without phases (target <= 1.2x): NOT met" in line for line in at_2m), at_2m
+    # nsys stats and the floor are held at the size each target names, and only reported elsewhere
+    assert any("1.67x the wall time of nsys stats (target <= 2x, at 20 M)" in line for line in at_2m), at_2m
+    assert any(line.startswith("- 20 M kernels") and "2.00x the wall time of nsys stats (target <= 2x): met" in line
+               for line in lines), lines
+    assert any("3.50x the gaps floor (target <= 3x, at 2 M)" in line for line in lines if "20 M" in line), lines
+    assert any("3.5x a bare DuckDB start (0.10 s; target <= 4x): met" in line for line in lines), lines

@@ -28,6 +28,9 @@ DIAGNOSE_BUILD = "diagnose (first run, builds cache)"
 DIAGNOSE_CACHED = "diagnose (cache reused)"
 DIAGNOSE_PHASED = "diagnose (cold, phased)"
 DIAGNOSE_SMALL = "diagnose (small export)"
+BARE_DUCKDB = "bare DuckDB start"
+# What the fixed cost of a diagnosis is compared with: Python started, duckdb imported, one query answered.
+BARE_DUCKDB_CODE = "import duckdb; duckdb.connect().execute('select 1').fetchall()"
 FLOOR_GAPS = "floor (gaps)"
 FLOOR_COPY = "floor (copy)"
 FLOOR_SCAN = "floor (scan)"
@@ -106,7 +109,8 @@ def diagnose_env(cache_dir: Path) -> dict[str, str]:
     return {**os.environ, "NSYS_DIAGNOSE_CACHE_DIR": str(cache_dir)}
 
 
-def diagnose_rows(ctx: Context) -> list[Row]:
+def diagnose_rows(ctx: Context, cached: bool = True) -> list[Row]:
+    """The cold run, then (`cached`) the run that builds the cache and the one that reuses it."""
     report = ctx.scratch / "report.json"
     base = [*ctx.tools.diagnose, ctx.size.path, "--format", "json", "-o", str(report), "-q"]
     cold_cache = ctx.scratch / "cache-cold"  # should stay empty with --no-cache; fresh for every run regardless
@@ -117,6 +121,8 @@ def diagnose_rows(ctx: Context) -> list[Row]:
         return [row]
     rows = [run_repeated(ctx, DIAGNOSE_COLD, [*base, "--no-cache"], env=diagnose_env(cold_cache),
                          before_each=reset_cold)]
+    if not cached:
+        return rows
     env = diagnose_env(ctx.cache_dir)
     reset_cache = functools.partial(_reset_dir, ctx.cache_dir)
     rows.append(run_repeated(ctx, DIAGNOSE_BUILD, base, env=env, before_each=reset_cache))
@@ -179,8 +185,8 @@ def trace_rows(ctx: Context, traces: list[Size]) -> list[Row]:
 
 
 def measure_size(ctx: Context, use_nsys: bool, phased: Size | None = None,
-                 traces: list[Size] | None = None) -> list[Row]:
-    rows = [*floor_rows(ctx), *diagnose_rows(ctx)]
+                 traces: list[Size] | None = None, cached: bool = True) -> list[Row]:
+    rows = [*floor_rows(ctx), *diagnose_rows(ctx, cached)]
     if phased is not None:
         rows.append(phased_row(ctx, phased))
     rows += trace_rows(ctx, traces or [])
@@ -191,8 +197,15 @@ def measure_size(ctx: Context, use_nsys: bool, phased: Size | None = None,
 
 
 def small_rows(paths: list[Path], tools: Tools, scratch: Path, repeat: int, timeout_s: float) -> list[Row]:
-    """A cold diagnosis of each small export: its wall time is the fixed cost of one diagnosis."""
+    """A cold diagnosis of each small export: its wall time is the fixed cost of one diagnosis; first, a bare DuckDB
+    start (BARE_DUCKDB_CODE in the same Python), what that fixed cost is compared with."""
     rows = []
+    if paths:
+        ctx = Context(size=Size(kernels=0, path="", file_mb=0.0, generated_s=None), tools=tools, scratch=scratch,
+                      cache_dir=scratch / "cache", repeat=repeat, timeout_s=timeout_s)
+        row = run_repeated(ctx, BARE_DUCKDB, [sys.executable, "-c", BARE_DUCKDB_CODE])
+        row.note = "python -c \"" + BARE_DUCKDB_CODE + "\""
+        rows.append(row)
     for path in paths:
         size = Size(kernels=kernel_count(path) or 0, path=str(path.resolve()), file_mb=path.stat().st_size / 1e6,
                     generated_s=None)
