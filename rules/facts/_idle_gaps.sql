@@ -56,9 +56,11 @@ WITH uvm_gaps AS (
     SELECT device_id, prev_end_ns AS gap_start_ns, start_ns AS gap_end_ns FROM _timeline
     WHERE is_uvm AND start_ns > prev_end_ns
 ),
+-- Only on the devices with such a gap: an as-of join sorts its whole right side, millions of operations when
+-- there is no migration at all.
 issued AS (
     SELECT device_id, start_ns, pid, global_tid, api_start_ns, api_end_ns FROM _timeline
-    WHERE NOT is_uvm AND global_tid IS NOT NULL
+    WHERE NOT is_uvm AND global_tid IS NOT NULL AND device_id IN (SELECT device_id FROM uvm_gaps)
 ),
 -- A migration has no issuing call: the GPU waits for the thread that issues its next other operation. After the
 -- last one (host code reading results from managed memory), the thread that issued the one before; its calls
@@ -89,7 +91,8 @@ uvm_samples AS (
                               AND NOT regexp_matches(coalesce(s.module, ''), '(?i)libcuda|libnvidia|libcupti'))
                AS own_samples
     FROM cpu_samples s ASOF JOIN uvm_ends u ON u.global_tid = s.global_tid AND u.gap_start_ns <= s.ts_ns
-    WHERE s.ts_ns < u.gap_end_ns
+    -- only the samples of those threads reach the join, which sorts what it is given
+    WHERE s.ts_ns < u.gap_end_ns AND s.global_tid IN (SELECT global_tid FROM uvm_ends)
     GROUP BY ALL
 ),
 ends AS (
@@ -107,8 +110,13 @@ ends AS (
     LEFT JOIN uvm_samples s ON t.is_uvm AND s.device_id = t.device_id AND s.gap_end_ns = t.start_ns
     WHERE t.start_ns > t.prev_end_ns
 ),
+-- The gaps with a known issuing thread, read from _timeline and uvm_ends rather than from ends: ends is then read
+-- once, streamed into the last join, instead of stored whole (a wide row per gap) for two readers.
 gaps AS (
-    SELECT device_id, gap_start_ns, gap_end_ns, global_tid FROM ends WHERE global_tid IS NOT NULL
+    SELECT device_id, prev_end_ns AS gap_start_ns, start_ns AS gap_end_ns, global_tid FROM _timeline
+    WHERE start_ns > prev_end_ns AND NOT is_uvm AND global_tid IS NOT NULL
+    UNION ALL
+    SELECT device_id, gap_start_ns, gap_end_ns, global_tid FROM uvm_ends WHERE global_tid IS NOT NULL
 ),
 -- The calls of the threads that issued a gap's next operation, each from the latest return of the calls before
 -- it on its thread (by start, end, then class: of calls with the same start and end, one counts), so calls
