@@ -16,8 +16,9 @@ import duckdb
 import yaml
 
 from ..base.errors import DiagnoseError
+from ..base.regexes import scratch_cursor
 from ..base.vocabulary import Severity
-from ..pack.yamlfile import error_position
+from ..pack.yamlfile import error_position, safe_load
 
 
 class ConfigError(DiagnoseError):
@@ -121,7 +122,7 @@ def _read_text(path: Path) -> str:
 def _parse_yaml(path: Path) -> dict[str, Any]:
     where = str(path)
     try:
-        data = yaml.safe_load(_read_text(path))
+        data = safe_load(_read_text(path))
     except yaml.YAMLError as exc:
         at = error_position(exc)
         pos = f":{at[0]}:{at[1]}" if at else ""
@@ -208,7 +209,7 @@ def _load_phases(phases: Any, where: str, key: str = "phases") -> dict[str, str]
         if unknown:
             raise ConfigError(f"{where}: startup.{unknown[0]}: the start-up kinds are load and warmup; write e.g. "
                               f"`{example}`")
-    with duckdb.connect() as con:  # in memory: only compiles each pattern
+    with scratch_cursor() as con:  # in memory: only compiles each pattern
         for name, pattern in patterns.items():
             if not isinstance(pattern, str):
                 raise ConfigError(f"{where}: {key}.{name} must be a regular expression in quotes, not "

@@ -15,7 +15,7 @@ import yaml
 
 from ..base.text import did_you_mean
 from ..facts.catalog import Fact
-from ..pack.yamlfile import SAFE_LOADER, error_position, error_problem
+from ..pack.yamlfile import SAFE_LOADER, error_position, error_problem, safe_compose
 from ..pack.layout import bundled_pack, is_rule_file, vocabulary_file
 from ..pack.opclasses import CLASSES_FILE
 from ..pack.headlines import HEADLINES_FILE
@@ -29,7 +29,7 @@ def _key_lines(text: str) -> dict[str, tuple[int, int]]:
     """Top-level keys and list items of `when` -> (line, col), 1-based, for error messages."""
     out: dict[str, tuple[int, int]] = {}
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = safe_compose(text)
     except yaml.YAMLError:
         return out
     if not isinstance(node, yaml.MappingNode):

@@ -100,23 +100,35 @@ def compile_problem(source: str) -> str | None:
         ast = ENVIRONMENT.parse(source)
     except TemplateSyntaxError as exc:
         return f"has a syntax error: {_syntax_message(exc, source)}"
+    found = _checked_nodes(ast)
     for kind, table, node_type in (("filter", ENVIRONMENT.filters, nodes.Filter),
                                    ("test", ENVIRONMENT.tests, nodes.Test)):
-        for node in ast.find_all(node_type):
+        for node in found[node_type]:
             if node.name not in table:
                 hint = did_you_mean(node.name, table, f"; the {kind}s are: {', '.join(sorted(table))}")
                 return f"uses the unknown {kind} {node.name!r}{hint}"
-    refused = _refused_construct(ast)
+    refused = _refused_construct(ast, found)
     return None if refused is None else f"{refused}; {_SANDBOX_ADVICE}"
 
 
-def _refused_construct(ast: nodes.Template) -> str | None:
+def _checked_nodes(ast: nodes.Template) -> dict[type, list[Any]]:
+    """The filters, tests and names of a template, each kind in the order they are written: one walk of the tree
+    instead of one per kind (every start of the program checks every rule's templates)."""
+    found: dict[type, list[Any]] = {nodes.Filter: [], nodes.Test: [], nodes.Name: []}
+    for node in ast.find_all((nodes.Filter, nodes.Test, nodes.Name)):
+        found[type(node)].append(node)
+    return found
+
+
+def _refused_construct(ast: nodes.Template, found: dict[type, list[Any]] | None = None) -> str | None:
     """What the sandbox refuses whatever the row: Jinja's `self` (the template's own reference object, which
     prints as an object and leads to its internals) and a private attribute given to a filter as a constant
-    (`map(attribute='__class__')`), which Jinja would read silently as an undefined value."""
-    if any(node.name == "self" and node.ctx == "load" for node in ast.find_all(nodes.Name)):
+    (`map(attribute='__class__')`), which Jinja would read silently as an undefined value. `found`: the template's
+    _checked_nodes, when the caller has them."""
+    found = found or _checked_nodes(ast)
+    if any(node.name == "self" and node.ctx == "load" for node in found[nodes.Name]):
         return "uses the name 'self', which rule templates may not use"
-    for f in ast.find_all(nodes.Filter):  # `x|map(...)` and `{% filter map(...) %}` alike
+    for f in found[nodes.Filter]:  # `x|map(...)` and `{% filter map(...) %}` alike
         if f.name not in ATTRIBUTE_FILTERS:
             continue
         position = ATTRIBUTE_FILTERS[f.name]

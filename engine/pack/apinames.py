@@ -40,7 +40,13 @@ class ApiFamily:
     source: str = "bundled"
 
     def matches(self, api_name: str) -> bool:
-        return any(fnmatch.fnmatchcase(api_name, pattern) for pattern in self.names)
+        return self._pattern.match(api_name) is not None
+
+    @functools.cached_property
+    def _pattern(self) -> re.Pattern[str]:
+        """fnmatchcase with any of the names, as one expression (loading the pack checks every name against every
+        earlier family)."""
+        return re.compile("|".join(fnmatch.translate(name) for name in self.names) or "(?!)")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import yaml
 from .layout import VOCABULARY_DIR, bundled
 from ..base.errors import PackError
 from ..base.text import did_you_mean
-from .yamlfile import Positions, read_pack_yaml
+from .yamlfile import Positions, read_pack_yaml, safe_compose
 
 METRICS_FILE = "metrics.yaml"
 
@@ -155,7 +155,7 @@ def _metric(key: Any, spec: Any, path: Path, at: Positions, sources: Sources | N
 def _duplicate_key(text: str) -> tuple[str, int] | None:
     """The first metric key written twice (YAML would keep the last one silently), with its line."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = safe_compose(text)
     except yaml.YAMLError:
         return None
     if not isinstance(node, yaml.MappingNode):

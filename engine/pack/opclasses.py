@@ -16,8 +16,10 @@ import duckdb
 import yaml
 
 from .layout import bundled, vocabulary_file, VOCABULARY_DIR
+from .yamlfile import safe_load
 from ..base.duck import sql_literal
 from ..base.errors import PackError
+from ..base.regexes import compiled_together, regex_problem, scratch_cursor
 
 CLASSES_FILE = "operation_classes.yaml"
 # Classes that never come from a pattern: copies and memsets have tables of their own, `other` is what is left.
@@ -77,15 +79,20 @@ def _bundled_file() -> Path:
     return bundled(VOCABULARY_DIR, CLASSES_FILE)
 
 
-def _regex_problem(con: duckdb.DuckDBPyConnection, pattern: str) -> str | None:
-    try:
-        con.execute("SELECT regexp_matches('', ?)", ["(?i)" + pattern])
-    except duckdb.Error as exc:
-        return str(exc).splitlines()[0].removeprefix("Invalid Input Error: ")
-    return None
+def _written_patterns(data: dict[str, Any]) -> list[str]:
+    """Every text written as a pattern, with the (?i) the classes are matched with, for compiled_together."""
+    out = []
+    for key in ("classes", "gemm_precisions"):
+        entries = data.get(key)
+        for entry in entries if isinstance(entries, list) else []:
+            patterns = entry.get("patterns") if isinstance(entry, dict) else None
+            patterns = [patterns] if isinstance(patterns, str) else patterns if isinstance(patterns, list) else []
+            out += ["(?i)" + p for p in patterns if isinstance(p, str)]
+    return out
 
 
-def _patterns(entry: dict[str, Any], where: str, con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
+def _patterns(entry: dict[str, Any], where: str, con: duckdb.DuckDBPyConnection,
+              compiled: frozenset[str] = frozenset()) -> tuple[str, ...]:
     patterns = entry.get("patterns")
     if isinstance(patterns, str):
         patterns = [patterns]
@@ -95,7 +102,7 @@ def _patterns(entry: dict[str, Any], where: str, con: duckdb.DuckDBPyConnection)
     for pattern in patterns:
         if not isinstance(pattern, str) or not pattern:
             raise OpClassError(f"{where}: the pattern {pattern!r} is not a regular expression in quotes")
-        problem = _regex_problem(con, pattern)
+        problem = None if "(?i)" + pattern in compiled else regex_problem(con, "(?i)" + pattern)
         if problem:
             raise OpClassError(f"{where}: {pattern!r} is not a regular expression DuckDB accepts ({problem}); "
                                f"patterns are RE2 syntax (no look-behind or back-references)")
@@ -124,7 +131,7 @@ def _entries(data: Any, key: str, path: Path, allowed: set[str]) -> list[tuple[s
 
 def _read(path: Path, source: str, con: duckdb.DuckDBPyConnection) -> tuple[list[OpClass], list[Precision]]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise OpClassError(f"{path}: cannot read the operation classes ({exc})") from None
     except yaml.YAMLError as exc:
@@ -137,6 +144,7 @@ def _read(path: Path, source: str, con: duckdb.DuckDBPyConnection) -> tuple[list
     unknown = sorted(str(k) for k in set(data) - {"classes", "gemm_precisions"})
     if unknown:
         raise OpClassError(f"{path}: unknown key {unknown[0]!r}; allowed keys: classes, gemm_precisions")
+    compiled = compiled_together(con, _written_patterns(data))
     classes, seen = [], set()
     for where, entry in _entries(data, "classes", path, _CLASS_KEYS):
         name = entry["name"]
@@ -152,19 +160,19 @@ def _read(path: Path, source: str, con: duckdb.DuckDBPyConnection) -> tuple[list
         glue = entry.get("glue", False)
         if not isinstance(glue, bool):
             raise OpClassError(f"{where}: glue must be true or false (would a fused kernel merge this class?)")
-        classes.append(OpClass(name, doc, _patterns(entry, where, con), glue, source))
+        classes.append(OpClass(name, doc, _patterns(entry, where, con, compiled), glue, source))
     precisions = []
     for where, entry in _entries(data, "gemm_precisions", path, _PRECISION_KEYS):
         if not isinstance(entry.get("tensor_cores"), bool):
             raise OpClassError(f"{where}: tensor_cores must be true or false (does this precision run on the "
                                f"tensor cores?)")
-        precisions.append(Precision(entry["name"], entry["tensor_cores"], _patterns(entry, where, con)))
+        precisions.append(Precision(entry["name"], entry["tensor_cores"], _patterns(entry, where, con, compiled)))
     return classes, precisions
 
 
 @functools.lru_cache(maxsize=1)
 def _bundled() -> tuple[tuple[OpClass, ...], tuple[Precision, ...]]:
-    with duckdb.connect() as con:
+    with scratch_cursor() as con:
         classes, precisions = _read(_bundled_file(), "bundled", con)
     return tuple(classes), tuple(precisions)
 
@@ -178,7 +186,7 @@ def load_operation_classes(rule_dirs: list[Path] | None = None) -> OperationClas
     files = [vocabulary_file(Path(d), CLASSES_FILE) for d in rule_dirs or []]
     files = [f for f in files if f.is_file()]
     if files:
-        with duckdb.connect() as con:
+        with scratch_cursor() as con:
             for path in files:
                 team_classes, team_precisions = _read(path, str(path), con)
                 classes = _merged(classes, team_classes)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .layout import bundled, PRESETS_DIR
 from .stacks import FLAGS_FILE, Stacks, bundled_stacks
+from .yamlfile import safe_load
 from ..base.errors import SetupError
 
 # Capture presets live beside the rules, in a directory of their own, and are no rules (engine/diagnosis/rules.py).
@@ -58,7 +59,7 @@ def presets_dir() -> Path:
 
 def _load(path: Path) -> object:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise SetupError(f"{path}: cannot read this capture-preset file ({exc}); reinstall nsys-diagnose.") from None
 

@@ -20,6 +20,7 @@ from .layout import bundled, PRESETS_DIR, VOCABULARY_DIR
 from .yamlfile import Positions, read_pack_yaml
 from ..base.duck import sql_literal
 from ..base.errors import PackError
+from ..base.regexes import compiled_together, regex_problem, scratch_cursor
 
 STACKS_FILE = "stacks.yaml"
 FLAGS_FILE = "nsys-flags.yaml"  # the one file of capture/presets/ that is no preset
@@ -96,12 +97,21 @@ class Stacks:
         return [[s.key, s.serving, s.detect, s.steps, s.phases, s.startup] for s in self.stacks]
 
 
-def _regex_problem(con: duckdb.DuckDBPyConnection, pattern: str) -> str | None:
-    try:
-        con.execute("SELECT regexp_matches('', ?)", [pattern])
-    except duckdb.Error as exc:
-        return str(exc).splitlines()[0].removeprefix("Invalid Input Error: ")
-    return None
+def _written_patterns(data: dict[str, Any]) -> list[str]:
+    """Every text written where a stack takes patterns, for compiled_together (checked one by one when a pattern
+    does not compile, or is no text)."""
+    out: list[str] = []
+    for entry in data["stacks"]:
+        if not isinstance(entry, dict):
+            continue
+        values = [entry.get("steps")] + [v for group in ("detect", "phases", "startup")
+                                         if isinstance(entry.get(group), dict) for v in entry[group].values()]
+        for value in values:
+            if isinstance(value, str):
+                out.append(value)
+            elif isinstance(value, list):
+                out += [p for p in value if isinstance(p, str)]
+    return out
 
 
 class _Reader:
@@ -109,6 +119,7 @@ class _Reader:
 
     def __init__(self, path: Path, text: str, con: duckdb.DuckDBPyConnection):
         self.path, self.at, self.con = path, Positions(text), con
+        self.compiled: frozenset[str] = frozenset()  # patterns known to compile
 
     def fail(self, where: tuple[object, ...], message: str) -> StackError:
         return StackError(f"{self.path}:{self.at.of(*where)}: {message}")
@@ -121,7 +132,7 @@ class _Reader:
         for i, pattern in enumerate(value):
             if not isinstance(pattern, str) or not pattern:
                 raise self.fail((*where, i), f"{what}: {pattern!r} is not a regular expression in quotes")
-            problem = _regex_problem(self.con, pattern)
+            problem = None if pattern in self.compiled else regex_problem(self.con, pattern)
             if problem:
                 raise self.fail((*where, i), f"{what}: {pattern!r} is not a regular expression DuckDB accepts "
                                              f"({problem}); patterns are RE2 syntax (no look-behind or "
@@ -193,6 +204,7 @@ def _read(path: Path, source: str, con: duckdb.DuckDBPyConnection) -> list[Stack
         raise reader.fail((), "the software stacks must be a mapping with one key, `stacks:`, a list of entries "
                               "(key, label, lineage, serving, preset, detect, steps, phases, startup)")
     presets = _preset_names()
+    reader.compiled = compiled_together(con, _written_patterns(data))
     out: list[Stack] = []
     for i, entry in enumerate(data["stacks"]):
         stack = reader.stack(entry, i, presets, source)
@@ -213,7 +225,7 @@ def _check_lineages(stacks: list[Stack]) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _bundled() -> tuple[Stack, ...]:
-    with duckdb.connect() as con:
+    with scratch_cursor() as con:
         return tuple(_read(bundled(VOCABULARY_DIR, STACKS_FILE), "bundled", con))
 
 
@@ -238,7 +250,7 @@ def load_stacks(rule_dirs: list[Path] | tuple[Path, ...] | None = None) -> Stack
     files = [Path(d) / VOCABULARY_DIR / STACKS_FILE for d in rule_dirs or []]
     files = [f for f in files if f.is_file()]
     if files:
-        with duckdb.connect() as con:
+        with scratch_cursor() as con:
             for path in files:
                 stacks = _merged(stacks, _read(path, str(path), con))
     _check_lineages(stacks)
