@@ -50,6 +50,8 @@ class Timings:
     """Collects Timing entries; thread-safe, since facts may run side by side."""
 
     entries: list[Timing] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """The facts not computed: neither the enabled rules nor the requested formats read them."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _watches: list[_Watch] = field(default_factory=list, repr=False)
     _sampler: threading.Thread | None = field(default=None, repr=False)
@@ -171,6 +173,8 @@ def render_timings(timings: Timings, total_s: float | None = None, limit: int | 
                      f"{summed:8.3f} {(f'{summed / whole * 100:5.1f}%' if whole else ''):>6}")
     if total_s is not None:
         lines.append(f"{'total':<10} {'':<28} {total_s:8.3f}")
+    if timings.skipped:
+        lines.append(f"skipped (not needed by the rules or the requested formats): {', '.join(timings.skipped)}")
     return "\n".join(lines)
 
 

@@ -233,7 +233,7 @@ def _diagnose(args: argparse.Namespace, stop: StopRequest, progress: Progress) -
     else:
         report = diagnose(args.profiles[0], config, tokens=args.tokens, progress=progress,
                           cache=args.cache, cache_dir=args.cache_dir, what_if_batch=args.what_if_batch,
-                          timings=timings)
+                          timings=timings, formats={fmt for _, fmt in outputs})
         rank, size = report.profile.rank, report.profile.world_size
         if rank is not None and size is not None and 0 <= rank < size and size > 1:
             progress.note(f"{args.profiles[0]} is rank {rank} of a run of {size} ranks (its trace's "

@@ -27,7 +27,7 @@ from typing import Any, Callable
 from ..pack.layout import bundled, FACTS_DIR
 from ..reading import cache as store
 from ..reading.export import Export
-from .catalog import Fact, render_sql
+from .catalog import Fact, render_sql, with_needs
 from ..base.timings import Timings
 from ..pack.opclasses import OperationClasses, default_classes
 from ..pack.stacks import Stacks, bundled_stacks
@@ -158,18 +158,25 @@ def facts_of(export: Export, *, facts: dict[str, Fact], params: dict[str, float]
              startup_patterns: dict[str, str] | None = None,
              step_patterns: dict[str, str] | None = None,
              op_classes: OperationClasses | None = None, timings: Timings | None = None,
-             stacks: Stacks | None = None, api_names: ApiNames | None = None) -> FactSet:
+             stacks: Stacks | None = None, api_names: ApiNames | None = None,
+             catalog: dict[str, Fact] | None = None) -> FactSet:
     """compute_facts, or the rows an earlier run computed from the same cached tables with the same facts
-    (`timings` then records that stage alone)."""
+    (`timings` then records that stage alone). `catalog`: every fact of the pack, when `facts` is the part of it a
+    report reads (engine/runs/selection.py): the entry is keyed on the catalog and reused when it holds every fact
+    of `facts`, so reports of other formats share it; when it lacks some, those held are computed again with them."""
     if export.cache_file is None or not export.cache_key:
         return compute_facts(export, params=params, phase_patterns=phase_patterns, facts=facts, progress=progress,
                              startup_patterns=startup_patterns, step_patterns=step_patterns,
                              op_classes=op_classes, timings=timings, stacks=stacks, api_names=api_names)
     path = entry_path(export.cache_file)
-    key = results_key(export.cache_key, facts, params, phase_patterns, startup_patterns, step_patterns, op_classes,
+    catalog = catalog or facts
+    key = results_key(export.cache_key, catalog, params, phase_patterns, startup_patterns, step_patterns, op_classes,
                       stacks, api_names)
     with timings.stage("reuse the cached facts") if timings else contextlib.nullcontext():
-        kept = load(path, key, facts) if export.cache_hit else None
+        kept = load(path, key, catalog) if export.cache_hit else None
+    if kept is not None and not {n for n, f in facts.items() if not f.is_helper} <= kept.results.keys():
+        held = with_needs(catalog, [*facts, *kept.results])
+        facts, kept = {n: f for n, f in catalog.items() if n in held}, None
     if kept is not None:
         kept.stacks = stacks
         for scoped in kept.phases.values():

@@ -15,6 +15,10 @@ from ..model.runmodel import RunReport
 from ..base.text import plural
 from ..base.units import fmt_duration, fmt_ratio
 
+# The reported facts the HTML charts read (report.facts); a fact not named here is not computed for that
+# format (engine/runs/selection.py; tests/test_fact_selection.py proves the list complete).
+FACTS_READ = ("gpu_utilization", "gap_histogram", "launch_overhead", "utilization_timeline")
+
 WIDTH = 760          # plot width in SVG user units (the SVG scales to the page width)
 LEFT = 52            # room for the y-axis labels
 RIGHT = 12

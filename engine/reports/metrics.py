@@ -176,3 +176,9 @@ def key_metric_rows(report: Report, thresholds: Mapping[str, ParamThreshold]) ->
                               display=display, threshold=limit, threshold_display=limit_display, op=op,
                               param=param, past=past))
     return rows
+
+
+def facts_read() -> set[str]:
+    """The reported facts the key metrics read (metrics.yaml sources `FACT.COLUMN`, and the phases' lengths)."""
+    computed = set(metric_sources().computed)
+    return {s.partition(".")[0] for m in METRICS for s in m.sources} - computed | {"phases"}

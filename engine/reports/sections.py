@@ -86,3 +86,8 @@ def tables(facts: dict[str, list[dict[str, Any]]], fmt: str) -> dict[str, list[d
         shown = not entry["shown_when"] or any(row.get(entry["shown_when"]) for row in rows)
         out[key] = rows if shown else []
     return out
+
+
+def facts_read(fmt: str) -> set[str]:
+    """The reported facts the `fmt` (md or html) section tables read, per phase too (sections.yaml `fact`)."""
+    return {entry["fact"] for entry in registry(fmt).values()}

@@ -12,6 +12,10 @@ from ..base.units import fmt_duration, fmt_number, fmt_ratio
 from ..model.report import Report, StackInfo
 from ..pack.stacks import bundled_stacks
 
+# The reported facts the step tables of every format read. A fact not named here is not computed for
+# that format (engine/runs/selection.py; tests/test_fact_selection.py proves the list complete).
+FACTS_READ = ("steps", "phases")
+
 # How the steps were found, for people (fact _step_ranges, column source).
 _FOUND_BY = {"nvtx": "NVTX step ranges", "sync": "synchronisations of the launching thread",
              "graph-launch": "CUDA-graph launches of the launching thread"}

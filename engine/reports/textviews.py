@@ -17,6 +17,10 @@ from ..model.report import Report
 from .steps import StepRow
 from .views import matched_texts, profile_header, unique_names
 
+# The reported facts the terminal lines read. A fact not named here is not computed for
+# that format (engine/runs/selection.py; tests/test_fact_selection.py proves the list complete).
+FACTS_READ = ("phases", "steps")
+
 
 def header_line(report: Report) -> str:
     """'nsys 2024.6 · 1 GPU used (H100) · 1.2 s traced · stack: vLLM'."""

@@ -16,6 +16,10 @@ from ..model.report import Report
 from ..base.text import shorten
 from ..base.units import fmt_duration
 
+# The reported facts the timeline excerpt (HTML) and text strip (Markdown) read; a fact not named here is not
+# computed for that format (engine/runs/selection.py; tests/test_fact_selection.py proves the list complete).
+FACTS_READ = ("timeline_excerpt",)
+
 WIDTH = 960          # SVG user units; the SVG scales to the page width
 LABEL_W = 168        # room for the lane labels on the left
 PLOT_W = WIDTH - LABEL_W - 8

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Collection
 from typing import Any, Callable
 
 from ..diagnosis.config import Config, ConfigError, split_config
@@ -39,6 +40,7 @@ from ..reading.profile_file import ProfileFile
 from ..diagnosis.startup import startup_summary
 from ..diagnosis.throughput import check_tokens, throughput
 from ..diagnosis import whatif
+from .selection import facts_to_compute, skipped
 
 
 
@@ -197,13 +199,16 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
              progress: Callable[[str], None] | None = None, cache: bool = True, threads: int | None = None,
              share: int = 1, cache_dir: str | Path | None = None, what_if_batch: int | None = None,
              capture_preset: str | None = None,
-             timings: Timings | None = None, pack: Pack | None = None) -> Report:
+             timings: Timings | None = None, pack: Pack | None = None,
+             formats: Collection[str] | None = None) -> Report:
     """Diagnose one export. `tokens`: output tokens the profiled run generated (adds tokens/s).
     `cache`: reuse (or save) the canonical tables in the user's cache directory, or `cache_dir` (see
     engine/reading/cache.py); False reads the export afresh.
     `threads`, `share`: DuckDB threads, and how many diagnoses run side by side sharing the memory limit.
     `timings`: record where the time goes there (engine/base/timings.py): reading, each fact, judging.
-    `pack`: the pack already loaded for `config` (load_pack), as a batch or a multi-rank run shares it."""
+    `pack`: the pack already loaded for `config` (load_pack), as a batch or a multi-rank run shares it.
+    `formats`: the report formats that will be rendered (engine/reports/render.py FORMATS): only the facts those
+    and the enabled rules read are computed (engine/runs/selection.py); None computes every fact."""
     stages = timings.stage if timings else lambda _: contextlib.nullcontext()
     with contextlib.ExitStack() as early:
         # The cache key hashes the whole export: on another core while the rules load.
@@ -215,14 +220,18 @@ def diagnose(path: str | Path, config: Config | None = None, *, tokens: int | No
                 pack = load_pack(config)  # a broken pack or setting stops the run before the export is read
         return _diagnose(path, pack, opened, stages, tokens=tokens, progress=progress, cache=cache,
                          threads=threads, share=share, cache_dir=cache_dir, what_if_batch=what_if_batch,
-                         capture_preset=capture_preset, timings=timings)
+                         capture_preset=capture_preset, timings=timings, formats=formats)
 
 
 def _diagnose(path: str | Path, pack: Pack, opened: ProfileFile | None, stages: Callable[[str], Any], *,
               tokens: int | None, progress: Callable[[str], None] | None, cache: bool, threads: int | None,
               share: int, cache_dir: str | Path | None, what_if_batch: int | None, capture_preset: str | None,
-              timings: Timings | None) -> Report:
+              timings: Timings | None, formats: Collection[str] | None = None) -> Report:
     config, fact_defs, rules = pack.config, pack.facts, pack.rules
+    enabled = [rule for rule in rules.values() if rule.id not in pack.ruleset.disabled]
+    selected = facts_to_compute(fact_defs, enabled, formats)
+    if timings:
+        timings.skipped = skipped(fact_defs, selected)
     try:
         with contextlib.ExitStack() as scope:
             with stages("read the export"):
@@ -236,10 +245,10 @@ def _diagnose(path: str | Path, pack: Pack, opened: ProfileFile | None, stages: 
                     params["whatif_batch"] = what_if_batch
                 with stages("compute the facts"):
                     facts = facts_of(export, params=params,
-                                     phase_patterns=config.phase_patterns, facts=fact_defs, progress=progress,
+                                     phase_patterns=config.phase_patterns, facts=selected, progress=progress,
                                      startup_patterns=config.startup_patterns, step_patterns=config.step_patterns,
                                      op_classes=pack.op_classes, timings=timings, stacks=pack.stacks,
-                                     api_names=pack.api_names)
+                                     api_names=pack.api_names, catalog=fact_defs)
             except FactOverflowError as exc:
                 raise InputError(f"{path} holds values too large to compute with ({exc}); the export looks "
                                  f"damaged or hand-edited, so export the profile again with "
