@@ -20,6 +20,7 @@ from ..pack.stacks import bundled_stacks
 from ..model.findings import Finding
 from ..model.measures import Throughput
 from ..model.whatif import BatchWhatIf, WhatIf
+from .whatif_notes import node_gap_note, pinned_note, replay_rows, sample_assumption, sample_note
 from ..base.units import fmt_range, fmt_ratio, fmt_span, fmt_step
 from ..base.vocabulary import Kind, Severity
 
@@ -218,9 +219,9 @@ def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None =
     speedup = model.speedup
     steps_ps = 1e9 / measured if basis == "steps" else None
     tokens = throughput.tokens_per_s if throughput is not None else None
-    assumptions = [spec.edges, _node_gap_note(row)]
+    assumptions = [spec.edges, node_gap_note(row)]
     if transform == "copies-pinned":
-        assumptions.append(_pinned_note(row))
+        assumptions.append(pinned_note(row))
     if model.capped and share is not None:
         assumptions.append(f"Capped at the {fmt_ratio(share, 0)} of GPU time the rule charges to the cause: the "
                            f"replay alone would promise more than removing the cause can give.")
@@ -236,6 +237,12 @@ def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None =
     elif not model.gains and share is not None and share >= 0.005:
         gain += (f": the {fmt_ratio(share, 0)} the rule measured is off the GPU's critical path, so removing it "
                  f"alone does not shorten the {where}")
+    # a projection cut back to the rule's share is no replayed median: only the measured step's interval applies
+    sample = sample_note(row, None if model.capped else spec.column,
+                         "copies_pinned_slow_step_ns" if slow is not None else None)
+    if sample is not None:
+        gain += f"; {sample}"
+        assumptions.append(sample_assumption(row) or sample)
     to = fmt_range(projected, slow) if slow is not None and slow > projected else fmt_step(projected)
     line = f"{spec.label}: {where} {fmt_step(measured)} → ~{to} ({gain})"
     return WhatIf(transform=transform, label=spec.label, device_id=row.get("device_id"), phase=row.get("phase"),
@@ -249,27 +256,9 @@ def what_if(transform: str, row: dict[str, Any], throughput: Throughput | None =
                   why_not=model.why_not, assumptions=assumptions, line=line)
 
 
-def _node_gap_note(row: dict[str, Any]) -> str:
-    gap = fmt_step(row.get("node_gap_ns"))
-    if row.get("node_gap_measured"):
-        return f"Per-node replay gap {gap}: the median gap between kernels of one graph replay in this profile."
-    return (f"Per-node replay gap {gap}: the default (facts.whatif_node_gap_ns), as the profile has no "
-            f"node-traced graph replay to measure it.")
-
-
-def _pinned_note(row: dict[str, Any]) -> str:
-    bw = f"{row.get('pinned_gbps') or 0:.1f} GB/s"
-    if row.get("pinned_measured"):
-        return f"Pinned bandwidth {bw}, measured on this profile's pinned copies of 1 MiB or more."
-    low = f"{row.get('pinned_gbps_low') or 0:.0f}"
-    return (f"Pinned bandwidth {low}..{row.get('pinned_gbps') or 0:.0f} GB/s, a range: the profile has no large "
-            f"pinned copy to measure it, and pinned copies reach about 12 GB/s on PCIe 3.0 x16 (a T4) to 25 GB/s "
-            f"on PCIe 4.0 x16 in practice (facts.whatif_pinned_gbps_low, facts.whatif_pinned_gbps).")
-
-
 def replay_row(facts: FactSet, device_id: Any, phase: str | None) -> dict[str, Any] | None:
     """The whatif_replay row a finding on `device_id` in `phase` is projected on (_pick)."""
-    return _pick(facts.rows(FACT) if FACT in facts.results else [], device_id, phase)
+    return _pick(replay_rows(facts), device_id, phase)
 
 
 def attach(findings: list[Finding], transforms: dict[str, tuple[str, str | None]], facts: FactSet,
@@ -303,7 +292,7 @@ def batch_projection(facts: FactSet, batch: int | None, primary: Finding | None,
     """The projection of `batch` requests per step (`--what-if batch=N`), or by default when the run serves an LLM
     (`serving`, serves_llm), the primary finding's transform is a fixed per-step cost and the batch is small or
     unknown; None otherwise."""
-    rows = facts.rows(FACT) if FACT in facts.results else []
+    rows = replay_rows(facts)
     device = (primary.row or {}).get("device_id") if primary is not None else None
     row = _pick(rows, device, "decode") or _pick(rows, device, primary.phase if primary else None)
     # a whole-window row is no step: no per-step projection; nor from a handful of steps
@@ -373,6 +362,7 @@ def _project(row: dict[str, Any], batch: int, current: float | None, serving: bo
             f"per extra current batch (high), until they turn compute-bound; copies stay as measured.",
             "KV-cache capacity may cap the batch; graphs pad it to a captured size.",
         ]
+        assumptions += [note for note in [sample_assumption(row)] if note]
         graphs = float(row.get("graph_step_ns") or 0)
         if graphs > 0:
             assumptions.append(f"{fmt_step(graphs)} per step is CUDA-graph replays traced whole (graph trace mode), "
@@ -391,6 +381,8 @@ def _project(row: dict[str, Any], batch: int, current: float | None, serving: bo
             else f"so {latency} rises {rises}")
     line = (f"{label}: {gains} {rate}; {where} {fmt_step(now)} → {span}, {cost}"
             f"{' (least-squares fit)' if method == 'fit' else ''}")
+    note = sample_note(row)
+    line += f"; {note}" if note else ""
     return BatchWhatIf(batch=batch, current_batch=current, factor=factor, method=method,
                        device_id=row.get("device_id"), phase=row.get("phase"), measured_step_ns=int(now),
                        projected_step_low_ns=int(low), projected_step_high_ns=int(high),

@@ -12,6 +12,12 @@
 -- @doc (_steps: from its start to
 -- @doc the end of its iteration, span_end_ns) holds its issuing call on the same thread, and its gap with it; on a
 -- @doc device with fewer than whatif_min_steps steps, all of its operations form one step (step_id -1 - device_id) spanning the judged window.
+-- @doc Only a sample of the steps is replayed: whatif_replay takes medians, which need no more. Each (device, phase)
+-- @doc stratum keeps at most whatif_sample_steps steps, and each device at most as many for its all-steps median:
+-- @doc every k-th step of the stratum in time order (k = its steps / whatif_sample_steps, not rounded), so the same
+-- @doc export gives the same sample and the sample spreads over the whole run; a stratum of fewer steps keeps
+-- @doc them all. The rows are the sampled steps only: a sum over them is no total of the run (stratum_steps and
+-- @doc device_steps count every step).
 -- @needs _timeline _idle_gaps _sync_calls _steps _glue_runs _kernel_classes
 -- @param whatif_node_gap_ns 1000 range 0 1000000
 -- @param whatif_pinned_gbps 25 range 0.1 10000
@@ -19,6 +25,7 @@
 -- @param whatif_batch 8 range 2 4096
 -- @param whatif_gemm_growth 0.05 range 0 1
 -- @param whatif_min_steps 5 range 1 1000
+-- @param whatif_sample_steps 2000 range 10 inf
 -- @column device_id CUDA device index.
 -- @column step_id The step (_steps.step_id); -1 - device_id for the whole window when the device has no step.
 -- @column source How the step was found: nvtx, graph-launch, sync, or window (no steps: the judged window).
@@ -47,6 +54,10 @@
 -- @column pinned_gbps Bandwidth of pinned host-device copies of at least 1 MiB measured in this profile, else whatif_pinned_gbps (GB/s), the high end of what pinned copies reach in practice (PCIe 4.0 x16).
 -- @column pinned_gbps_low The measured bandwidth, else whatif_pinned_gbps_low (GB/s): the low end (PCIe 3.0 x16 in practice), for the GPUs whose link the profile does not show.
 -- @column pinned_measured True when pinned_gbps was measured in this profile.
+-- @column stratum_steps Steps of the device in the step's phase, sampled or not (NULL phase: those without a phase).
+-- @column device_steps Steps of the device, sampled or not.
+-- @column phase_sampled True when the step is in its phase's sample (whatif_sample_steps per (device, phase); never for a step without a phase).
+-- @column device_sampled True when the step is in its device's sample for the all-steps median (whatif_sample_steps per device).
 -- The gap between kernels of one node-traced graph replay (kernels of one replay share its correlation id).
 WITH node_gaps AS (
     SELECT greatest(start_ns - lag(end_ns) OVER (PARTITION BY pid, correlation_id, device_id ORDER BY start_ns), 0)
@@ -94,11 +105,43 @@ ops AS MATERIALIZED (
 -- engine/diagnosis/whatif.py MIN_STEPS); with fewer (one NVTX range around a short loop) its whole window is
 -- replayed, so work outside those ranges (a load before them) is not left out of every projection.
 devices AS (SELECT device_id, count(DISTINCT step_id) >= ${whatif_min_steps} AS has_steps FROM ops GROUP BY device_id),
+-- Each step's phase (its label's, else that of most of its operations) and its first operation, to sample by.
+step_phases AS (
+    SELECT k.device_id, k.step_key, coalesce(s.label_phase, k.op_phase) AS phase, k.first_ns
+    FROM (SELECT o.device_id, CASE WHEN d.has_steps THEN o.step_id ELSE -1 - o.device_id END AS step_key,
+                 mode(o.phase) AS op_phase, min(o.start_ns) AS first_ns
+          FROM ops o JOIN devices d USING (device_id)
+          GROUP BY o.device_id, step_key) k
+    LEFT JOIN steps s ON s.step_id = k.step_key
+    WHERE k.step_key IS NOT NULL
+),
+-- The sample: the i-th step (from 0, in time order) of a stratum of n steps is kept when i * N mod n < N, which
+-- keeps exactly min(N, n) steps evenly spread over the stratum, and all of them when n <= N.
+strata AS (
+    SELECT device_id, step_key, phase,
+           row_number() OVER (PARTITION BY device_id, phase ORDER BY first_ns, step_key) - 1 AS phase_rank,
+           count(*) OVER (PARTITION BY device_id, phase) AS stratum_steps,
+           row_number() OVER (PARTITION BY device_id ORDER BY first_ns, step_key) - 1 AS device_rank,
+           count(*) OVER (PARTITION BY device_id) AS device_steps
+    FROM step_phases
+),
+sampled AS (
+    SELECT device_id, step_key, phase, stratum_steps, device_steps,
+           phase IS NOT NULL AND phase_rank * CAST(${whatif_sample_steps} AS BIGINT) % stratum_steps
+               < CAST(${whatif_sample_steps} AS BIGINT) AS phase_sampled,
+           device_rank * CAST(${whatif_sample_steps} AS BIGINT) % device_steps
+               < CAST(${whatif_sample_steps} AS BIGINT) AS device_sampled
+    FROM strata
+),
+-- Only the sampled steps' operations go on, before the joins and the windows of the replay.
 placed AS MATERIALIZED (
-    SELECT o.*, CASE WHEN d.has_steps THEN o.step_id ELSE -1 - o.device_id END AS step_key,
+    SELECT o.*,
            g.cause, c.bytes AS pageable_bytes, c.dur_ns AS copy_dur_ns,
            gr.run_kernels AS glue_run_kernels, gr.is_first AS glue_run_first, gr.fused_factor AS glue_fused_factor
-    FROM ops o JOIN devices d USING (device_id)
+    FROM (SELECT o.*, CASE WHEN d.has_steps THEN o.step_id ELSE -1 - o.device_id END AS step_key
+          FROM ops o JOIN devices d USING (device_id)) o
+    JOIN (SELECT device_id, step_key FROM sampled WHERE phase_sampled OR device_sampled) k
+      ON k.device_id = o.device_id AND k.step_key = o.step_key
     -- (device_id, gap_end_ns) names a gap; an operation starting with another at the same nanosecond may meet its
     -- gap too, harmlessly: its own gap is 0. An equi-join only: a predicate on one side makes DuckDB loop.
     LEFT JOIN _idle_gaps g ON g.device_id = o.device_id AND g.gap_end_ns = o.start_ns
@@ -109,7 +152,7 @@ placed AS MATERIALIZED (
 ),
 per_step AS (
     SELECT r.device_id, r.step_key AS step_id, count(*) AS op_count, sum(r.busy_ns) AS busy_ns,
-           sum(r.gap_ns) AS gap_ns, mode(r.phase) AS op_phase, min(r.start_ns) AS first_ns,
+           sum(r.gap_ns) AS gap_ns, min(r.start_ns) AS first_ns,
            max(r.end_ns) AS last_ns, arg_max(r.global_tid, r.busy_ns) AS main_tid,
            coalesce(sum(r.busy_ns) FILTER (WHERE r.is_attention), 0) AS attention_ns,
            coalesce(sum(r.busy_ns) FILTER (WHERE r.is_compute), 0) AS kernel_ns,
@@ -212,7 +255,7 @@ blocked AS (
     ASOF LEFT JOIN blocking b ON b.global_tid = sp.global_tid AND sp.span_start_ns >= b.start_ns
 )
 SELECT p.device_id, p.step_id, coalesce(s.source, 'window') AS source,
-       coalesce(s.label_phase, p.op_phase) AS phase, s.batch, p.op_count, p.busy_ns, p.gap_ns,
+       k.phase, s.batch, p.op_count, p.busy_ns, p.gap_ns,
        p.busy_ns + p.gap_ns AS measured_ns, p.attention_ns, p.kernel_ns, p.graph_ns,
        greatest(sp.span_end_ns - sp.span_start_ns - coalesce(b.blocked_ns, 0), 0) AS host_work_ns,
        p.busy_ns + p.launch_gaps_gap_ns AS launch_gaps_ns,
@@ -225,8 +268,10 @@ SELECT p.device_id, p.step_id, coalesce(s.source, 'window') AS source,
        CAST(round(least(x.fused_ns, p.busy_ns + p.gap_ns)) AS BIGINT) AS fused_ns,
        x.batch_factor, CAST(round(x.batch_low_ns) AS BIGINT) AS batch_low_ns,
        CAST(round(x.batch_high_ns) AS BIGINT) AS batch_high_ns,
-       p.node_gap_ns, p.node_gap_measured, p.pinned_gbps, p.pinned_gbps_low, p.pinned_measured
+       p.node_gap_ns, p.node_gap_measured, p.pinned_gbps, p.pinned_gbps_low, p.pinned_measured,
+       k.stratum_steps, k.device_steps, k.phase_sampled, k.device_sampled
 FROM per_step p
+JOIN sampled k ON k.device_id = p.device_id AND k.step_key = p.step_id
 JOIN replayed x ON x.device_id = p.device_id AND x.step_id = p.step_id
 JOIN spans sp ON sp.device_id = p.device_id AND sp.step_id = p.step_id
 LEFT JOIN blocked b ON b.device_id = p.device_id AND b.step_id = p.step_id

@@ -4,13 +4,16 @@
 -- @doc not a replay of the median. Rows with phase NULL cover every step of the device; without steps the one
 -- @doc step is the device's judged window (source 'window'). The batch columns feed the batch projection:
 -- @doc the medians of the step's kernel time split into attention and the other kernels, and, where the steps
--- @doc carry their batch size, a least-squares fit of step time against it.
+-- @doc carry their batch size, a least-squares fit of step time against it. A row's medians are over the
+-- @doc sample of its steps _whatif_steps replays (at most whatif_sample_steps per device and per phase, all steps of
+-- @doc a smaller one); whatif_sample says which rows are sampled, out of how many steps, and each median's 95 %
+-- @doc interval.
 -- @report
 -- @needs _whatif_steps
 -- @column device_id CUDA device index.
 -- @column phase Phase of the steps (NULL: all steps of the device).
 -- @column source How the steps were found: nvtx, graph-launch, sync, or window (the judged window as one step).
--- @column steps Steps measured.
+-- @column steps Steps measured: the sample's when the row's steps outnumber whatif_sample_steps (whatif_sample.steps_total counts them all).
 -- @column measured_step_ns Median measured step: the step's GPU chain, busy time plus the idle gaps before its operations (ns).
 -- @column launch_gaps_step_ns Median step replayed with launch and gpu-side gaps inside the step at the per-node replay gap (CUDA graphs) (ns).
 -- @column host_gaps_step_ns Median step replayed with host gaps overlapped (async scheduling), never below the host's own work per step (ns).
@@ -41,6 +44,12 @@
 -- @check steps non_negative
 -- @check measured_step_ns non_negative
 -- @check fit_r2 range 0 1
+-- each phase's sampled steps, and the device's sampled steps under phase NULL
+WITH sampled AS (
+    SELECT * FROM _whatif_steps WHERE phase_sampled AND phase IS NOT NULL
+    UNION ALL
+    SELECT * REPLACE (NULL AS phase) FROM _whatif_steps WHERE device_sampled
+)
 SELECT device_id, phase, any_value(source) AS source, count(*) AS steps,
        CAST(median(measured_ns) AS BIGINT) AS measured_step_ns,
        CAST(median(launch_gaps_ns) AS BIGINT) AS launch_gaps_step_ns,
@@ -64,8 +73,7 @@ SELECT device_id, phase, any_value(source) AS source, count(*) AS steps,
        CASE WHEN count(DISTINCT batch) >= 2 THEN regr_slope(measured_ns, batch) END AS fit_slope_ns,
        CASE WHEN count(DISTINCT batch) >= 2 THEN regr_intercept(measured_ns, batch) END AS fit_intercept_ns,
        CASE WHEN count(DISTINCT batch) >= 2 THEN least(greatest(regr_r2(measured_ns, batch), 0), 1) END AS fit_r2
-FROM _whatif_steps
-GROUP BY GROUPING SETS ((device_id, phase), (device_id))
+FROM sampled
 -- one row over all steps of the device, and one per named phase (steps without a phase are only in the former)
-HAVING grouping(phase) = 1 OR phase IS NOT NULL
+GROUP BY device_id, phase
 ORDER BY device_id, phase NULLS FIRST
