@@ -49,12 +49,12 @@ def sample_note(row: dict[str, Any], projected_column: str | None = None, slow_c
 
 
 def sample_assumption(row: dict[str, Any]) -> str | None:
-    """The sample in a sentence, for the assumptions: every k-th step, and why that suffices."""
-    note = sample_note(row)
-    if note is None:
+    """How the sample was drawn, for the assumptions (the projection's own line already gives its size and
+    interval): evenly spaced steps, and why that suffices."""
+    if not row.get("sampled"):
         return None
-    return (f"The {note}: every k-th step in time order was replayed "
-            f"(facts.whatif_sample_steps per GPU and phase), as a median needs no more.")
+    return ("Steps evenly spaced in time order were replayed (facts.whatif_sample_steps per GPU and phase, when it "
+            "has more than twice as many), as a median needs no more.")
 
 
 def node_gap_note(row: dict[str, Any]) -> str:

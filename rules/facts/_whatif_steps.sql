@@ -13,10 +13,10 @@
 -- @doc the end of its iteration, span_end_ns) holds its issuing call on the same thread, and its gap with it; on a
 -- @doc device with fewer than whatif_min_steps steps, all of its operations form one step (step_id -1 - device_id) spanning the judged window.
 -- @doc Only a sample of the steps is replayed: whatif_replay takes medians, which need no more. Each (device, phase)
--- @doc stratum keeps at most whatif_sample_steps steps, and each device at most as many for its all-steps median:
--- @doc every k-th step of the stratum in time order (k = its steps / whatif_sample_steps, not rounded), so the same
--- @doc export gives the same sample and the sample spreads over the whole run; a stratum of fewer steps keeps
--- @doc them all. The rows are the sampled steps only: a sum over them is no total of the run (stratum_steps and
+-- @doc stratum of more than twice whatif_sample_steps steps keeps whatif_sample_steps of them, and each device as
+-- @doc many for its all-steps median: steps evenly spaced in time order (one every n / whatif_sample_steps, a
+-- @doc fraction), so the same export gives the same sample and the sample spreads over the whole run; a smaller
+-- @doc stratum keeps them all. The rows are the sampled steps only: a sum over them is no total of the run (stratum_steps and
 -- @doc device_steps count every step).
 -- @needs _timeline _idle_gaps _sync_calls _steps _glue_runs _kernel_classes
 -- @param whatif_node_gap_ns 1000 range 0 1000000
@@ -116,7 +116,8 @@ step_phases AS (
     WHERE k.step_key IS NOT NULL
 ),
 -- The sample: the i-th step (from 0, in time order) of a stratum of n steps is kept when i * N mod n < N, which
--- keeps exactly min(N, n) steps evenly spread over the stratum, and all of them when n <= N.
+-- keeps exactly N steps evenly spread over the stratum; a stratum of at most 2N steps keeps them all (a
+-- sample of more than half of them would save little and cost the report its exactness).
 strata AS (
     SELECT device_id, step_key, phase,
            row_number() OVER (PARTITION BY device_id, phase ORDER BY first_ns, step_key) - 1 AS phase_rank,
@@ -127,10 +128,12 @@ strata AS (
 ),
 sampled AS (
     SELECT device_id, step_key, phase, stratum_steps, device_steps,
-           phase IS NOT NULL AND phase_rank * CAST(${whatif_sample_steps} AS BIGINT) % stratum_steps
-               < CAST(${whatif_sample_steps} AS BIGINT) AS phase_sampled,
-           device_rank * CAST(${whatif_sample_steps} AS BIGINT) % device_steps
-               < CAST(${whatif_sample_steps} AS BIGINT) AS device_sampled
+           phase IS NOT NULL AND (stratum_steps <= 2 * CAST(${whatif_sample_steps} AS BIGINT)
+               OR phase_rank * CAST(${whatif_sample_steps} AS BIGINT) % stratum_steps
+                  < CAST(${whatif_sample_steps} AS BIGINT)) AS phase_sampled,
+           device_steps <= 2 * CAST(${whatif_sample_steps} AS BIGINT)
+               OR device_rank * CAST(${whatif_sample_steps} AS BIGINT) % device_steps
+                  < CAST(${whatif_sample_steps} AS BIGINT) AS device_sampled
     FROM strata
 ),
 -- Only the sampled steps' operations go on, before the joins and the windows of the replay.

@@ -1,7 +1,7 @@
 -- @fact whatif_sample
 -- @doc Per whatif_replay row (device, and phase; phase NULL: every step of the device): how many steps its medians
--- @doc were taken over and, when those are a sample (_whatif_steps keeps at most whatif_sample_steps per device and
--- @doc per phase, every k-th in time order), a distribution-free 95 % confidence interval of each median: with n
+-- @doc were taken over and, when those are a sample (_whatif_steps keeps whatif_sample_steps per device and per
+-- @doc phase that has more than twice as many, evenly spaced in time order), a distribution-free 95 % confidence interval of each median: with n
 -- @doc steps sampled, the sample's order statistics of ranks floor(n/2 - 0.98 sqrt(n)) and ceil(n/2 + 0.98 sqrt(n))
 -- @doc + 1 (the normal approximation of the binomial: 1.96 sqrt(n)/2 either side of the middle rank) hold the
 -- @doc median of all the steps with about 95 % confidence. The intervals are NULL when every step was replayed:
