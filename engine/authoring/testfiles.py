@@ -7,11 +7,10 @@ import math
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
 
 from ..base.errors import DiagnoseError
 from ..base.text import did_you_mean
-from ..pack.yamlfile import SAFE_LOADER, Positions, error_position, error_problem
+from ..pack.yamlfile import Positions, parse_yaml
 
 # Numbers in `evidence:` checks and fact-test rows are equal when they differ by less than this share (rounding
 # of sums of doubles), unless a case sets a tolerance of its own.
@@ -52,12 +51,7 @@ def read_test_yaml(path: Path, error: type[DiagnoseError]) -> tuple[Any, Positio
         raise error(f"{path}:1:1: cannot read the test file ({exc.strerror})") from None
     except UnicodeDecodeError as exc:
         raise error(f"{path}:1:1: not UTF-8 text (byte {exc.start}); save the test file as UTF-8") from None
-    try:
-        data = yaml.load(text, Loader=SAFE_LOADER)
-    except yaml.YAMLError as exc:
-        line, col = error_position(exc) or (1, 1)
-        raise error(f"{path}:{line}:{col}: invalid YAML ({error_problem(exc)})") from None
-    return data, Positions(text)
+    return parse_yaml(path, text, error), Positions(text)
 
 
 def check_file_keys(path: Path, data: Any, at: Positions, keys: tuple[str, str], error: type[DiagnoseError]) -> None:

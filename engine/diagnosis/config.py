@@ -12,11 +12,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import yaml
 
 from ..base.errors import DiagnoseError
-from ..base.regexes import scratch_cursor
+from ..base.regexes import regex_problem, scratch_cursor
 from ..base.vocabulary import Severity
 from ..pack.yamlfile import error_position, safe_load
 
@@ -214,20 +213,12 @@ def _load_phases(phases: Any, where: str, key: str = "phases") -> dict[str, str]
             if not isinstance(pattern, str):
                 raise ConfigError(f"{where}: {key}.{name} must be a regular expression in quotes, not "
                                   f"{pattern!r}; write e.g. `{example}`")
-            problem = _regex_problem(con, pattern)
+            problem = regex_problem(con, pattern)
             if problem:
                 raise ConfigError(f"{where}: {key}.{name}: {pattern!r} is not a regular expression DuckDB accepts "
                                   f"({problem}); patterns are RE2 syntax (no look-behind or back-references), "
                                   f'e.g. "(?i)(^|[^a-z])decode([^a-z]|$)"')
     return dict(patterns)
-
-
-def _regex_problem(con: duckdb.DuckDBPyConnection, pattern: str) -> str | None:
-    try:
-        con.execute("SELECT regexp_matches('', ?)", [pattern])
-    except duckdb.Error as exc:
-        return str(exc).splitlines()[0].removeprefix("Invalid Input Error: ")
-    return None
 
 
 def load_config_file(path: Path) -> Config:

@@ -49,12 +49,17 @@ def read_pack_yaml(path: Path, error: type[Exception], what: str) -> tuple[Any, 
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"{path}: cannot read {what} ({exc})") from None
+    return parse_yaml(path, text, error), text
+
+
+def parse_yaml(path: Path, text: str, error: type[Exception]) -> Any:
+    """The document in `text` (read from `path`); a syntax error is one `FILE:LINE:COL: invalid YAML (...)`
+    sentence."""
     try:
-        data = yaml.load(text, Loader=SAFE_LOADER)
+        return yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         line, col = error_position(exc) or (1, 1)
         raise error(f"{path}:{line}:{col}: invalid YAML ({error_problem(exc)})") from None
-    return data, text
 
 
 Path_ = tuple[str, ...]
