@@ -15,6 +15,8 @@
 -- @doc step_max_spread times the median span (the repeating ones), and at least step_min_coverage of the GPU
 -- @doc time (kernels, graph replays and copies, by duration) starts inside a repeating span. A program without a loop (a few syncs while a model loads, then one long computation;
 -- @doc graph launches queued in a burst ahead of long replays) has no steps: the what-ifs replay the whole window.
+-- @doc The spans that begin after the last GPU operation started are no steps: they hold no GPU work, only the
+-- @doc program's shutdown (frees, module unloads, a final synchronisation).
 -- @needs _api_classes
 -- @param step_min_repeats 5 range 2 inf
 -- @param step_max_spread 4 range 1 inf
@@ -108,10 +110,13 @@ covered AS (
     SELECT coalesce(sum(o.dur_ns) FILTER (WHERE o.start_ns < r.end_ns), 0) AS inside_ns
     FROM gpu_ops o ASOF JOIN repeating r ON o.start_ns >= r.start_ns
 ),
+-- The spans that begin after the last GPU operation started hold no GPU work (an operation starts after the call
+-- that issued it): the program's shutdown (frees, unloads, a final synchronisation), no iteration of the loop.
 call_steps AS (
     SELECT c.* FROM call_spans c
     WHERE (SELECT count(*) FROM repeating) >= ${step_min_repeats}
       AND (SELECT inside_ns FROM covered) >= ${step_min_coverage} * (SELECT coalesce(sum(dur_ns), 0) FROM gpu_ops)
+      AND c.start_ns <= (SELECT max(start_ns) FROM gpu_ops)
 ),
 steps AS (SELECT * FROM nvtx_steps UNION ALL SELECT * FROM call_steps)
 SELECT row_number() OVER (ORDER BY start_ns, global_tid, end_ns) AS step_id, pid, global_tid, start_ns, end_ns, text,

@@ -10,6 +10,9 @@
 -- @doc step is decode. When no step qualifies the steps are alike and nothing is inferred. The period, not the
 -- @doc range's duration: an eager forward range closes once its launches are queued, long before a prefill's
 -- @doc kernels finish, and the step's later ranges (sampling) wait for them.
+-- @doc A quiet stretch of a waiting server (_server_idle) is no part of any step: a step found from calls spans
+-- @doc the time between two calls, so one may hold a stretch whole (a benchmark that synchronised, slept ten
+-- @doc minutes, then went on), and its duration and period leave that time out, as every judged window does.
 -- @doc A step's kernels (and CUDA-graph replays) are those launched from its thread while it was open, matched to
 -- @doc their launching call on process and correlation id (_issuing_calls).
 -- @needs _step_ranges _nvtx_phases _issuing_calls _server_idle _kernel_classes
@@ -25,8 +28,9 @@
 -- @column source nvtx, sync or graph-launch: how the step was found.
 -- @column phase prefill, decode (or a configured phase), NULL when neither NVTX nor the shape says.
 -- @column phase_source label (the step's text or an enclosing NVTX phase range), inferred, or NULL.
--- @column dur_ns Duration of the step (ns).
--- @column period_ns From the step's start to the next step's start on its thread (ns): what one more output token costs the requests in the step. The duration when a quiet stretch of a waiting server (_server_idle) lies between, and for the thread's last step.
+-- @column dur_ns Duration of the step, from its start to its end less the quiet stretches inside (ns).
+-- @column period_ns From the step's start to the next step's start on its thread, less the quiet stretches inside (ns): what one more output token costs the requests in the step. The duration when a quiet stretch of a waiting server (_server_idle) lies between, and for the thread's last step.
+-- @column quiet_ns Time of quiet stretches (_server_idle) inside the step's range, left out of dur_ns and period_ns (ns); 0 for a step marked in NVTX, which is activity itself.
 -- @column span_end_ns Where the step's iteration of the loop ends on its thread (ns): the next step's start; before a quiet stretch, the stretch's start; for the thread's last step, its last CUDA call's end (never before end_ns).
 -- @column kernel_count Kernels and graph replays the step launched while it was open.
 -- @column kernel_ns Their summed duration (ns).
@@ -71,6 +75,24 @@ waited AS (
     SELECT t.step_id, i.start_ns < t.next_start_ns AS quiet_between, i.start_ns AS quiet_start_ns
     FROM timed t ASOF LEFT JOIN _server_idle i ON t.start_ns <= i.start_ns
 ),
+-- Quiet time up to a moment t, from the last stretch that began at or before t: done_ns - greatest(end_ns - t, 0),
+-- with done_ns the running sum of the stretches' lengths (they never overlap). A step leaves out the quiet time up
+-- to its end less that up to its start: two as-of joins, no join of every step with every stretch.
+quiet AS (
+    SELECT start_ns, end_ns, sum(end_ns - start_ns) OVER (ORDER BY start_ns ROWS UNBOUNDED PRECEDING) AS done_ns
+    FROM _server_idle WHERE end_ns > start_ns
+),
+quiet_at_start AS (
+    SELECT t.step_id, coalesce(q.done_ns - greatest(q.end_ns - t.start_ns, 0), 0) AS ns
+    FROM timed t ASOF LEFT JOIN quiet q ON q.start_ns <= t.start_ns
+),
+quiet_at_end AS (
+    SELECT t.step_id, coalesce(q.done_ns - greatest(q.end_ns - t.end_ns, 0), 0) AS ns
+    FROM timed t ASOF LEFT JOIN quiet q ON q.start_ns <= t.end_ns
+),
+inside AS (
+    SELECT s.step_id, e.ns - s.ns AS quiet_ns FROM quiet_at_start s JOIN quiet_at_end e ON e.step_id = s.step_id
+),
 thread_end AS (
     SELECT global_tid, max(end_ns) AS end_ns FROM api_calls
     WHERE global_tid IN (SELECT global_tid FROM step_threads) GROUP BY global_tid
@@ -81,9 +103,11 @@ enclosed AS (
 ),
 measured AS (
     SELECT t.step_id, t.pid, t.global_tid, t.start_ns, t.end_ns, t.text, t.source,
-           coalesce(t.label_phase, e.phase) AS label_phase, t.end_ns - t.start_ns AS dur_ns,
+           coalesce(t.label_phase, e.phase) AS label_phase, t.end_ns - t.start_ns - q.quiet_ns AS dur_ns,
+           -- a stretch inside the range lies inside the period too: the next step starts at or after its end
            CASE WHEN t.next_start_ns IS NULL OR coalesce(w.quiet_between, false) THEN t.end_ns - t.start_ns
-                ELSE t.next_start_ns - t.start_ns END AS period_ns,
+                ELSE t.next_start_ns - t.start_ns END - q.quiet_ns AS period_ns,
+           q.quiet_ns,
            CASE WHEN t.next_start_ns IS NULL THEN greatest(t.end_ns, x.end_ns)
                 WHEN coalesce(w.quiet_between, false) THEN greatest(t.end_ns, w.quiet_start_ns)
                 ELSE t.next_start_ns END AS span_end_ns,
@@ -92,6 +116,7 @@ measured AS (
            t.ctx_reqs, t.gen_reqs
     FROM timed t LEFT JOIN step_work k ON k.step_id = t.step_id LEFT JOIN waited w ON w.step_id = t.step_id
          LEFT JOIN enclosed e ON e.step_id = t.step_id LEFT JOIN thread_end x ON x.global_tid = t.global_tid
+         JOIN inside q ON q.step_id = t.step_id
 ),
 typical AS (
     SELECT count(*) AS steps, count(label_phase) AS labelled, quantile_cont(period_ns, 0.5) AS median_period_ns,
@@ -111,7 +136,7 @@ SELECT s.step_id, s.pid, s.global_tid, s.start_ns, s.end_ns, s.text, s.source,
        CASE WHEN s.label_phase IS NOT NULL THEN s.label_phase
             WHEN p.inferred THEN CASE WHEN s.looks_prefill THEN 'prefill' ELSE 'decode' END END AS phase,
        CASE WHEN s.label_phase IS NOT NULL THEN 'label' WHEN p.inferred THEN 'inferred' END AS phase_source,
-       s.dur_ns, s.period_ns, s.span_end_ns, s.kernel_count, s.kernel_ns, s.mean_kernel_ns, s.heavy_ns,
+       s.dur_ns, s.period_ns, s.quiet_ns, s.span_end_ns, s.kernel_count, s.kernel_ns, s.mean_kernel_ns, s.heavy_ns,
        least(s.kernel_ns / nullif(s.period_ns, 0), 1.0) AS busy_share, s.ctx_reqs, s.gen_reqs
 FROM shaped s, split p
 ORDER BY s.step_id

@@ -1,7 +1,8 @@
 -- @fact steps
 -- @doc Step statistics per inference phase: one row per phase of the steps (_steps), and one row 'all' for every
 -- @doc step when some step has a phase (a run without phases has only the 'all' row). A step's time is its period,
--- @doc from its start to the next step's (docs/measures.md "Steps and phases"): the time per output token of the requests it
+-- @doc from its start to the next step's, less any quiet stretch of a waiting server inside it (_steps;
+-- @doc docs/measures.md "Steps and phases"), so the steps cover the active work the verdict judges: the time per output token of the requests it
 -- @doc serves is at least the decode step's period, and the prefill steps are part of the time to first token.
 -- @report
 -- @needs _steps
