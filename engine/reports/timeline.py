@@ -30,6 +30,12 @@ TEXT_COLS = 96       # width of the Markdown strip
 MIN_LABEL_W = 56     # an event gets its name written inside when at least this wide
 LABEL_PAD = 3        # between an event's edge and the name written inside it
 TIP_CHARS = 400      # a tooltip shows this much of a name (C++ template names run to megabytes)
+MIN_EVENT_W = 0.6    # an event narrower than this is drawn this wide, so that it shows
+# A lane whose events average less than DENSE_PERIOD_W units each (an event and the gap after it) cannot show them
+# one by one: anti-aliased slivers read as one solid bar. Such a lane is drawn as coverage instead: per COVER_W-wide
+# column, a bar as high as the share of that time its events cover, so its drawn area is its busy share.
+DENSE_PERIOD_W = 4.0
+COVER_W = 4.0
 
 EVENT_COLOURS = {
     "kernel": "#2563eb", "graph": "#1d4ed8", "memcpy": "#0d9488", "memset": "#0f766e",
@@ -44,6 +50,7 @@ KIND_WORDS = {
 # One character per kind in the Markdown strip; idle causes use the first letter of the cause.
 TEXT_MARKS = {"kernel": "█", "graph": "█", "memcpy": "▒", "memset": "▒", "launch": "L", "sync": "S",
               "allocation": "A", "osrt": "o", "nvtx": "─"}
+SLIVER_MARK = "▏"    # where a lane's events are too short to earn a column of their own
 IDLE_MARKS = {"launch": "l", "host": "h", "sync": "s", "allocation": "a", "gpu-side": "g", "uvm": "u", "other": "?"}
 
 
@@ -129,6 +136,45 @@ def _window(report: Report) -> tuple[list[dict[str, Any]], int, int, int]:
     return rows, w0, w1, max(w1 - w0, 1)
 
 
+def _covered(events: list[dict[str, Any]], lo: float, hi: float) -> tuple[float, dict[str, Any] | None]:
+    """How much of [lo, hi) the union of `events` covers (ns), and the event that covers most of it (None when
+    none overlaps it)."""
+    parts = sorted(((max(r["start_ns"], lo), min(r["end_ns"], hi), r) for r in events
+                    if r["start_ns"] < hi and (r["end_ns"] > lo or r["start_ns"] >= lo)), key=lambda p: p[:2])
+    total, reach, top, top_part = 0.0, lo, None, -1.0
+    for s, e, r in parts:
+        total += max(e - max(s, reach), 0)
+        reach = max(reach, e)
+        if e - s > top_part:
+            top, top_part = r, e - s
+    return total, top
+
+
+def _columns(events: list[dict[str, Any]], w0: int, cell: float, count: int) -> list[tuple[float, dict | None]]:
+    """Per column of `cell` ns from w0: the share of it the events cover (0-1) and the event covering most."""
+    out = []
+    for c in range(count):
+        lo = w0 + c * cell
+        covered, top = _covered(events, lo, lo + cell)
+        out.append((min(covered / cell, 1.0), top))
+    return out
+
+
+def _coverage_bars(events: list[dict[str, Any]], w0: int, scale: float, level: int) -> list[dict[str, Any]]:
+    """A dense lane's coverage columns: x, w, the covered share and its colour (that of the event covering most)."""
+    count = int(PLOT_W / COVER_W)
+    bars = []
+    for c, (share, top) in enumerate(_columns(events, w0, COVER_W / scale, count)):
+        if top is not None and share > 0:
+            bars.append(dict(x=round(LABEL_W + c * COVER_W, 2), w=COVER_W, share=round(share, 4),
+                             colour=_colour(top, level)))
+    return bars
+
+
+def _dense(lane: Lane) -> bool:
+    return lane.key[0] != "nvtx" and len(lane.events) * DENSE_PERIOD_W > PLOT_W
+
+
 def fitting_chars(width: float) -> int:
     """How many characters of a name fit in `width` SVG units with LABEL_PAD on both sides, at the charts' upper
     bound of a character's advance (charts.CHAR_WIDTH): a name written inside an event never runs past it, nor
@@ -145,24 +191,28 @@ def excerpt(report: Report) -> dict[str, Any] | None:
     scale = PLOT_W / span
 
     def x_of(ns: int) -> float:
-        return round(LABEL_W + (min(max(ns, w0), w1) - w0) * scale, 1)
+        return LABEL_W + (min(max(ns, w0), w1) - w0) * scale
 
     drawn, kinds, y = [], set(), 0
     device_rows: dict[int, list[float]] = {}
     for lane in lanes(rows):
         level = lane.key[2] if lane.key[0] == "nvtx" else 0
+        dense = _dense(lane)
         events = []
         for r in lane.events:
-            x, x_end = x_of(r["start_ns"]), x_of(r["end_ns"])
-            w = round(max(x_end - x, 0.6), 1)
+            # rounded once, from the exact positions: rounding x and the end apart would add up over many events
+            x_exact = x_of(r["start_ns"])
+            x, w = round(x_exact, 1), round(max(x_of(r["end_ns"]) - x_exact, MIN_EVENT_W), 1)
             kinds.add("nvtx" if r["track"] == "nvtx" else r["kind"])
             label = r.get("label") or r["name"]
             chars = fitting_chars(w) if w >= MIN_LABEL_W else 0
+            # in a dense lane the coverage bars are the picture; the events stay, unpainted, for their tooltips
             events.append(dict(x=x, w=w, colour=_colour(r, level), tip=_tip(r, w0), kind=r["kind"],
                                track=r["track"], start_ns=r["start_ns"], dur_ns=r["dur_ns"], name=r["name"],
                                label=label, chars=chars, text=shorten(label, chars) if chars >= 4 else "",
-                               text_x=round(x + LABEL_PAD, 1)))
-        drawn.append(dict(label=lane.label, title=lane.title, y=y, events=events, key="-".join(map(str, lane.key))))
+                               text_x=round(x + LABEL_PAD, 1), painted=not dense))
+        drawn.append(dict(label=lane.label, title=lane.title, y=y, events=events, key="-".join(map(str, lane.key)),
+                          cover=_coverage_bars(lane.events, w0, scale, level) if dense else []))
         if lane.key[0] == "gpu":
             device_rows.setdefault(lane.key[1], []).append(y)
         y += LANE_H + LANE_GAP
@@ -171,8 +221,8 @@ def excerpt(report: Report) -> dict[str, Any] | None:
         if r["track"] != "idle" or r["device_id"] not in device_rows:
             continue
         ys = device_rows[r["device_id"]]
-        x, x_end = x_of(r["start_ns"]), x_of(r["end_ns"])
-        bands.append(dict(x=x, w=round(max(x_end - x, 0.6), 1), y=min(ys) - 2,
+        x_exact = x_of(r["start_ns"])
+        bands.append(dict(x=round(x_exact, 1), w=round(max(x_of(r["end_ns"]) - x_exact, MIN_EVENT_W), 1), y=min(ys) - 2,
                           h=max(ys) - min(ys) + LANE_H + 4, colour=PART_COLOURS.get(r["kind"], "#9ca3af"),
                           cause=r["kind"], tip=_tip(r, w0), start_ns=r["start_ns"], dur_ns=r["dur_ns"]))
     causes = sorted({b["cause"] for b in bands})
@@ -183,33 +233,36 @@ def excerpt(report: Report) -> dict[str, Any] | None:
         legend.insert(0, dict(colour=NVTX_COLOURS[0], label="NVTX range", band=False))
     legend += [dict(colour=PART_COLOURS.get(c, "#9ca3af"), label=f"GPU idle: {c}", band=True) for c in causes]
     return dict(width=WIDTH, label_w=LABEL_W, plot_w=PLOT_W, lane_h=LANE_H, height=y + AXIS_H, axis_y=y,
-                lanes=drawn, bands=bands, ticks=ticks, legend=legend, reason=rows[0]["window_reason"],
-                start_ns=w0, end_ns=w1, span_ns=span)
+                lanes=drawn, dense=any(lane["cover"] for lane in drawn), bands=bands, ticks=ticks, legend=legend,
+                reason=rows[0]["window_reason"], start_ns=w0, end_ns=w1, span_ns=span)
 
 
 def text_strip(report: Report) -> dict[str, Any] | None:
-    """The excerpt as fixed-width lines (one per lane, TEXT_COLS characters): in each column the event covering
-    most of that slice of time, a space where nothing ran; one line per GPU marks by cause the columns it was idle
-    for at least half of."""
+    """The excerpt as fixed-width lines (one per lane, TEXT_COLS characters), one per GPU marking by cause the
+    columns it was idle. A lane marks as many columns as its events cover, where they run, each with the event
+    covering most of it: a column's covered share carries over to the next (error diffusion), so a lane of
+    kernels 40 % of the time marks about 40 % of its columns, not every column a kernel touches. A run of events
+    that gets no mark still shows, as one SLIVER_MARK, which counts as no time; the idle lines show no slivers."""
     rows, w0, w1, span = _window(report)
     if not rows:
         return None
     cell = span / TEXT_COLS
 
-    def paint(events: list[dict[str, Any]], mark: Any, min_share: float = 0.0) -> str:
-        cover = [(0.0, " ")] * TEXT_COLS
-        for r in events:
-            s, e = max(r["start_ns"], w0), min(r["end_ns"], w1)
-            first, last = int((s - w0) / cell), min(int((e - w0) / cell), TEXT_COLS - 1)
-            for c in range(max(first, 0), last + 1):
-                lo, hi = w0 + c * cell, w0 + (c + 1) * cell
-                part = max(min(e, hi) - max(s, lo), 0)
-                if part < min_share * cell:
-                    continue
-                # an event shorter than a column still shows in the column it falls in
-                if part > cover[c][0] or (cover[c][1] == " " and e >= s):
-                    cover[c] = (max(part, cover[c][0]), mark(r))
-        return "".join(ch for _, ch in cover)
+    def paint(events: list[dict[str, Any]], mark: Any, slivers: bool = True) -> str:
+        cols = _columns([r for r in events if r["end_ns"] >= r["start_ns"]], w0, cell, TEXT_COLS)
+        out, carried = [" "] * TEXT_COLS, 0.0
+        run: list[int] = []
+        for c, (share, top) in enumerate(cols + [(0.0, None)]):
+            if top is None:
+                if slivers and run and all(out[i] == " " for i in run):
+                    out[max(run, key=lambda i: cols[i][0])] = SLIVER_MARK
+                run = []
+                continue
+            run.append(c)
+            carried += share
+            if carried >= 0.5:
+                out[c], carried = mark(top), carried - 1.0
+        return "".join(out)
 
     all_lanes = lanes(rows)
     width = max((len(lane.label) for lane in all_lanes), default=10) + 1
@@ -219,8 +272,8 @@ def text_strip(report: Report) -> dict[str, Any] | None:
             "nvtx" if r["track"] == "nvtx" else r["kind"], "?")) + "|")
     for dev in sorted({r["device_id"] for r in rows if r["track"] == "idle"}):
         idle = [r for r in rows if r["track"] == "idle" and r["device_id"] == dev]
-        lines.append(f"GPU {dev} · idle".ljust(width) + "|" + paint(idle, lambda r: IDLE_MARKS.get(r["kind"], "?"), 0.5)
-                     + "|")
+        lines.append(f"GPU {dev} · idle".ljust(width) + "|"
+                     + paint(idle, lambda r: IDLE_MARKS.get(r["kind"], "?"), slivers=False) + "|")
     scale = f"0{' ' * (TEXT_COLS - 1 - len(fmt_duration(span)))}{fmt_duration(span)}"
     lines.append(" " * width + " " + scale)
     drawn = {ch for line in lines[:-1] for ch in line[width + 1:-1]}
@@ -229,6 +282,8 @@ def text_strip(report: Report) -> dict[str, Any] | None:
     if "kernel" in marks.values() and "CUDA-graph replay" in {KIND_WORDS.get(r["kind"]) for r in rows}:
         marks["█"] = "kernel or CUDA-graph replay"
     legend = [f"{m} {word}" for m, word in marks.items() if m in drawn]
+    if SLIVER_MARK in drawn:
+        legend.append(f"{SLIVER_MARK} events too short to fill a column")
     legend += [f"{IDLE_MARKS.get(c, '?')} idle: {c}" for c in sorted({r["kind"] for r in rows if r["track"] == "idle"})
                if IDLE_MARKS.get(c, "?") in drawn]
     return dict(lines=lines, legend=legend, reason=rows[0]["window_reason"], start_ns=w0, span_ns=span)
