@@ -20,7 +20,7 @@ from ..pack.stacks import bundled_stacks
 from ..model.findings import Finding
 from ..model.measures import Throughput
 from ..model.whatif import BatchWhatIf, WhatIf
-from .whatif_notes import node_gap_note, pinned_note, replay_rows, sample_assumption, sample_note
+from .whatif_notes import cost_interval, node_gap_note, pinned_note, replay_rows, sample_assumption, sample_note
 from ..base.units import fmt_range, fmt_ratio, fmt_span, fmt_step
 from ..base.vocabulary import Kind, Severity
 
@@ -143,6 +143,10 @@ class Saving:
     """The replay promised more than the share; the projection was cut back to it."""
     why_not: str | None
     """Why the replayed fix gains little while the cause costs more, and which fix would gain."""
+    cost_interval: tuple[float, float] | None = None
+    """The 95 % interval of `cost` when it is the saving of a replay over a sample of the steps (whatif_sample):
+    1 - the projected median's high end over the measured median's low end, to 1 - its low end over their high end;
+    None when the cost is exact (every step replayed, or the cost is the share the rule measured)."""
 
     @property
     def speedup(self) -> float | None:
@@ -179,8 +183,10 @@ def saving(transform: str, row: dict[str, Any] | None, share: float | None) -> S
     replayed = 1 - projected / measured
     why_not = _why_not(transform, row, basis, measured, projected, share)
     cost = share if why_not is not None and share is not None else replayed
+    interval = None if why_not is not None or capped else cost_interval(row, spec.column, share)
     return Saving(transform=transform, row=row, basis=basis, measured_ns=measured, projected_ns=projected,
-                  slow_ns=slow, share=share, cost=max(0.0, min(1.0, cost)), capped=capped, why_not=why_not)
+                  slow_ns=slow, share=share, cost=max(0.0, min(1.0, cost)), capped=capped, why_not=why_not,
+                  cost_interval=interval)
 
 
 def _why_not(transform: str, row: dict[str, Any], basis: str, measured: int, projected: int,

@@ -54,7 +54,8 @@ def sample_assumption(row: dict[str, Any]) -> str | None:
     if not row.get("sampled"):
         return None
     return ("Steps evenly spaced in time order were replayed (facts.whatif_sample_steps per GPU and phase, when it "
-            "has more than twice as many), as a median needs no more.")
+            "has more than twice as many and their measured times lie within facts.whatif_sample_tolerance of the "
+            "median where a sample's interval is read), as a median needs no more.")
 
 
 def node_gap_note(row: dict[str, Any]) -> str:
@@ -73,3 +74,17 @@ def pinned_note(row: dict[str, Any]) -> str:
     return (f"Pinned bandwidth {low}..{row.get('pinned_gbps') or 0:.0f} GB/s, a range: the profile has no large "
             f"pinned copy to measure it, and pinned copies reach about 12 GB/s on PCIe 3.0 x16 (a T4) to 25 GB/s "
             f"on PCIe 4.0 x16 in practice (facts.whatif_pinned_gbps_low, facts.whatif_pinned_gbps).")
+
+
+def cost_interval(row: dict[str, Any], column: str, share: float | None) -> tuple[float, float] | None:
+    """whatif.Saving.cost_interval: from the 95 % intervals of the two medians the cost divides, which come from the
+    same sampled steps (so the interval errs wide), within 0 and the share the rule measured."""
+    if not row.get("sampled"):
+        return None
+    stem = column.removesuffix("_step_ns")
+    low_m, high_m = row.get("measured_step_low_ns"), row.get("measured_step_high_ns")
+    low_p, high_p = row.get(f"{stem}_step_low_ns"), row.get(f"{stem}_step_high_ns")
+    if not low_m or not high_m or low_p is None or high_p is None:
+        return None
+    top = 1.0 if share is None else min(max(share, 0.0), 1.0)
+    return (max(0.0, min(top, 1 - high_p / low_m)), max(0.0, min(top, 1 - low_p / high_m)))

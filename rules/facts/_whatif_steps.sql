@@ -16,7 +16,11 @@
 -- @doc stratum of more than twice whatif_sample_steps steps keeps whatif_sample_steps of them, and each device as
 -- @doc many for its all-steps median: steps evenly spaced in time order (one every n / whatif_sample_steps, a
 -- @doc fraction), so the same export gives the same sample and the sample spreads over the whole run; a smaller
--- @doc stratum keeps them all. The rows are the sampled steps only: a sum over them is no total of the run (stratum_steps and
+-- @doc stratum keeps them all, and so does one whose measured steps are not tight around their median: where the
+-- @doc stratum's measured chain times between the quantiles 0.5 -/+ 0.98 / sqrt(whatif_sample_steps) (the ranks a
+-- @doc sample's 95 % interval of the median is read at, whatif_sample) lie more than whatif_sample_tolerance of the
+-- @doc median apart (two kinds of step alternating, say), a sample's median could land on either kind, and every
+-- @doc step is replayed. The rows are the sampled steps only: a sum over them is no total of the run (stratum_steps and
 -- @doc device_steps count every step).
 -- @needs _timeline _idle_gaps _sync_calls _steps _glue_runs _kernel_classes
 -- @param whatif_node_gap_ns 1000 range 0 1000000
@@ -26,6 +30,7 @@
 -- @param whatif_gemm_growth 0.05 range 0 1
 -- @param whatif_min_steps 5 range 1 1000
 -- @param whatif_sample_steps 2000 range 10 inf
+-- @param whatif_sample_tolerance 0.01 range 0 inf
 -- @column device_id CUDA device index.
 -- @column step_id The step (_steps.step_id); -1 - device_id for the whole window when the device has no step.
 -- @column source How the step was found: nvtx, graph-launch, sync, or window (no steps: the judged window).
@@ -107,9 +112,9 @@ ops AS MATERIALIZED (
 devices AS (SELECT device_id, count(DISTINCT step_id) >= ${whatif_min_steps} AS has_steps FROM ops GROUP BY device_id),
 -- Each step's phase (its label's, else that of most of its operations) and its first operation, to sample by.
 step_phases AS (
-    SELECT k.device_id, k.step_key, coalesce(s.label_phase, k.op_phase) AS phase, k.first_ns
+    SELECT k.device_id, k.step_key, coalesce(s.label_phase, k.op_phase) AS phase, k.first_ns, k.measured_ns
     FROM (SELECT o.device_id, CASE WHEN d.has_steps THEN o.step_id ELSE -1 - o.device_id END AS step_key,
-                 mode(o.phase) AS op_phase, min(o.start_ns) AS first_ns
+                 mode(o.phase) AS op_phase, min(o.start_ns) AS first_ns, sum(o.busy_ns + o.gap_ns) AS measured_ns
           FROM ops o JOIN devices d USING (device_id)
           GROUP BY o.device_id, step_key) k
     LEFT JOIN steps s ON s.step_id = k.step_key
@@ -117,7 +122,8 @@ step_phases AS (
 ),
 -- The sample: the i-th step (from 0, in time order) of a stratum of n steps is kept when i * N mod n < N, which
 -- keeps exactly N steps evenly spread over the stratum; a stratum of at most 2N steps keeps them all (a
--- sample of more than half of them would save little and cost the report its exactness).
+-- sample of more than half of them would save little and cost the report its exactness), and so does one whose
+-- steps are not tight around their median (see the doc above): measured on every step, before any replay.
 strata AS (
     SELECT device_id, step_key, phase,
            row_number() OVER (PARTITION BY device_id, phase ORDER BY first_ns, step_key) - 1 AS phase_rank,
@@ -126,15 +132,28 @@ strata AS (
            count(*) OVER (PARTITION BY device_id) AS device_steps
     FROM step_phases
 ),
+spread AS (
+    SELECT device_id, phase, grouping(phase) = 1 AS whole_device,
+           quantile_disc(measured_ns, [0.5 - 0.98 / sqrt(${whatif_sample_steps}), 0.5,
+                                       0.5 + 0.98 / sqrt(${whatif_sample_steps})]) AS q
+    FROM step_phases GROUP BY GROUPING SETS ((device_id, phase), (device_id))
+),
+tight AS (
+    SELECT device_id, phase, whole_device,
+           q[3] - q[1] <= CAST(${whatif_sample_tolerance} AS DOUBLE) * q[2] AS tight
+    FROM spread
+),
 sampled AS (
-    SELECT device_id, step_key, phase, stratum_steps, device_steps,
-           phase IS NOT NULL AND (stratum_steps <= 2 * CAST(${whatif_sample_steps} AS BIGINT)
-               OR phase_rank * CAST(${whatif_sample_steps} AS BIGINT) % stratum_steps
+    SELECT s.device_id, s.step_key, s.phase, s.stratum_steps, s.device_steps,
+           s.phase IS NOT NULL AND (s.stratum_steps <= 2 * CAST(${whatif_sample_steps} AS BIGINT) OR NOT p.tight
+               OR s.phase_rank * CAST(${whatif_sample_steps} AS BIGINT) % s.stratum_steps
                   < CAST(${whatif_sample_steps} AS BIGINT)) AS phase_sampled,
-           device_steps <= 2 * CAST(${whatif_sample_steps} AS BIGINT)
-               OR device_rank * CAST(${whatif_sample_steps} AS BIGINT) % device_steps
+           s.device_steps <= 2 * CAST(${whatif_sample_steps} AS BIGINT) OR NOT d.tight
+               OR s.device_rank * CAST(${whatif_sample_steps} AS BIGINT) % s.device_steps
                   < CAST(${whatif_sample_steps} AS BIGINT) AS device_sampled
-    FROM strata
+    FROM strata s
+    JOIN tight d ON d.whole_device AND d.device_id = s.device_id
+    LEFT JOIN tight p ON NOT p.whole_device AND p.device_id = s.device_id AND p.phase IS NOT DISTINCT FROM s.phase
 ),
 -- Only the sampled steps' operations go on, before the joins and the windows of the replay.
 placed AS MATERIALIZED (
