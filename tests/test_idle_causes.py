@@ -121,6 +121,7 @@ def test_time_in_calls_during_each_gap_matches_a_brute_force_count_with_nested_a
     classes = ["launch", "sync", "allocation"]
     con = duckdb.connect()
     con.execute("CREATE TABLE api_calls (global_tid BIGINT, start_ns BIGINT, end_ns BIGINT, name_id BIGINT)")
+    con.execute("CREATE VIEW _api_calls_by_id AS SELECT * FROM api_calls")  # as the runner defines it
     con.execute("CREATE TABLE _api_classes AS SELECT * FROM (VALUES (0, 'launch'), (1, 'sync'), (2, 'allocation')) "
                 "t(name_id, api_class)")
     calls: dict[int, list[tuple[int, int, str]]] = {1: [], 2: []}
@@ -181,6 +182,7 @@ def test_a_burst_of_calls_before_long_gaps_stays_cheap_and_exact():
     con.execute("CREATE TABLE _api_classes AS SELECT 0 AS name_id, 'launch' AS api_class")
     con.execute("CREATE TABLE api_calls AS SELECT 1::BIGINT AS global_tid, range * 1000 AS start_ns, "
                 "range * 1000 + 900 AS end_ns, 0::BIGINT AS name_id FROM range(10)")
+    con.execute("CREATE VIEW _api_calls_by_id AS SELECT * FROM api_calls")  # as the runner defines it
     _no_migrations_or_samples(con)
     con.execute("CREATE TABLE _timeline AS SELECT 0 AS device_id, (range + 1) * 100_000_000 AS start_ns, "
                 "range * 100_000_000 + 500 AS prev_end_ns, false AS is_graph, true AS is_compute, false AS is_memset, "

@@ -203,6 +203,7 @@ def test_the_stack_example_is_the_same_name_on_every_run_when_names_tie():
             for view in ("kernels", "nvtx_ranges", "processes", "memcpys", "memsets", "graph_launches"):
                 con.execute(VIEWS[view].ddl())
             con.execute("CREATE TABLE _phase_ranges (phase VARCHAR)")  # the helper fact serves_tokens reads
+            con.execute("CREATE VIEW _kernels_by_id AS SELECT * FROM kernels")  # as the runner defines it
             define_stacks(con, None)  # stack_of_kernel() ... and _stacks, as the runner defines them
             con.executemany("INSERT INTO kernels (name, start_ns, end_ns, pid) VALUES (?, ?, ?, 7)",
                             [(f"vllm::kernel_{c}", 1_000 * i, 1_000 * i + 500) for i, c in enumerate(order)])

@@ -326,12 +326,15 @@ def _compute_phases(con: Any, facts: dict[str, Fact], out: FactSet, params: dict
         return
     phases = phases_to_judge(out.rows("phases"))
     ordered = per_phase_order(facts) if phases else []
+    threads = scalar(con, "SELECT current_setting('threads')") if phases else None
+    kernels = {r["phase"]: r.get("kernel_count") or 0 for r in out.rows("phases")}
     for number, phase in enumerate(phases, 1):
         if progress:
             progress(f"computing the facts of phase {number}/{len(phases)} {phase}")
         scoped = FactSet(stacks=out.stacks)
-        found = compute_phase(con, phase, f"phase_{number}", ordered, params, _rows, workers, since_ns,
-                              timings, compact)
+        # A phase with few operations runs its facts side by side, as a small run does, whatever the run's size.
+        found = compute_phase(con, phase, f"phase_{number}", ordered, params, _rows,
+                              max(workers, side_by_side(threads, kernels.get(phase, 0))), since_ns, timings, compact)
         for fact in ordered:
             if fact.name in found:
                 columns, rows = found[fact.name]

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..reading.canonical import VIEWS, view_sql
+from ..reading.canonical import STORED, VIEWS, by_id_sql, by_id_view, view_sql
 
 # The time column each canonical view is cut on; views not named here (devices, processes) are not cut.
 _CUT_ON = {"kernels": "start_ns", "memcpys": "start_ns", "memsets": "start_ns", "graph_launches": "start_ns",
@@ -43,7 +43,7 @@ def _view_sources(con: Any) -> dict[str, str]:
     """The SQL of each canonical view as the export defined it."""
     rows = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE database_name = current_database() "
                        "AND schema_name = 'main' AND NOT internal").fetchall()
-    return {name: sql for name, sql in rows if name in VIEWS}
+    return {name: sql for name, sql in rows if name in VIEWS or name in {by_id_view(v) for v in STORED}}
 
 
 @contextmanager
@@ -59,6 +59,9 @@ def steady_window(con: Any, since_ns: int | None) -> Iterator[None]:
             if view in saved:
                 con.execute(f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM ({view_sql(view, "canon")}) '
                             f'WHERE {cut_predicate(view, since_ns)}')
+            if by_id_view(view) in saved:
+                con.execute(f'CREATE OR REPLACE VIEW "{by_id_view(view)}" AS SELECT * FROM '
+                            f'({by_id_sql(view, "canon")}) WHERE {cut_predicate(view, since_ns)}')
         if "profile_info" in saved:
             # The capture's duration becomes the steady window's (timestamps count from the capture's start).
             con.execute(f"CREATE OR REPLACE VIEW profile_info_whole AS {_select_of(saved['profile_info'])}")

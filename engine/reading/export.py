@@ -18,7 +18,7 @@ from . import cache as store
 from . import cache_format, leftovers
 from .messages import CacheWarning
 from .workspace import Workspace, check_address_space
-from .canonical import VIEWS, database_ddl, stored_rows, view_sql
+from .canonical import STORED, VIEWS, by_id_sql, by_id_view, database_ddl, stored_rows, view_sql
 from .inputs import (DiskFullError, check_nsys_export, check_profile_path, convert_report, describe_sqlite_failure,
                      is_report, is_trace, source_columns, unreadable)
 from .kineto import CutInsideEvents, KinetoLoader
@@ -368,4 +368,6 @@ def _finish(workspace: Workspace, p: Path, info: ProfileInfo, views: dict[str, V
                         f"{sql_literal(info.path)} ELSE value END AS value FROM canon.profile_info")
         else:
             con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {view_sql(name, "canon")}')
+    for name in STORED:
+        con.execute(f'CREATE OR REPLACE VIEW "{by_id_view(name)}" AS {by_id_sql(name, "canon")}')
     return Export(con, info, views, workspace, cache_file, cache_hit, cache_key)

@@ -10,7 +10,7 @@
 -- @column span_ns end_ns - start_ns, at least 1 (ns).
 -- @column idle_ns Time of the span inside the server's idle stretches (ns).
 -- @column active_ns span_ns - idle_ns, at least 1: the time a per-second rate divides by (ns).
-WITH span AS (SELECT min(start_ns) AS s, max(end_ns) AS e FROM api_calls),
+WITH span AS (SELECT min(start_ns) AS s, max(end_ns) AS e FROM _api_calls_by_id),
 idle AS (
     SELECT coalesce(sum(greatest(least(i.end_ns, x.e) - greatest(i.start_ns, x.s), 0)), 0)::BIGINT AS ns
     FROM _server_idle i CROSS JOIN span x

@@ -13,7 +13,7 @@
 -- @column correlation_id Correlation id of the call (and of the GPU work it issued).
 -- @column phase Phase name.
 WITH calls AS (
-    SELECT global_tid, pid, start_ns, correlation_id FROM api_calls
+    SELECT global_tid, pid, start_ns, correlation_id FROM _api_calls_by_id
     WHERE global_tid IN (SELECT DISTINCT global_tid FROM _phase_ranges)
 )
 SELECT c.global_tid, c.pid, c.start_ns, c.correlation_id, r.phase

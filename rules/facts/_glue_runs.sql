@@ -40,14 +40,13 @@
 -- over the millions of kernels.
 WITH glue AS (
     SELECT n.name_id,
-           regexp_matches(k.name, '(bfloat16|float16|half|float8|reduced_float)_copy_kernel|fused__to_copy_[0-9]+$')
+           regexp_matches(n.name, '(bfloat16|float16|half|float8|reduced_float)_copy_kernel|fused__to_copy_[0-9]+$')
                AS is_cast
     FROM _kernel_classes n JOIN _op_classes c ON c.op_class = n.op_class
-    JOIN (SELECT name_id, any_value(name) AS name FROM kernels GROUP BY name_id) k USING (name_id)
-    WHERE c.is_glue AND NOT regexp_matches(k.name, 'copy_device_to_device')
+    WHERE c.is_glue AND NOT regexp_matches(n.name, 'copy_device_to_device')
 ),
 ops AS (
-    SELECT device_id, stream_id, pid, correlation_id, start_ns, dur_ns, name_id FROM kernels
+    SELECT device_id, stream_id, pid, correlation_id, start_ns, dur_ns, name_id FROM _kernels_by_id
     WHERE device_id IS NOT NULL
     UNION ALL
     SELECT device_id, stream_id, NULL, NULL, start_ns, NULL, NULL FROM memcpys WHERE device_id IS NOT NULL

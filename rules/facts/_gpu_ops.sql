@@ -16,7 +16,7 @@
 WITH comm_names AS (SELECT name_id FROM _kernel_classes WHERE op_class = 'communication')
 SELECT device_id, start_ns, end_ns, 'kernel' AS kind, pid, correlation_id, stream_id, false AS is_uvm,
        coalesce(name_id IN (SELECT name_id FROM comm_names), false) AS is_comm, name_id
-FROM kernels WHERE end_ns >= start_ns AND device_id IS NOT NULL
+FROM _kernels_by_id WHERE end_ns >= start_ns AND device_id IS NOT NULL
 UNION ALL
 SELECT device_id, start_ns, end_ns, 'graph', pid, correlation_id, stream_id, false, false, NULL
 FROM graph_launches WHERE end_ns >= start_ns AND device_id IS NOT NULL

@@ -126,7 +126,7 @@ own AS (
     FROM (SELECT a.global_tid, a.start_ns, a.end_ns, c.api_class,
                  max(a.end_ns) OVER (PARTITION BY a.global_tid ORDER BY a.start_ns, a.end_ns, c.api_class
                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS covered_until_ns
-          FROM api_calls a JOIN _api_classes c ON c.name_id = a.name_id
+          FROM _api_calls_by_id a JOIN _api_classes c ON c.name_id = a.name_id
           WHERE a.global_tid IN (SELECT DISTINCT global_tid FROM gaps) AND a.end_ns > a.start_ns)
     WHERE coalesce(covered_until_ns, start_ns) < end_ns
 ),

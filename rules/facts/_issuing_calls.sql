@@ -11,5 +11,5 @@
 -- @column api_start_ns When the call started (ns).
 -- @column api_end_ns When the call returned (ns).
 SELECT pid, correlation_id, global_tid, name_id, start_ns AS api_start_ns, end_ns AS api_end_ns
-FROM api_calls
+FROM _api_calls_by_id
 WHERE correlation_id IS NOT NULL AND correlation_id <> 0

@@ -60,7 +60,7 @@ WITH quiet_names AS (
     SELECT name_id FROM _api_names WHERE regexp_matches(name, 'Query|Get[A-Z]|PeekAtLastError')
 ),
 launchers AS (
-    SELECT global_tid, count(*) AS n FROM api_calls
+    SELECT global_tid, count(*) AS n FROM _api_calls_by_id
     WHERE correlation_id IS NOT NULL AND correlation_id <> 0 AND global_tid IS NOT NULL
     GROUP BY ALL
 ),
@@ -91,7 +91,7 @@ limits AS (
 activity AS (
     SELECT start_ns, end_ns, NULL::BIGINT AS global_tid FROM _gpu_ops
     UNION ALL
-    SELECT start_ns, end_ns, global_tid FROM api_calls
+    SELECT start_ns, end_ns, global_tid FROM _api_calls_by_id
     WHERE end_ns >= start_ns AND name_id NOT IN (SELECT name_id FROM quiet_names)
     UNION ALL
     SELECT start_ns, end_ns, global_tid FROM _step_ranges WHERE source = 'nvtx' AND end_ns >= start_ns

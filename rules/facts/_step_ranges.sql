@@ -51,7 +51,7 @@ nvtx_steps AS (
 ),
 launchers AS (
     SELECT a.global_tid, count(*) AS n
-    FROM api_calls a JOIN _api_classes c ON c.name_id = a.name_id
+    FROM _api_calls_by_id a JOIN _api_classes c ON c.name_id = a.name_id
     WHERE c.api_class = 'launch' AND a.correlation_id IS NOT NULL AND a.correlation_id <> 0
     GROUP BY ALL
 ),
@@ -62,20 +62,20 @@ syncs AS (
     FROM (SELECT a.pid, a.global_tid, a.start_ns, a.end_ns,
                  max(a.end_ns) OVER (ORDER BY a.start_ns, a.end_ns DESC
                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS covered_until
-          FROM api_calls a JOIN _api_classes c ON c.name_id = a.name_id
+          FROM _api_calls_by_id a JOIN _api_classes c ON c.name_id = a.name_id
           WHERE c.api_class = 'sync' AND a.global_tid = (SELECT global_tid FROM main_thread)
             AND NOT EXISTS (SELECT 1 FROM nvtx_steps))
     WHERE covered_until IS NULL OR start_ns >= covered_until
 ),
 graph_launchers AS (
     SELECT a.global_tid, count(*) AS n
-    FROM api_calls a JOIN _api_classes c ON c.name_id = a.name_id
+    FROM _api_calls_by_id a JOIN _api_classes c ON c.name_id = a.name_id
     WHERE c.api_family = 'graph_launch'
     GROUP BY ALL
 ),
 graphs AS (
     SELECT a.pid, a.global_tid, a.start_ns AS at_ns
-    FROM api_calls a JOIN _api_classes c ON c.name_id = a.name_id
+    FROM _api_calls_by_id a JOIN _api_classes c ON c.name_id = a.name_id
     WHERE c.api_family = 'graph_launch'
       AND a.global_tid = (SELECT arg_max(global_tid, n) FROM graph_launchers)
       AND NOT EXISTS (SELECT 1 FROM nvtx_steps)
@@ -100,7 +100,7 @@ repeating AS (
     WHERE c.end_ns - c.start_ns BETWEEN h.median_ns / ${step_max_spread} AND h.median_ns * ${step_max_spread}
 ),
 gpu_ops AS (
-    SELECT start_ns, end_ns - start_ns AS dur_ns FROM kernels WHERE EXISTS (SELECT 1 FROM call_spans)
+    SELECT start_ns, end_ns - start_ns AS dur_ns FROM _kernels_by_id WHERE EXISTS (SELECT 1 FROM call_spans)
     UNION ALL SELECT start_ns, end_ns - start_ns FROM graph_launches WHERE EXISTS (SELECT 1 FROM call_spans)
     UNION ALL SELECT start_ns, end_ns - start_ns FROM memcpys WHERE EXISTS (SELECT 1 FROM call_spans)
 ),

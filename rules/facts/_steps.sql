@@ -45,7 +45,7 @@ step_threads AS (SELECT DISTINCT global_tid FROM _step_ranges),
 ops AS (
     SELECT pid, correlation_id, end_ns - start_ns AS dur_ns,
            coalesce(name_id IN (SELECT name_id FROM heavy_names), false) AS heavy
-    FROM kernels WHERE end_ns >= start_ns AND device_id IS NOT NULL
+    FROM _kernels_by_id WHERE end_ns >= start_ns AND device_id IS NOT NULL
     UNION ALL
     SELECT pid, correlation_id, end_ns - start_ns, false
     FROM graph_launches WHERE end_ns >= start_ns AND device_id IS NOT NULL
@@ -94,7 +94,7 @@ inside AS (
     SELECT s.step_id, e.ns - s.ns AS quiet_ns FROM quiet_at_start s JOIN quiet_at_end e ON e.step_id = s.step_id
 ),
 thread_end AS (
-    SELECT global_tid, max(end_ns) AS end_ns FROM api_calls
+    SELECT global_tid, max(end_ns) AS end_ns FROM _api_calls_by_id
     WHERE global_tid IN (SELECT global_tid FROM step_threads) GROUP BY global_tid
 ),
 enclosed AS (

@@ -14,4 +14,4 @@ WITH blocking_names AS (
     SELECT name_id, name, api_family FROM _api_classes WHERE api_family IN ('sync', 'sync_copy', 'wait')
 )
 SELECT a.pid, a.global_tid, a.start_ns, a.end_ns, n.name, n.api_family AS kind
-FROM api_calls a JOIN blocking_names n ON n.name_id = a.name_id
+FROM _api_calls_by_id a JOIN blocking_names n ON n.name_id = a.name_id

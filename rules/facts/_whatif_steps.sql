@@ -67,7 +67,7 @@
 WITH node_gaps AS (
     SELECT greatest(start_ns - lag(end_ns) OVER (PARTITION BY pid, correlation_id, device_id ORDER BY start_ns), 0)
                AS gap_ns
-    FROM kernels WHERE graph_node_id IS NOT NULL
+    FROM _kernels_by_id WHERE graph_node_id IS NOT NULL
 ),
 node_gap AS (
     SELECT CASE WHEN count(gap_ns) >= 20 THEN CAST(median(gap_ns) AS BIGINT)

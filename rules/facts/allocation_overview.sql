@@ -59,7 +59,7 @@ warmup_end AS (
 calls AS (
     SELECT c.name, a.start_ns, a.dur_ns,
            a.start_ns >= (SELECT t FROM warmup_end) AS steady
-    FROM api_calls a JOIN _api_classes c ON c.name_id = a.name_id
+    FROM _api_calls_by_id a JOIN _api_classes c ON c.name_id = a.name_id
     WHERE c.api_class = 'allocation'
 ),
 per_api AS (

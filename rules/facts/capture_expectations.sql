@@ -23,12 +23,12 @@
 -- Launch calls (_api_classes): a process that made them launched GPU work.
 WITH launches AS (
     SELECT a.pid, count(*) AS n
-    FROM api_calls a JOIN _api_classes n USING (name_id)
+    FROM _api_calls_by_id a JOIN _api_classes n USING (name_id)
     WHERE n.is_launch
     GROUP BY a.pid
 ),
 working AS (
-    SELECT pid FROM kernels UNION SELECT pid FROM graph_launches
+    SELECT pid FROM _kernels_by_id UNION SELECT pid FROM graph_launches
 ),
 silent AS (
     SELECT l.pid, l.n, coalesce((SELECT max(p.name) FROM processes p WHERE p.pid = l.pid), 'process') AS name

@@ -41,12 +41,12 @@ WITH replays AS (
            END AS share
 )
 SELECT (SELECT value FROM profile_info WHERE key = 'nsys_version') AS nsys_version,
-       (SELECT count(*) FROM kernels) AS kernel_count,
+       (SELECT count(*) FROM _kernels_by_id) AS kernel_count,
        (SELECT count(*) FROM graph_launches) AS graph_replays,
-       (SELECT count(*) FROM kernels) + (SELECT count(*) FROM graph_launches) AS kernel_and_replay_count,
+       (SELECT count(*) FROM _kernels_by_id) + (SELECT count(*) FROM graph_launches) AS kernel_and_replay_count,
        (SELECT count(*) FROM _timeline) AS gpu_op_count,
-       (SELECT count(*) FROM api_calls) AS api_call_count,
-       (SELECT count(*) FROM api_calls
+       (SELECT count(*) FROM _api_calls_by_id) AS api_call_count,
+       (SELECT count(*) FROM _api_calls_by_id
         WHERE name_id IN (SELECT name_id FROM _api_classes WHERE is_launch)) AS launch_call_count,
        (SELECT count(*) FROM memcpys) AS memcpy_count,
        (SELECT count(*) FROM nvtx_ranges) AS nvtx_range_count,

@@ -21,10 +21,10 @@
 -- @check trace_mode accepted_values graph node
 -- One aggregate per source table: scalar subqueries, one per column, would each join the names back into
 -- the kernels and calls, and planning those joins is most of the cost on a short capture.
-WITH k AS (SELECT count(*) AS n, count(graph_node_id) AS graph_n FROM kernels),
+WITH k AS (SELECT count(*) AS n, count(graph_node_id) AS graph_n FROM _kernels_by_id),
 g AS (SELECT count(*) AS n, coalesce(sum(dur_ns), 0) AS ns FROM graph_launches),
 launches AS (
-    SELECT count(*) AS n FROM api_calls
+    SELECT count(*) AS n FROM _api_calls_by_id
     WHERE name_id IN (SELECT name_id FROM _api_classes WHERE api_family = 'graph_launch')
 ),
 info AS (SELECT any_value(value) FILTER (WHERE key = 'graph_trace_mode') AS mode,

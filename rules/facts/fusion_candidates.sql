@@ -36,23 +36,22 @@
 -- @check fusion_saving_fraction range 0 1
 -- Every kernel is handled by its integer name id; the labels join back only for the few names and runs shown.
 WITH names AS (
-    SELECT n.name_id, kc.op_class, c.is_glue,
+    SELECT n.name_id, n.op_class, c.is_glue,
            -- The last functor or op named inside an ATen kernel's template arguments says what it computes.
            coalesce(list_last(regexp_extract_all(n.name,
                         '([A-Za-z0-9_]+(Functor[A-Za-z0-9_]*|_kernel_cuda|_kernel_impl|Ops))[<(,> ]', 1)),
                     n.short_name, n.name) AS label
-    FROM (SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name FROM kernels GROUP BY name_id) n
-    JOIN _kernel_classes kc USING (name_id)
-    JOIN _op_classes c ON c.op_class = kc.op_class
+    FROM _kernel_classes n
+    JOIN _op_classes c ON c.op_class = n.op_class
 ),
 k AS (
     SELECT k.device_id, k.stream_id, k.start_ns, k.dur_ns, k.name_id, n.is_glue
-    FROM kernels k JOIN names n USING (name_id)
+    FROM _kernels_by_id k JOIN names n USING (name_id)
     WHERE k.device_id IS NOT NULL
 ),
 gpu AS (
     SELECT device_id, sum(ns) AS ns FROM (
-        SELECT device_id, sum(dur_ns) AS ns FROM kernels WHERE device_id IS NOT NULL GROUP BY device_id
+        SELECT device_id, sum(dur_ns) AS ns FROM _kernels_by_id WHERE device_id IS NOT NULL GROUP BY device_id
         UNION ALL SELECT device_id, sum(greatest(end_ns - start_ns, 0)) FROM memcpys GROUP BY device_id
         UNION ALL SELECT device_id, sum(greatest(end_ns - start_ns, 0)) FROM memsets GROUP BY device_id)
     WHERE device_id IS NOT NULL GROUP BY device_id
@@ -121,7 +120,7 @@ SELECT g.device_id, coalesce(l.ns, 0) AS glue_ns,
            AS fusion_saving_fraction,
        u.window_ns
 FROM gpu g
-JOIN (SELECT DISTINCT device_id FROM kernels) d USING (device_id)
+JOIN (SELECT DISTINCT device_id FROM _kernels_by_id) d USING (device_id)
 LEFT JOIN glue l USING (device_id)
 LEFT JOIN per_class c USING (device_id)
 LEFT JOIN top_kernels t USING (device_id)

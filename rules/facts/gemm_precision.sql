@@ -29,14 +29,12 @@
 -- @check share range 0 1
 -- @check window_fraction range 0 1
 WITH per_name AS (
-    SELECT device_id, name_id, count(*) AS n, sum(dur_ns) AS ns FROM kernels WHERE device_id IS NOT NULL
+    SELECT device_id, name_id, count(*) AS n, sum(dur_ns) AS ns FROM _kernels_by_id WHERE device_id IS NOT NULL
     GROUP BY device_id, name_id
 ),
 names AS (
     SELECT name_id, name, gemm_precision_of(name) AS precision
-    FROM (SELECT name_id, any_value(name) AS name FROM kernels WHERE name_id IN (SELECT name_id FROM per_name)
-          GROUP BY name_id)
-    WHERE name_id IN (SELECT name_id FROM _kernel_classes WHERE op_class = 'gemm')
+    FROM _kernel_classes WHERE name_id IN (SELECT name_id FROM per_name) AND op_class = 'gemm'
 ),
 device_ns AS (SELECT device_id, sum(ns) AS kernel_ns FROM per_name GROUP BY device_id),
 gemms AS (

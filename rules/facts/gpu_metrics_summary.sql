@@ -144,10 +144,9 @@ kernel_times AS (
 -- GEMM time by operation class (rules/vocabulary/operation_classes.yaml: GEMMs and convolutions run as GEMMs), less the
 -- GEMVs, which are memory-bound and gain nothing from tensor cores.
 by_name AS (
-    SELECT k.device_id, k.name_id, k.dur_ns, k.name,
-           coalesce(c.op_class, 'other') = 'gemm' AND NOT regexp_matches(k.name, '(?i)gemv') AS is_gemm
-    FROM (SELECT device_id, name_id, sum(dur_ns) AS dur_ns, any_value(name) AS name FROM kernels
-          GROUP BY device_id, name_id) k
+    SELECT k.device_id, k.name_id, k.dur_ns, c.name,
+           coalesce(c.op_class, 'other') = 'gemm' AND NOT regexp_matches(c.name, '(?i)gemv') AS is_gemm
+    FROM (SELECT device_id, name_id, sum(dur_ns) AS dur_ns FROM _kernels_by_id GROUP BY device_id, name_id) k
     LEFT JOIN _kernel_classes c ON c.name_id = k.name_id
 ),
 gemm AS (
@@ -171,7 +170,7 @@ sample_classes AS (
     SELECT s.device_id, coalesce(n.op_class, 'other') AS op_class, count(*) AS n
     FROM dram_samples s
     -- only the devices with such samples: an as-of join sorts its right side even for no sample at all
-    ASOF LEFT JOIN (SELECT device_id, start_ns, end_ns, name_id FROM kernels
+    ASOF LEFT JOIN (SELECT device_id, start_ns, end_ns, name_id FROM _kernels_by_id
                     WHERE device_id IN (SELECT device_id FROM dram_samples)) k
          ON k.device_id = s.device_id AND k.start_ns <= s.ts_ns
     LEFT JOIN _kernel_classes n

@@ -43,7 +43,7 @@ unplaced AS (
            coalesce(sum(n) FILTER (WHERE what = 'device_recovered'), 0) AS recovered_count
     FROM placement
 ),
-kept AS (SELECT coalesce(sum(dur_ns), 0) AS kernel_ns FROM kernels)
+kept AS (SELECT coalesce(sum(dur_ns), 0) AS kernel_ns FROM _kernels_by_id)
 SELECT coalesce(sum(n) FILTER (WHERE view = 'kernels'), 0) AS kernel_count,
        coalesce(sum(n) FILTER (WHERE view = 'memcpys'), 0) AS memcpy_count,
        coalesce(sum(n) FILTER (WHERE view = 'memsets'), 0) AS memset_count,

@@ -57,7 +57,7 @@ WITH dev AS (
 launch AS (
     SELECT k.device_id, k.name_id, k.dur_ns, k.grid_size, k.block_size, k.registers_per_thread, d.sm_count,
            least(k.grid_size / d.sm_count, 1.0) AS sm_share
-    FROM kernels k JOIN dev d USING (device_id)
+    FROM _kernels_by_id k JOIN dev d USING (device_id)
     WHERE k.grid_size > 0
 ),
 -- A kernel repeats a few launch configurations millions of times: one row per configuration, with its launches,
@@ -69,14 +69,12 @@ configs AS (
 ),
 -- Grouped on the integer name id, the text is looked at once per name.
 names AS (
-    SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name,
-           name_id IN (SELECT name_id FROM _kernel_classes WHERE op_class = 'communication') AS is_communication,
-           name_id IN (SELECT name_id FROM _kernel_classes WHERE op_class = 'gemm') AS is_gemm
-    FROM kernels WHERE name_id IN (SELECT DISTINCT name_id FROM configs) GROUP BY name_id
+    SELECT name_id, name, short_name, op_class = 'communication' AS is_communication, op_class = 'gemm' AS is_gemm
+    FROM _kernel_classes WHERE name_id IN (SELECT DISTINCT name_id FROM configs)
 ),
 device_time AS (
     SELECT device_id, sum(dur_ns) AS device_kernel_ns, count(*) AS device_kernel_count
-    FROM kernels GROUP BY device_id
+    FROM _kernels_by_id GROUP BY device_id
 ),
 small_configs AS (
     SELECT c.*, n.is_gemm FROM configs c JOIN names n USING (name_id)

@@ -34,13 +34,15 @@
 -- name: DuckDB keeps every value of a quantile's group in memory, outside its memory limit, so a median per launch
 -- configuration too (the two groupings of one scan) held every duration twice.
 WITH by_name AS (
-    SELECT name_id, any_value(name) AS name, any_value(short_name) AS short_name, count(*) AS count,
-           sum(dur_ns) AS total_ns, avg(dur_ns) AS mean_ns, quantile_cont(dur_ns, 0.5) AS p50_ns,
-           min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
-    FROM kernels GROUP BY name_id
+    SELECT g.*, c.name, c.short_name
+    FROM (SELECT name_id, count(*) AS count, sum(dur_ns) AS total_ns, avg(dur_ns) AS mean_ns,
+                 quantile_cont(dur_ns, 0.5) AS p50_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
+          FROM _kernels_by_id GROUP BY name_id) g
+    -- the names once per id (kernels without a name id keep their short name there too)
+    LEFT JOIN _kernel_classes c ON c.name_id IS NOT DISTINCT FROM g.name_id
 ),
 by_config AS (
-    SELECT name_id, grid_size, block_size, sum(dur_ns) AS total_ns FROM kernels GROUP BY name_id, grid_size, block_size
+    SELECT name_id, grid_size, block_size, sum(dur_ns) AS total_ns FROM _kernels_by_id GROUP BY name_id, grid_size, block_size
 ),
 per_name AS (
     SELECT g.name_id, g.name, g.short_name, g.count, g.total_ns, g.mean_ns, g.p50_ns, g.min_ns, g.max_ns,

@@ -35,7 +35,7 @@ WITH launch_ids AS (
 calls AS (
     SELECT i.name, count(*) AS call_count, sum(a.dur_ns) AS total_ns, avg(a.dur_ns) AS mean_ns,
            quantile_cont(a.dur_ns, [0.5, 0.99]) AS q
-    FROM api_calls a JOIN launch_ids i ON i.name_id = a.name_id
+    FROM _api_calls_by_id a JOIN launch_ids i ON i.name_id = a.name_id
     GROUP BY i.name
 ),
 -- The GPU work of each call (_timeline carries the issuing call): its first operation starts the queue delay.

@@ -43,7 +43,7 @@ graph_time AS (
     SELECT device_id, sum(graph_ns) AS graph_ns, sum(eager_ns) AS eager_ns FROM (
         SELECT device_id, sum(dur_ns) FILTER (WHERE graph_node_id IS NOT NULL) AS graph_ns,
                sum(dur_ns) FILTER (WHERE graph_node_id IS NULL) AS eager_ns
-        FROM kernels GROUP BY device_id
+        FROM _kernels_by_id GROUP BY device_id
         UNION ALL
         SELECT device_id, sum(end_ns - start_ns), 0 FROM graph_launches GROUP BY device_id
     ) GROUP BY device_id

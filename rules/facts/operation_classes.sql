@@ -29,14 +29,11 @@
 -- @check share_of_kernel_time range 0 1
 -- Each distinct name is classified once, on its integer id: the regular expressions never run per kernel.
 WITH per_name AS (
-    SELECT device_id, name_id, count(*) AS n, sum(dur_ns) AS ns FROM kernels WHERE device_id IS NOT NULL
+    SELECT device_id, name_id, count(*) AS n, sum(dur_ns) AS ns FROM _kernels_by_id WHERE device_id IS NOT NULL
     GROUP BY device_id, name_id
 ),
 names AS (
-    SELECT n.name_id, n.name, c.op_class
-    FROM (SELECT name_id, any_value(name) AS name FROM kernels WHERE name_id IN (SELECT name_id FROM per_name)
-          GROUP BY name_id) n
-    JOIN _kernel_classes c USING (name_id)
+    SELECT name_id, name, op_class FROM _kernel_classes WHERE name_id IN (SELECT name_id FROM per_name)
 ),
 named AS (
     SELECT p.device_id, n.op_class, n.name, sum(p.n) AS n, sum(p.ns) AS ns

@@ -36,17 +36,15 @@ WITH gaps AS (
 k AS (
     SELECT device_id, count(*) AS n, quantile_cont(dur_ns, 0.5) AS median_ns,
            count(*) FILTER (WHERE dur_ns < ${short_kernel_ns}) AS short_n
-    FROM kernels GROUP BY device_id
+    FROM _kernels_by_id GROUP BY device_id
 ),
 -- Counted per name id first (an integer), then per base name, so templated variants of one kernel add up.
 per_id AS (
     SELECT device_id, name_id, count(*) AS n, sum(dur_ns) AS ns
-    FROM kernels WHERE dur_ns < ${short_kernel_ns} GROUP BY device_id, name_id
+    FROM _kernels_by_id WHERE dur_ns < ${short_kernel_ns} GROUP BY device_id, name_id
 ),
-names AS (SELECT n.name_id, n.name, c.op_class
-          FROM (SELECT name_id, any_value(coalesce(short_name, name)) AS name FROM kernels
-                WHERE name_id IN (SELECT name_id FROM per_id) GROUP BY name_id) n
-          JOIN _kernel_classes c USING (name_id)),
+names AS (SELECT name_id, coalesce(short_name, name) AS name, op_class FROM _kernel_classes
+          WHERE name_id IN (SELECT name_id FROM per_id)),
 short_classes AS (
     SELECT device_id, list({'op_class': op_class, 'calls': n, 'share': n / total} ORDER BY n DESC, op_class)
                AS short_kernel_classes

@@ -27,7 +27,7 @@
 -- @check stack not_null
 -- @check time_share range 0 1
 WITH gpu_pids AS (
-    SELECT pid FROM kernels WHERE pid IS NOT NULL
+    SELECT pid FROM _kernels_by_id WHERE pid IS NOT NULL
     UNION SELECT pid FROM graph_launches WHERE pid IS NOT NULL
     UNION SELECT pid FROM memcpys WHERE pid IS NOT NULL
     UNION SELECT pid FROM memsets WHERE pid IS NOT NULL

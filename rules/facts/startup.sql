@@ -93,7 +93,7 @@ names AS (
 -- after the last range ends is outside them all; only those before are matched to the ranges (an as-of join sorts
 -- all it is given, and a capture without start-up ranges, or with one at its beginning, has millions after).
 launches AS (
-    SELECT a.start_ns, a.end_ns, a.pid, a.correlation_id FROM api_calls a
+    SELECT a.start_ns, a.end_ns, a.pid, a.correlation_id FROM _api_calls_by_id a
     WHERE a.name_id IN (SELECT name_id FROM names WHERE is_launch)
 ),
 last_island AS (SELECT max(end_ns) AS end_ns FROM islands),
@@ -108,19 +108,19 @@ before_steady AS (  -- the start-up islands before it
     SELECT i.start_ns, i.end_ns FROM islands i, outside o WHERE o.first_ns IS NULL OR i.start_ns < o.first_ns
 ),
 compute_ops AS (
-    SELECT start_ns, pid, correlation_id FROM kernels
+    SELECT start_ns, pid, correlation_id FROM _kernels_by_id
     UNION ALL
     SELECT start_ns, pid, correlation_id FROM graph_launches
 ),
 first_op AS (SELECT start_ns, pid, correlation_id FROM compute_ops ORDER BY start_ns LIMIT 1),
 first_call AS (
     SELECT least(f.start_ns, min(a.start_ns)) AS ns
-    FROM first_op f LEFT JOIN api_calls a ON a.pid = f.pid AND a.correlation_id = f.correlation_id
+    FROM first_op f LEFT JOIN _api_calls_by_id a ON a.pid = f.pid AND a.correlation_id = f.correlation_id
     GROUP BY f.start_ns
 ),
 bounds AS (
-    SELECT (SELECT min(start_ns) FROM api_calls) AS first_call_ns,
-           greatest((SELECT max(end_ns) FROM api_calls), (SELECT max(end_ns) FROM kernels),
+    SELECT (SELECT min(start_ns) FROM _api_calls_by_id) AS first_call_ns,
+           greatest((SELECT max(end_ns) FROM _api_calls_by_id), (SELECT max(end_ns) FROM _kernels_by_id),
                     (SELECT max(end_ns) FROM graph_launches), (SELECT max(end_ns) FROM memcpys),
                     (SELECT max(end_ns) FROM memsets)) AS last_ns,
            (SELECT max(CAST(value AS BIGINT)) FROM profile_info WHERE key = 'duration_ns') AS traced_ns
@@ -134,17 +134,17 @@ launch_stats AS (
 ),
 long_calls AS (  -- calls long enough to be one-off work; few, so everything after reads only these
     SELECT a.start_ns, a.end_ns, a.pid, a.correlation_id, n.name_id, n.is_launch, n.is_module_load, n.is_copy
-    FROM api_calls a JOIN names n ON n.name_id = a.name_id
+    FROM _api_calls_by_id a JOIN names n ON n.name_id = a.name_id
     WHERE a.end_ns - a.start_ns >= ${startup_min_call_ns}
 ),
 slow_launches AS (  -- a launch far slower than the median one: its kernel's module was loaded inside it
     SELECT c.start_ns, c.end_ns, k.name_id AS kernel_name_id, k.start_ns AS kernel_start_ns
-    FROM long_calls c LEFT JOIN kernels k ON k.pid = c.pid AND k.correlation_id = c.correlation_id,
+    FROM long_calls c LEFT JOIN _kernels_by_id k ON k.pid = c.pid AND k.correlation_id = c.correlation_id,
          launch_stats s
     WHERE c.is_launch AND c.end_ns - c.start_ns >= ${startup_first_launch_ratio} * s.median_ns
 ),
 first_of_kernel AS (
-    SELECT name_id, min(start_ns) AS start_ns FROM kernels
+    SELECT name_id, min(start_ns) AS start_ns FROM _kernels_by_id
     WHERE name_id IN (SELECT kernel_name_id FROM slow_launches) GROUP BY name_id
 ),
 module_loads AS (  -- slow first launches and explicit module loads, before the repeating work
@@ -208,7 +208,7 @@ load_copies AS (
 ),
 calls AS (
     SELECT count(*) FILTER (WHERE n.is_alloc) AS allocs, count(*) FILTER (WHERE n.is_capture) AS captures
-    FROM api_calls a JOIN names n ON n.name_id = a.name_id, spans s
+    FROM _api_calls_by_id a JOIN names n ON n.name_id = a.name_id, spans s
     WHERE (n.is_alloc OR n.is_capture) AND a.start_ns >= s.start_ns AND a.start_ns < s.steady_start_ns
 ),
 one_off AS (  -- the evidence: the longest one-off call, the module loads

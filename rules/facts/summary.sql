@@ -71,7 +71,7 @@ l AS (
 ),
 kernel_launch_ids AS (SELECT name_id FROM _api_classes WHERE api_family = 'kernel_launch'),
 lp AS (
-    SELECT quantile_cont(dur_ns, 0.5) AS p50 FROM api_calls
+    SELECT quantile_cont(dur_ns, 0.5) AS p50 FROM _api_calls_by_id
     WHERE name_id IN (SELECT name_id FROM kernel_launch_ids)
 ),
 c AS (
@@ -94,14 +94,14 @@ SELECT coalesce(u.n, 0) AS used_devices,
        CASE WHEN u.win > 0 THEN greatest(u.busy - u.cbusy, 0) / u.win END AS copy_only_fraction,
        CASE WHEN u.win > 0 THEN u.busy / u.win END AS gpu_active_fraction,
        coalesce(u.kernels, 0) AS kernel_count,
-       (SELECT avg(dur_ns) FROM (SELECT dur_ns FROM kernels UNION ALL SELECT dur_ns FROM graph_launches))
+       (SELECT avg(dur_ns) FROM (SELECT dur_ns FROM _kernels_by_id UNION ALL SELECT dur_ns FROM graph_launches))
            AS mean_kernel_ns,
        (SELECT avg(greatest(gap_ns, 0)) FROM dev_gaps) AS mean_gap_ns,
        (SELECT quantile_cont(greatest(gap_ns, 0), 0.5) FROM dev_gaps) AS median_gap_ns,
        CASE WHEN u.cbusy + g.gaps > 0 THEN g.gaps / (u.cbusy + g.gaps) END AS overhead_ratio,
        coalesce(l.calls, 0) AS launch_calls, l.mean_ns AS launch_mean_ns, lp.p50 AS launch_p50_ns,
        coalesce(u.ktime, 0) + (SELECT coalesce(sum(dur_ns), 0) FROM graph_launches) AS gpu_active_ns,
-       (SELECT coalesce(sum(dur_ns), 0) FROM api_calls) AS cpu_api_ns,
+       (SELECT coalesce(sum(dur_ns), 0) FROM _api_calls_by_id) AS cpu_api_ns,
        (SELECT coalesce(sum(dur_ns), 0) FROM memcpys) AS memcpy_ns,
        (SELECT coalesce(sum(bytes), 0) FROM memcpys) AS memcpy_bytes,
        c.pcie_count, c.pcie_ns, c.pcie_bytes, c.pinned_bytes, c.pageable_bytes, c.dtod_count, c.dtod_bytes,

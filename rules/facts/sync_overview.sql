@@ -36,7 +36,7 @@ longest AS (
 win AS (SELECT device_id, window_ns AS w FROM gpu_utilization),
 busy AS (SELECT coalesce(sum(compute_busy_ns), 0) AS b FROM gpu_utilization),
 totals AS (
-    SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM graph_launches) AS kernels,
+    SELECT (SELECT count(*) FROM _kernels_by_id) + (SELECT count(*) FROM graph_launches) AS kernels,
            (SELECT active_ns FROM _active_span) AS active_ns,
            (SELECT coalesce(sum(gap_ns), 0) FROM _idle_gaps) AS idle_ns,
            (SELECT coalesce(sum(gap_ns) FILTER (WHERE cause = 'sync'), 0) FROM _idle_gaps) AS sync_idle_ns,

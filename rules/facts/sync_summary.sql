@@ -18,7 +18,7 @@
 -- @check call_count non_negative
 -- @check blocked_ns non_negative
 WITH totals AS (
-    SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM graph_launches) AS kernels,
+    SELECT (SELECT count(*) FROM _kernels_by_id) + (SELECT count(*) FROM graph_launches) AS kernels,
            (SELECT active_ns FROM _active_span) AS active_ns
 )
 SELECT s.name, any_value(s.kind) AS kind, count(*) AS call_count,

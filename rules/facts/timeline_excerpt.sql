@@ -138,7 +138,7 @@ gpu AS (
 -- The threads that issued the stretch's GPU work, the busiest first.
 threads AS (
     SELECT a.global_tid, any_value(a.tid) AS tid
-    FROM gpu JOIN api_calls a ON a.pid = gpu.pid AND a.correlation_id = gpu.correlation_id
+    FROM gpu JOIN _api_calls_by_id a ON a.pid = gpu.pid AND a.correlation_id = gpu.correlation_id
     GROUP BY a.global_tid ORDER BY count(*) DESC, a.global_tid LIMIT ${excerpt_threads}
 ),
 events AS (

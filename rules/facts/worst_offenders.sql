@@ -45,7 +45,7 @@ syncs AS (
 ),
 calls AS (
     SELECT pid, tid, start_ns, dur_ns, name_id
-    FROM api_calls a ANTI JOIN (SELECT name_id FROM _api_classes WHERE api_class = 'sync') s USING (name_id)
+    FROM _api_calls_by_id a ANTI JOIN (SELECT name_id FROM _api_classes WHERE api_class = 'sync') s USING (name_id)
     ORDER BY dur_ns DESC, start_ns LIMIT ${worst_per_kind}
 ),
 offenders AS (
