@@ -67,7 +67,7 @@ def team_sql_problem(fact: Fact, readable: Collection[str]) -> str | None:
     ...`, naming what it reads and what team SQL may read; None when it reads only the canonical views, the facts
     `readable` (names of facts), its own CTEs and the allowed table functions, and calls no function that reads
     the database's state. SQL that does not parse is left to the run, whose error says where."""
-    from ..reading.canonical import VIEWS
+    from ..reading.canonical import STORED, VIEWS, by_id_view
 
     sql = render_sql(fact, keep_lines=True)
     con = offline_connection(threads=1)  # a parse: no table, no extension, nothing of the run's connection
@@ -78,7 +78,8 @@ def team_sql_problem(fact: Fact, readable: Collection[str]) -> str | None:
         tree = {"error": True, "error_type": "internal"}
     finally:
         con.close()
-    views = [v for v in VIEWS if not v.startswith("_")]
+    # the views of kernels and CUDA calls without their names are the same rows, cheaper to scan: any fact may read them
+    views = [v for v in VIEWS if not v.startswith("_")] + [by_id_view(v) for v in STORED]
     known = {n.lower() for n in (*views, *readable, *RUNNER_TABLES)}
     if tree.get("error"):
         if tree.get("error_type") == "parser":

@@ -308,9 +308,9 @@ def database_ddl() -> dict[str, str]:
 
 
 def by_id_view(view: str) -> str:
-    """The bundled facts' view of a STORED view's rows as they are stored: names as ids, no name joined. DuckDB joins
-    a view's names for every row it scans, used or not (about 30 ms per scan of 2 M kernels), so a bundled fact that
-    reads no name scans this one instead. Not a canonical view: team facts read the views, which keep their names."""
+    """The view of a STORED view's rows as they are stored: names as ids, no name joined. DuckDB joins a view's names
+    for every row it scans, used or not (about 30 ms per scan of 2 M kernels), so a fact that reads no name scans
+    this one instead; team facts may read it too (engine/facts/team_sql.py)."""
     return f"_{view}_by_id"
 
 
