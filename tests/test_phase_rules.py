@@ -115,11 +115,11 @@ def test_a_short_launch_bound_decode_after_long_prefills_is_the_headline() -> No
     assert (decode.goal, decode.primary, decode.rule, decode.judged_alone) == ("TPOT", "launch-bound",
                                                                                "launch-bound", True)
     assert decode.line == ("decode (bounds TPOT): launch-bound, ≈54 % of decode's GPU time (≈2 % of the run's): GPU "
-                           "starved by kernel-launch overhead; 40 steps, 4 % of the run's GPU time.")
+                           "starved by kernel-launch overhead; 40 steps, 4 % of the run's GPU window.")
     assert (prefill.goal, prefill.primary, prefill.step_count, prefill.judged_alone) == ("TTFT", None, 3, False)
     assert prefill.line.startswith("prefill (bounds TTFT): no bottleneck; GPU busy 99.9 %, time goes to kernels led "
                                    "by sm90_xmma_gemm_")
-    assert prefill.line.endswith("; 3 steps, 96 % of the run's GPU time, too few steps to judge alone.")
+    assert prefill.line.endswith("; 3 steps, 96 % of the run's GPU window, too few steps to judge alone.")
 
 
 @pytest.mark.slow
@@ -139,7 +139,7 @@ def test_a_phase_with_fewer_steps_than_phase_min_steps_keeps_its_run_share(tmp_p
     assert report.verdict.primary is None and report.verdict.headline.startswith("No bottleneck found")
     decode = next(p for p in report.verdict.phases if p.phase == "decode")
     assert (decode.primary, decode.judged_alone, decode.step_count) == (None, False, 40)
-    assert decode.line.endswith("; 40 steps, 4 % of the run's GPU time, too few steps to judge alone.")
+    assert decode.line.endswith("; 40 steps, 4 % of the run's GPU window, too few steps to judge alone.")
     assert [(o.target, o.value) for o in report.overrides] == [("facts.phase_min_steps", 41)]
 
 
@@ -150,7 +150,7 @@ def test_prefill_heavy_eager_decode_names_decode_and_both_goals() -> None:
     assert (lines["prefill"].goal, lines["prefill"].primary, lines["prefill"].step_count) == ("TTFT", None, 6)
     assert lines["prefill"].judged_alone and lines["decode"].judged_alone
     assert lines["prefill"].line.startswith("prefill (bounds TTFT): no bottleneck; GPU busy 99 %")
-    assert lines["prefill"].line.endswith("; 6 steps, 81 % of the run's GPU time.")
+    assert lines["prefill"].line.endswith("; 6 steps, 81 % of the run's GPU window.")
 
 
 @pytest.mark.slow

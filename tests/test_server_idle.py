@@ -195,3 +195,16 @@ def test_a_poll_between_steps_is_too_short_to_be_a_wait(tmp_path: Path) -> None:
     # the length requirement is what keeps them host work: dropped, the polls would make 39 waits
     loose = _server_idle(path, server_idle_wait_share=0.1, server_idle_wait_steps=0, server_idle_wait_min_ns=1_000_000)
     assert (loose["stretch_count"], loose["os_wait_count"], loose["wait_calls"]) == (39, 39, "poll")
+
+
+def test_the_html_window_says_it_leaves_the_quiet_stretches_out() -> None:
+    """The per-GPU bar's window is first operation to last less the server's quiet stretches: the caption says so,
+    or a 0.6 s window beside a 10 s stretch reads as a typo."""
+    from nsys_diagnose.base.units import fmt_duration
+    from nsys_diagnose.reports.render import render
+
+    facts, report = scenario_analysis("idle_server_bursts")
+    row = facts.rows("gpu_utilization")[0]
+    assert row["excluded_ns"] > 0
+    html = render(report, "html")
+    assert f"less {fmt_duration(row['excluded_ns'])} of quiet stretches" in html

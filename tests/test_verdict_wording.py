@@ -48,7 +48,7 @@ def test_a_team_pack_rewords_the_per_phase_lines(tmp_path):
     reworded = diagnose(path, config, cache=False)
     lines = [p.line for p in reworded.verdict.phases]
     assert lines[0].startswith("Phase prefill: healthy (GPU busy 99 %, time goes to kernels led by ")
-    assert lines[0].endswith(" (1 step, 29 % of the run's GPU time (few steps))")
+    assert lines[0].endswith(" (1 step, 29 % of the run's GPU window (few steps))")
     assert lines[1].startswith("Phase decode: launch-bound, ≈54 % of decode's GPU time")
     assert "In decode (bounds the decode goal): " in reworded.verdict.headline
     markdown = render(reworded, "md")

@@ -236,15 +236,16 @@ def _saving_model(rule: Rule, row: dict[str, Any], share: float | None, phase: s
     return whatif.saving(rule.spec.what_if, whatif.replay_row(facts, row.get("device_id"), phase), share)
 
 
-def _sampled_cost(rule: Rule, model: whatif.Saving | None) -> list[Evidence]:
+def _sampled_cost(rule: Rule, phase: str | None, model: whatif.Saving | None) -> list[Evidence]:
     """The 95 % interval of the finding's cost, as a context row, when the cost is a replay's saving over a sample
     of the steps (whatif.Saving.cost_interval): the report then says its cost is an estimate, and how close."""
     if model is None or model.cost_interval is None or rule.spec.impact is None:
         return []
     low, high = model.cost_interval
-    return [Evidence(label="Cost's 95 % interval (the replay's medians are over a sample of the steps)",
+    of = f"{phase}'s GPU time" if phase else "GPU time"
+    return [Evidence(label="Cost's 95 % interval (its replay ran on a sample of the steps)",
                      column=rule.spec.impact, value=model.cost,
-                     display=f"{fmt_ratio(low, 1).removesuffix(' %')}..{fmt_ratio(high, 1)}")]
+                     display=f"{fmt_ratio(low, 1).removesuffix(' %')} to {fmt_ratio(high, 1)} of {of}")]
 
 
 def _measured_share(rule: Rule, row: dict[str, Any], model: whatif.Saving | None) -> list[Evidence]:
@@ -347,7 +348,7 @@ def evaluate(rules: RuleSet, facts: FactSet, *, stack: Sequence[str] = (), phase
                 subject=subject, message=_render(rule, "message", spec.message, context, not_after),
                 impact=impact, phase=phase, run_impact=run_impact,
                 evidence=(_evidence(rule, row, params, column_docs) + _phase_cost(rule, phase, impact, run_impact, said)
-                          + _measured_share(rule, row, model) + _sampled_cost(rule, model)),
+                          + _measured_share(rule, row, model) + _sampled_cost(rule, phase, model)),
                 remediation=_remediation(rule, stack, context, not_after, run_facts or facts, capture_preset),
                 references=_references(rule, stack), row=row))
         if not fired:

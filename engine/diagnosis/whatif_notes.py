@@ -53,9 +53,11 @@ def sample_assumption(row: dict[str, Any]) -> str | None:
     interval): evenly spaced steps, and why that suffices."""
     if not row.get("sampled"):
         return None
-    return ("Steps evenly spaced in time order were replayed (facts.whatif_sample_steps per GPU and phase, when it "
-            "has more than twice as many and their measured times lie within facts.whatif_sample_tolerance of the "
-            "median where a sample's interval is read), as a median needs no more.")
+    sampled, total = int(row.get("steps") or 0), int(row.get("steps_total") or 0)
+    return (f"{sampled:,} of the {total:,} steps, evenly spaced in time order, were replayed "
+            f"(facts.whatif_sample_steps), as a median needs no more: a GPU or phase is sampled only when it has "
+            f"more than twice as many steps and they lie close around their median (facts.whatif_sample_tolerance, "
+            f"1 % by default), else every step is replayed.")
 
 
 def node_gap_note(row: dict[str, Any]) -> str:

@@ -79,6 +79,8 @@ def nice_ticks(span: float, target: int = 6) -> list[float]:
 def breakdown(report: Report) -> list[dict[str, Any]]:
     """Per GPU: the window split into kernels / copies only / idle by cause (segments of one bar)."""
     util = {g["device_id"]: g.get("utilization") for g in report.facts.get("gpu_utilization", [])}
+    # the server's quiet stretches, which the window leaves out (gpu_utilization.excluded_ns)
+    excluded = {g["device_id"]: g.get("excluded_ns") or 0 for g in report.facts.get("gpu_utilization", [])}
     out = []
     for gpu in report.window:
         x, segments = 0.0, []
@@ -91,7 +93,7 @@ def breakdown(report: Report) -> list[dict[str, Any]]:
             x += w
         idle = sum(p.share for p in gpu.parts if p.idle)
         out.append(dict(device_id=gpu.device_id, window_ns=gpu.window_ns, segments=segments, idle_share=idle,
-                        utilization=util.get(gpu.device_id)))
+                        utilization=util.get(gpu.device_id), excluded_ns=excluded.get(gpu.device_id, 0)))
     return out
 
 

@@ -286,4 +286,6 @@ def text_strip(report: Report) -> dict[str, Any] | None:
         legend.append(f"{SLIVER_MARK} events too short to fill a column")
     legend += [f"{IDLE_MARKS.get(c, '?')} idle: {c}" for c in sorted({r["kind"] for r in rows if r["track"] == "idle"})
                if IDLE_MARKS.get(c, "?") in drawn]
+    # a mark is a column of busy time, not one event: a lane marks about as many columns as its events cover
+    legend.append("a lane marks about as many columns as its events cover")
     return dict(lines=lines, legend=legend, reason=rows[0]["window_reason"], start_ns=w0, span_ns=span)
