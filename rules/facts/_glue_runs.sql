@@ -57,7 +57,8 @@ runs AS (
     SELECT k.device_id, k.stream_id, k.pid, k.correlation_id, k.start_ns, k.dur_ns, k.name_id,
            g.name_id IS NOT NULL AS is_glue, coalesce(g.is_cast, false) AS is_cast,
            sum(CASE WHEN g.name_id IS NULL THEN 1 ELSE 0 END) OVER w AS run_id, row_number() OVER w AS rn,
-           CAST(hash(k.name_id) % 1000003 AS HUGEINT) AS h
+           -- BIGINT: h * rn stays far below 2^63 (h < 10^6, rn < 10^12), and sum() of BIGINTs adds in HUGEINT
+           CAST(hash(k.name_id) % 1000003 AS BIGINT) AS h
     FROM ops k LEFT JOIN glue g ON g.name_id = k.name_id
     WINDOW w AS (PARTITION BY k.device_id, k.stream_id ORDER BY k.start_ns ROWS UNBOUNDED PRECEDING)
 ),

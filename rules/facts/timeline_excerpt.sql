@@ -108,7 +108,7 @@ best_run AS (
 ),
 win AS (
     SELECT start_ns AS w0, end_ns AS w1,
-           format('the decode step of median duration ({} of {} NVTX decode ranges with GPU work, {} operations)',
+           format('the decode step of median duration ({:,} of {:,} NVTX decode ranges with GPU work, {:,} operations)',
                   (steps + 1) // 2, steps, ops) AS reason
     FROM median_step WHERE ops <= ${excerpt_max_ops}
     UNION ALL
