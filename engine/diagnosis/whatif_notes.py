@@ -23,11 +23,17 @@ def replay_rows(facts: FactSet) -> list[dict[str, Any]]:
     return [{**samples.get((r["device_id"], r.get("phase")), {}), **r} for r in rows]
 
 
+def _bounds(row: dict[str, Any], column: str) -> tuple[Any, Any]:
+    """The low and high ends of the 95 % interval of the median of whatif_replay `column` (whatif_sample's
+    `<stem>_step_low_ns` and `<stem>_step_high_ns`); None where the row carries none."""
+    stem = column.removesuffix("_step_ns")
+    return row.get(f"{stem}_step_low_ns"), row.get(f"{stem}_step_high_ns")
+
+
 def _interval(row: dict[str, Any], column: str, slow_column: str | None = None) -> str | None:
     """The 95 % interval of the median of whatif_replay `column` ('1.21..1.24 ms'), up to the high end of
     `slow_column`'s when a range is projected; None when the row carries none."""
-    stem = column.removesuffix("_step_ns")
-    low, high = row.get(f"{stem}_step_low_ns"), row.get(f"{stem}_step_high_ns")
+    low, high = _bounds(row, column)
     if slow_column is not None:
         high = row.get(f"{slow_column.removesuffix('_step_ns')}_step_high_ns", high)
     return None if low is None or high is None else fmt_range(low, high)
@@ -83,9 +89,8 @@ def cost_interval(row: dict[str, Any], column: str, share: float | None) -> tupl
     same sampled steps (so the interval errs wide), within 0 and the share the rule measured."""
     if not row.get("sampled"):
         return None
-    stem = column.removesuffix("_step_ns")
-    low_m, high_m = row.get("measured_step_low_ns"), row.get("measured_step_high_ns")
-    low_p, high_p = row.get(f"{stem}_step_low_ns"), row.get(f"{stem}_step_high_ns")
+    low_m, high_m = _bounds(row, "measured_step_ns")
+    low_p, high_p = _bounds(row, column)
     if not low_m or not high_m or low_p is None or high_p is None:
         return None
     top = 1.0 if share is None else min(max(share, 0.0), 1.0)

@@ -17,7 +17,7 @@ import functools
 from typing import Any, Callable, TypeVar
 
 from ..base.duck import sql_literal
-from ..reading.canonical import STORED, by_id_view, view_sql
+from ..reading.canonical import STORED, by_id_sql, by_id_view, view_sql
 from .compact import Compactor
 from .catalog import Fact, run_order, with_needs
 from .loading import load_facts
@@ -124,7 +124,7 @@ def _copy_rows(con: Any, run: str, stored: str, claimed: str, keep: str, tagged:
             con.execute(f'CREATE TABLE "{stored}"."{view}" AS SELECT x.* FROM canon."{view}" x {keep} {claimed} '
                         f"p ON {key}{cut}")
             con.execute(f'CREATE VIEW "{view}" AS {view_sql(view, chr(34) + stored + chr(34))}')
-            con.execute(f'CREATE VIEW "{by_id_view(view)}" AS SELECT * FROM "{stored}"."{view}"')
+            con.execute(f'CREATE VIEW "{by_id_view(view)}" AS {by_id_sql(view, chr(34) + stored + chr(34))}')
         else:
             con.execute(f"CREATE TABLE {view} AS SELECT x.* FROM {run}.{view} x {keep} {claimed} p ON {key}")
     # The run's timeline and gaps carry the phase of each operation: a filter picks the phase's.

@@ -43,7 +43,8 @@ def _view_sources(con: Any) -> dict[str, str]:
     """The SQL of each canonical view as the export defined it."""
     rows = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE database_name = current_database() "
                        "AND schema_name = 'main' AND NOT internal").fetchall()
-    return {name: sql for name, sql in rows if name in VIEWS or name in {by_id_view(v) for v in STORED}}
+    wanted = {*VIEWS, *(by_id_view(v) for v in STORED)}
+    return {name: sql for name, sql in rows if name in wanted}
 
 
 @contextmanager

@@ -78,9 +78,7 @@ def nice_ticks(span: float, target: int = 6) -> list[float]:
 
 def breakdown(report: Report) -> list[dict[str, Any]]:
     """Per GPU: the window split into kernels / copies only / idle by cause (segments of one bar)."""
-    util = {g["device_id"]: g.get("utilization") for g in report.facts.get("gpu_utilization", [])}
-    # the server's quiet stretches, which the window leaves out (gpu_utilization.excluded_ns)
-    excluded = {g["device_id"]: g.get("excluded_ns") or 0 for g in report.facts.get("gpu_utilization", [])}
+    util = {g["device_id"]: g for g in report.facts.get("gpu_utilization", [])}
     out = []
     for gpu in report.window:
         x, segments = 0.0, []
@@ -92,8 +90,10 @@ def breakdown(report: Report) -> list[dict[str, Any]]:
                                  ns=part.ns, share=part.share, x=_r(x), w=_r(w), text=text))
             x += w
         idle = sum(p.share for p in gpu.parts if p.idle)
+        row = util.get(gpu.device_id, {})
+        # excluded_ns: the server's quiet stretches, which the window leaves out
         out.append(dict(device_id=gpu.device_id, window_ns=gpu.window_ns, segments=segments, idle_share=idle,
-                        utilization=util.get(gpu.device_id), excluded_ns=excluded.get(gpu.device_id, 0)))
+                        utilization=row.get("utilization"), excluded_ns=row.get("excluded_ns") or 0))
     return out
 
 
