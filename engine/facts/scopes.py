@@ -76,7 +76,7 @@ def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params
     db = con.execute("SELECT current_database()").fetchone()[0]
     run = f'"{db}".main'
     if phase == OTHER:
-        claimed = f"{run}._call_phases"
+        claimed = f"(SELECT * FROM {run}._call_phases WHERE phase IS NOT NULL)"
         keep = "ANTI JOIN"
         tagged = "phase IS NULL"
     else:
@@ -127,6 +127,9 @@ def _copy_rows(con: Any, run: str, stored: str, claimed: str, keep: str, tagged:
             con.execute(f'CREATE VIEW "{by_id_view(view)}" AS {by_id_sql(view, chr(34) + stored + chr(34))}')
         else:
             con.execute(f"CREATE TABLE {view} AS SELECT x.* FROM {run}.{view} x {keep} {claimed} p ON {key}")
-    # The run's timeline and gaps carry the phase of each operation: a filter picks the phase's.
+    # The run's timeline, gaps and glue runs carry the phase of each operation: a filter picks the phase's. A glue
+    # run never spans two phases, and counts its repeats within its phase too (rules/facts/_glue_runs.sql).
     con.execute(f"CREATE VIEW _timeline AS SELECT * FROM {run}._timeline WHERE {tagged}")
     con.execute(f"CREATE VIEW _idle_gaps AS SELECT * FROM {run}._idle_gaps WHERE {tagged}")
+    con.execute(f"CREATE VIEW _glue_runs AS SELECT * REPLACE (phase_repeats AS repeats) FROM {run}._glue_runs "
+                f"WHERE {tagged} AND phase_repeated")

@@ -1,21 +1,25 @@
 -- @fact _call_phases
 -- @whole-run
 -- @materialize
--- @doc The inference phase of each CUDA API call made inside a phase range (_phase_ranges): the phase of the
--- @doc innermost phase range open on the calling thread when the call started, as for _phase_kernels. Calls of
--- @doc threads that opened no phase range, and calls outside every phase range, are not listed: they belong to
--- @doc the phase 'other'. The GPU operations a call issued share its process and correlation id, so this one
--- @doc table puts calls, kernels, copies and the idle gaps before them in their phase (engine/facts/scopes.py).
+-- @doc The inference phase of each CUDA API call of a thread that opened a phase range (_phase_ranges): the phase of
+-- @doc the innermost phase range open on the calling thread when the call started, as for _phase_kernels, NULL
+-- @doc for a call outside every phase range. Calls of threads that opened no phase range are not listed; they and
+-- @doc the calls with a NULL phase belong to the phase 'other'. The GPU operations a call issued share its process
+-- @doc and correlation id, so this one table puts calls, kernels, copies and the idle gaps before them in their
+-- @doc phase (engine/facts/scopes.py). Each call carries what _issuing_calls gives, so _timeline finds an
+-- @doc operation's issuing call and its phase with one join.
 -- @needs _phase_ranges
 -- @column global_tid Thread of the call.
 -- @column pid Process.
 -- @column start_ns Call start (ns).
+-- @column end_ns Call end (ns).
 -- @column correlation_id Correlation id of the call (and of the GPU work it issued).
--- @column phase Phase name.
+-- @column name_id StringIds id of the API name (see api_calls.name_id).
+-- @column phase Phase name, NULL when no phase range of its thread was open when the call started.
 WITH calls AS (
-    SELECT global_tid, pid, start_ns, correlation_id FROM _api_calls_by_id
+    SELECT global_tid, pid, start_ns, end_ns, correlation_id, name_id FROM _api_calls_by_id
     WHERE global_tid IN (SELECT DISTINCT global_tid FROM _phase_ranges)
 )
-SELECT c.global_tid, c.pid, c.start_ns, c.correlation_id, r.phase
-FROM calls c ASOF JOIN _phase_ranges r ON r.global_tid = c.global_tid AND c.start_ns >= r.start_ns
-WHERE r.end_ns >= c.start_ns
+SELECT c.global_tid, c.pid, c.start_ns, c.end_ns, c.correlation_id, c.name_id,
+       CASE WHEN r.end_ns >= c.start_ns THEN r.phase END AS phase
+FROM calls c ASOF LEFT JOIN _phase_ranges r ON r.global_tid = c.global_tid AND c.start_ns >= r.start_ns
