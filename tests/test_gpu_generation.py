@@ -34,6 +34,9 @@ def test_fp32_gemms_on_a_turing_gpu_get_fp16_autocast_advice_and_nothing_ampere_
     assert "torch.autocast(device_type='cuda', dtype=torch.float16)" in advice
     assert not AMPERE_ONLY.search(advice), advice
     assert "FP16 tensor cores" in finding.message
+    # the share of the GEMM time is a share like the others, not a bare 1
+    shown = {e.label: e.display for e in finding.evidence}
+    assert shown["Share of the GEMM time"] == "100.0 %"
 
 
 def test_tensor_cores_idle_on_turing_advises_fp16_not_tf32():

@@ -80,6 +80,9 @@ def column_unit(column: str) -> str:
     for suffix, unit in _SUFFIX_UNITS:
         if column.endswith(suffix):
             return unit
+    # a share named by what it is a share of (share_of_gemm_time, comm_share_of_busy) is a 0-1 ratio too
+    if column == "share" or column.startswith("share_of_") or "_share_of_" in column:
+        return "ratio"
     return "number"
 
 
