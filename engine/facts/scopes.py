@@ -17,7 +17,7 @@ import functools
 from typing import Any, Callable, TypeVar
 
 from ..base.duck import sql_literal
-from ..reading.canonical import STORED, by_id_sql, by_id_view, view_sql
+from ..reading.canonical import STORED, by_id_sql, by_id_view, stored_columns, view_sql
 from .compact import Compactor
 from .catalog import Fact, run_order, with_needs
 from .loading import load_facts
@@ -113,16 +113,24 @@ def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params
 def _copy_rows(con: Any, run: str, stored: str, claimed: str, keep: str, tagged: str, since_ns: int | None) -> None:
     """The phase's rows, under the canonical names in the current schema; `claimed` holds the calls of the phase
     and `keep` says whether a row is the phase's when its call is among them (SEMI JOIN) or when it is not."""
-    # The phase's rows are copied once into tables (several facts read each). Views stored with their names
-    # as ids (kernels, API calls) are copied in that form, under the canonical view that joins the names back.
+    # The phase's rows are copied once into tables (several facts read each), but for a named phase's calls, which
+    # _call_phases holds already. Views stored with their names as ids (kernels, API calls) are copied in that
+    # form, under the canonical view that joins the names back.
     for names in _NAME_TABLES:
         con.execute(f'CREATE VIEW "{stored}"."{names}" AS SELECT * FROM canon."{names}"')
     for view, key in _KEYS.items():
-        if view in STORED:
+        if view == "api_calls" and keep == "SEMI JOIN":
+            # A named phase's calls are rows of _call_phases, which keeps every stored column of the calls of the
+            # phase threads, cut to the steady window when the run was: a filter, not a copy.
+            columns = ", ".join(f'"{c.name}"' for c in stored_columns(view))
+            con.execute(f'CREATE VIEW "{stored}"."{view}" AS SELECT {columns} FROM {run}._call_phases '
+                        f"WHERE {tagged}")
+        elif view in STORED:
             # Read from the stored table, which the steady window does not cut: cut here the same way.
             cut = "" if since_ns is None else f" WHERE {cut_predicate(view, since_ns, 'x')}"
             con.execute(f'CREATE TABLE "{stored}"."{view}" AS SELECT x.* FROM canon."{view}" x {keep} {claimed} '
                         f"p ON {key}{cut}")
+        if view in STORED:
             con.execute(f'CREATE VIEW "{view}" AS {view_sql(view, chr(34) + stored + chr(34))}')
             con.execute(f'CREATE VIEW "{by_id_view(view)}" AS {by_id_sql(view, chr(34) + stored + chr(34))}')
         else:

@@ -6,20 +6,26 @@
 -- @doc for a call outside every phase range. Calls of threads that opened no phase range are not listed; they and
 -- @doc the calls with a NULL phase belong to the phase 'other'. The GPU operations a call issued share its process
 -- @doc and correlation id, so this one table puts calls, kernels, copies and the idle gaps before them in their
--- @doc phase (engine/facts/scopes.py). Each call carries what _issuing_calls gives, so _timeline finds an
--- @doc operation's issuing call and its phase with one join.
+-- @doc phase (engine/facts/scopes.py). Each call keeps every stored column of api_calls (its name as an id), so
+-- @doc _timeline finds an operation's issuing call and its phase with one join, and a phase reads its calls here
+-- @doc through a filter instead of a copy.
 -- @needs _phase_ranges
--- @column global_tid Thread of the call.
--- @column pid Process.
 -- @column start_ns Call start (ns).
 -- @column end_ns Call end (ns).
+-- @column dur_ns end_ns - start_ns (ns).
+-- @column pid Process.
+-- @column tid Thread id.
+-- @column global_tid Thread of the call.
 -- @column correlation_id Correlation id of the call (and of the GPU work it issued).
 -- @column name_id StringIds id of the API name (see api_calls.name_id).
+-- @column return_value CUDA return code (0 = success).
+-- @column event_class nsys eventClass: 0 CUDA runtime, 1 CUDA driver, NULL when not recorded.
 -- @column phase Phase name, NULL when no phase range of its thread was open when the call started.
+-- The calls' columns in the order the stored api_calls table has them (engine/reading/canonical.py).
 WITH calls AS (
-    SELECT global_tid, pid, start_ns, end_ns, correlation_id, name_id FROM _api_calls_by_id
+    SELECT start_ns, end_ns, dur_ns, pid, tid, global_tid, correlation_id, name_id, return_value, event_class
+    FROM _api_calls_by_id
     WHERE global_tid IN (SELECT DISTINCT global_tid FROM _phase_ranges)
 )
-SELECT c.global_tid, c.pid, c.start_ns, c.end_ns, c.correlation_id, c.name_id,
-       CASE WHEN r.end_ns >= c.start_ns THEN r.phase END AS phase
+SELECT c.*, CASE WHEN r.end_ns >= c.start_ns THEN r.phase END AS phase
 FROM calls c ASOF LEFT JOIN _phase_ranges r ON r.global_tid = c.global_tid AND c.start_ns >= r.start_ns

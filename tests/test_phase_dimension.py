@@ -1,7 +1,8 @@
-"""Glue runs with the phase as a dimension (rules/facts/_glue_runs.sql, engine/facts/scopes.py): the run's one pass
-over every stream numbers each phase's runs apart and counts each sequence's repeats within its phase too, so a
-phase's fusion candidates are a filter of the run's glue runs. They must be exactly what a pass over the phase's
-own operations finds, which is how each phase computed them before."""
+"""The phase as a dimension of the run's rows (engine/facts/scopes.py): a phase reads its calls, operations, gaps and
+glue runs through a filter of what the run computed, and must read exactly the rows a pass over its own operations
+would find. The glue runs (rules/facts/_glue_runs.sql): the run's one pass over every stream numbers each phase's
+runs apart and counts each sequence's repeats within its phase too. The calls (rules/facts/_call_phases.sql): every
+call of the phase threads, with its phase, instead of a copy of the phase's calls."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from nsys_diagnose.facts.catalog import render_sql
 from nsys_diagnose.facts.compute import compute_facts
 from nsys_diagnose.facts.loading import load_facts
-from nsys_diagnose.facts.scopes import OTHER
+from nsys_diagnose.facts.scopes import OTHER, _copy_rows
 from nsys_diagnose.reading.export import open_export
 
 from conftest import scenario_analysis, scenario_path
@@ -58,3 +59,27 @@ def test_a_phase_reports_the_fusion_candidates_of_its_own_steps() -> None:
     for row in [run, *per_phase.values()]:
         for sequence in row["top_sequences"]:
             assert sequence["sequence"].count("→") == sequence["kernels"] - 1
+
+
+@pytest.mark.parametrize("scenario", ["prefill_decode_nvtx", "vllm_v1_forward_ranges"])
+def test_a_named_phase_reads_the_calls_its_ranges_claim(scenario: str) -> None:
+    with open_export(scenario_path(scenario), cache=False) as export:
+        computed = compute_facts(export, facts=load_facts(), helpers={"_call_phases"})
+        con = export.con
+        run = f'"{con.execute("SELECT current_database()").fetchone()[0]}".main'
+        for phase in [p for p in computed.phases if p != OTHER]:
+            claimed = f"(SELECT * FROM {run}._call_phases WHERE phase = '{phase}')"
+            # what the phase copied before: every call whose thread and start a phase row of _call_phases names
+            copied = con.execute(f"SELECT x.* FROM api_calls x SEMI JOIN {claimed} p "
+                                 f"ON p.global_tid = x.global_tid AND p.start_ns = x.start_ns ORDER BY ALL").fetchall()
+            con.execute("CREATE SCHEMA scope")
+            con.execute("CREATE SCHEMA scope_stored")
+            con.execute("SET search_path = 'scope,main'")
+            try:
+                _copy_rows(con, run, "scope_stored", claimed, "SEMI JOIN", f"phase = '{phase}'", None)
+                read = con.execute("SELECT * FROM scope.api_calls ORDER BY ALL").fetchall()
+            finally:
+                con.execute("RESET search_path")
+                con.execute("DROP SCHEMA scope CASCADE")
+                con.execute("DROP SCHEMA scope_stored CASCADE")
+            assert read == copied and read, phase
