@@ -6,9 +6,8 @@
 -- @doc for a call outside every phase range. Calls of threads that opened no phase range are not listed; they and
 -- @doc the calls with a NULL phase belong to the phase 'other'. The GPU operations a call issued share its process
 -- @doc and correlation id, so this one table puts calls, kernels, copies and the idle gaps before them in their
--- @doc phase (engine/facts/scopes.py). Each call keeps every stored column of api_calls (its name as an id), so
--- @doc _timeline finds an operation's issuing call and its phase with one join, and a phase reads its calls here
--- @doc through a filter instead of a copy.
+-- @doc phase (engine/facts/scopes.py). Each call keeps every stored column of api_calls (its name as an id), so a
+-- @doc named phase reads its calls here through a filter instead of a copy.
 -- @needs _phase_ranges
 -- @column start_ns Call start (ns).
 -- @column end_ns Call end (ns).
@@ -21,11 +20,17 @@
 -- @column return_value CUDA return code (0 = success).
 -- @column event_class nsys eventClass: 0 CUDA runtime, 1 CUDA driver, NULL when not recorded.
 -- @column phase Phase name, NULL when no phase range of its thread was open when the call started.
--- The calls' columns in the order the stored api_calls table has them (engine/reading/canonical.py).
-WITH calls AS (
-    SELECT start_ns, end_ns, dur_ns, pid, tid, global_tid, correlation_id, name_id, return_value, event_class
-    FROM _api_calls_by_id
+-- Each call's phase from a narrow as-of join (thread and start only: the join sorts what it carries), then the
+-- calls' columns joined back, in the order the stored api_calls table has them (engine/reading/canonical.py). Calls
+-- of one thread that start at the same nanosecond share their phase, so (global_tid, start_ns) names one row of it.
+WITH starts AS (
+    SELECT DISTINCT global_tid, start_ns FROM _api_calls_by_id
     WHERE global_tid IN (SELECT DISTINCT global_tid FROM _phase_ranges)
+),
+phased AS (
+    SELECT s.global_tid, s.start_ns, CASE WHEN r.end_ns >= s.start_ns THEN r.phase END AS phase
+    FROM starts s ASOF LEFT JOIN _phase_ranges r ON r.global_tid = s.global_tid AND s.start_ns >= r.start_ns
 )
-SELECT c.*, CASE WHEN r.end_ns >= c.start_ns THEN r.phase END AS phase
-FROM calls c ASOF LEFT JOIN _phase_ranges r ON r.global_tid = c.global_tid AND c.start_ns >= r.start_ns
+SELECT c.start_ns, c.end_ns, c.dur_ns, c.pid, c.tid, c.global_tid, c.correlation_id, c.name_id, c.return_value,
+       c.event_class, p.phase
+FROM _api_calls_by_id c JOIN phased p ON p.global_tid = c.global_tid AND p.start_ns = c.start_ns

@@ -12,7 +12,7 @@
 -- @doc (joined after the sort, so the sort stays narrow). A stretch in which the server was idle (_server_idle)
 -- @doc counts as one more earlier operation on every device, so no idle gap spans it: the first operation
 -- @doc after it has prev_end_ns at the stretch's end.
--- @needs _gpu_ops _issuing_calls _sync_calls _server_idle _call_phases _phase_ranges
+-- @needs _gpu_ops _issuing_calls _sync_calls _server_idle _call_phases
 -- @param sync_min_wait_ns 5000
 -- @column device_id CUDA device index.
 -- @column start_ns Start (ns).
@@ -40,15 +40,6 @@
 WITH blocking AS (SELECT pid, start_ns, end_ns FROM _sync_calls WHERE kind IN ('sync', 'sync_copy')),
 -- When several blocking calls return at the same nanosecond, the one that started first (the longest wait).
 returns AS (SELECT end_ns, min(start_ns) AS start_ns FROM blocking GROUP BY end_ns),
--- The issuing call of each correlation id with its phase: _call_phases holds the calls of the threads that opened a
--- phase range, _issuing_calls the others. One join of the operations to both, instead of one to each.
-calls AS (
-    SELECT c.pid, c.correlation_id, c.global_tid, c.name_id, c.api_start_ns, c.api_end_ns, NULL AS phase
-    FROM _issuing_calls c ANTI JOIN (SELECT DISTINCT global_tid FROM _phase_ranges) t ON t.global_tid = c.global_tid
-    UNION ALL
-    SELECT pid, correlation_id, global_tid, name_id, start_ns, end_ns, phase FROM _call_phases
-    WHERE correlation_id IS NOT NULL AND correlation_id <> 0
-),
 ops AS (
     -- Flags, not the kind text, travel through the sort: cheaper to move and to test in every FILTER.
     SELECT device_id, start_ns, end_ns, kind IN ('kernel', 'graph') AS is_compute, kind = 'graph' AS is_graph,
@@ -88,9 +79,11 @@ SELECT o.device_id, o.start_ns, o.end_ns, o.is_compute, o.is_graph, o.is_memset,
        coalesce(o.last_sync_end_ns >= o.prev_end_ns AND o.prev_end_ns - r.start_ns >= ${sync_min_wait_ns}, false)
            AS follows_sync,
        o.last_sync_end_ns AS sync_return_ns,
-       l.global_tid, l.name_id AS api_name_id, l.api_start_ns, l.api_end_ns, l.phase, o.name_id
+       l.global_tid, l.name_id AS api_name_id, l.api_start_ns, l.api_end_ns, p.phase, o.name_id
 FROM ordered o
+LEFT JOIN _issuing_calls l ON l.pid = o.pid AND l.correlation_id = o.correlation_id
 -- The phase rides along so each phase's operations and gaps are a filter, not a join (engine/facts/scopes.py).
-LEFT JOIN calls l ON l.pid = o.pid AND l.correlation_id = o.correlation_id
+LEFT JOIN (SELECT pid, correlation_id, phase FROM _call_phases WHERE phase IS NOT NULL AND correlation_id <> 0) p
+       ON p.pid = o.pid AND p.correlation_id = o.correlation_id
 LEFT JOIN returns r ON r.end_ns = o.last_sync_end_ns
 WHERE NOT o.is_sync AND NOT o.is_idle
