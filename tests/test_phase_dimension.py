@@ -20,20 +20,42 @@ COLUMNS = ("device_id, stream_id, run_id, pid, correlation_id, start_ns, dur_ns,
            "is_first, order_key, set_key, repeats, is_cast, fused_factor, run_fused_ns")
 
 
+def _phase_scope(con, run: str, phase: str) -> tuple[str, str, str]:
+    """(claimed, keep, tagged) as engine/facts/scopes.py compute_phase passes them to _copy_rows."""
+    if phase == OTHER:
+        return f"(SELECT * FROM {run}._call_phases WHERE phase IS NOT NULL)", "ANTI JOIN", "phase IS NULL"
+    return f"(SELECT * FROM {run}._call_phases WHERE phase = '{phase}')", "SEMI JOIN", f"phase = '{phase}'"
+
+
+def _read_in_phase(con, run: str, phase: str, sql: str) -> list[tuple]:
+    """Rows of `sql` read in the phase's scope, as the phase's facts read them."""
+    claimed, keep, tagged = _phase_scope(con, run, phase)
+    con.execute("CREATE SCHEMA scope")
+    con.execute("CREATE SCHEMA scope_stored")
+    con.execute("SET search_path = 'scope,main'")
+    try:
+        _copy_rows(con, run, "scope_stored", claimed, keep, tagged, None)
+        return con.execute(sql).fetchall()
+    finally:
+        con.execute("RESET search_path")
+        con.execute("DROP SCHEMA scope CASCADE")
+        con.execute("DROP SCHEMA scope_stored CASCADE")
+
+
 @pytest.mark.parametrize("scenario", ["prefill_decode_nvtx", "vllm_v1_forward_ranges"])
 def test_a_phases_glue_runs_are_those_a_pass_over_its_own_operations_finds(scenario: str) -> None:
     facts = load_facts()
     with open_export(scenario_path(scenario), cache=False) as export:
-        computed = compute_facts(export, facts=facts, helpers={"_glue_runs", "_timeline"})
+        computed = compute_facts(export, facts=facts, helpers={"_glue_runs", "_timeline", "_call_phases"})
         con = export.con
-        phases = [p for p in computed.phases]
+        run = f'"{con.execute("SELECT current_database()").fetchone()[0]}".main'
+        phases = list(computed.phases)
         assert len(phases) >= 2, "the scenario must be judged phase by phase"
         found = 0
         for phase in phases:
-            tagged = "phase IS NULL" if phase == OTHER else f"phase = '{phase}'"
-            # the phase's glue runs as the phase reads them: the run's rows of the phase, its own repeats
-            from_run = con.execute(f"SELECT {COLUMNS} FROM (SELECT * REPLACE (phase_repeats AS repeats) "
-                                   f"FROM main._glue_runs WHERE {tagged} AND phase_repeated) ORDER BY ALL").fetchall()
+            tagged = _phase_scope(con, run, phase)[2]
+            # the phase's glue runs as its facts read them: the run's rows of the phase, with its own repeats
+            as_read = _read_in_phase(con, run, phase, f"SELECT {COLUMNS} FROM scope._glue_runs ORDER BY ALL")
             # the same SQL over nothing but the phase's operations
             con.execute("CREATE OR REPLACE SCHEMA alone")
             con.execute(f"CREATE VIEW alone._timeline AS SELECT * FROM main._timeline WHERE {tagged}")
@@ -44,7 +66,7 @@ def test_a_phases_glue_runs_are_those_a_pass_over_its_own_operations_finds(scena
             finally:
                 con.execute("RESET search_path")
                 con.execute("DROP SCHEMA alone CASCADE")
-            assert from_run == alone, phase
+            assert as_read == alone, phase
             found += len(alone)
         assert found > 0, "the scenario must have glue runs in its phases"
 
@@ -68,18 +90,9 @@ def test_a_named_phase_reads_the_calls_its_ranges_claim(scenario: str) -> None:
         con = export.con
         run = f'"{con.execute("SELECT current_database()").fetchone()[0]}".main'
         for phase in [p for p in computed.phases if p != OTHER]:
-            claimed = f"(SELECT * FROM {run}._call_phases WHERE phase = '{phase}')"
+            claimed = _phase_scope(con, run, phase)[0]
             # what the phase copied before: every call whose thread and start a phase row of _call_phases names
             copied = con.execute(f"SELECT x.* FROM api_calls x SEMI JOIN {claimed} p "
                                  f"ON p.global_tid = x.global_tid AND p.start_ns = x.start_ns ORDER BY ALL").fetchall()
-            con.execute("CREATE SCHEMA scope")
-            con.execute("CREATE SCHEMA scope_stored")
-            con.execute("SET search_path = 'scope,main'")
-            try:
-                _copy_rows(con, run, "scope_stored", claimed, "SEMI JOIN", f"phase = '{phase}'", None)
-                read = con.execute("SELECT * FROM scope.api_calls ORDER BY ALL").fetchall()
-            finally:
-                con.execute("RESET search_path")
-                con.execute("DROP SCHEMA scope CASCADE")
-                con.execute("DROP SCHEMA scope_stored CASCADE")
+            read = _read_in_phase(con, run, phase, "SELECT * FROM scope.api_calls ORDER BY ALL")
             assert read == copied and read, phase
