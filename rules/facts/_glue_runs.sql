@@ -58,7 +58,8 @@ phase_nos AS (
     SELECT phase, row_number() OVER (ORDER BY phase) AS phase_no
     FROM (SELECT DISTINCT phase FROM _phase_ranges WHERE phase IS NOT NULL)
 ),
--- The device's kernels, copies and memsets, in the one sort of _timeline; copies and memsets only end runs.
+-- The device's kernels, copies and memsets, read from _timeline, which carries each one's phase; copies and memsets
+-- only end runs.
 ops AS (
     SELECT t.device_id, t.stream_id, coalesce(p.phase_no, 0) AS phase_no,
            -- a stream within a phase as one BIGINT, as cheap to partition on as the stream itself: CUDA stream ids
@@ -80,7 +81,8 @@ runs AS (
     WINDOW w AS (PARTITION BY k.device_id, k.lane ORDER BY k.start_ns ROWS UNBOUNDED PRECEDING)
 ),
 run_keys AS (
-    SELECT device_id, lane, any_value(phase_no) AS phase_no, run_id, count(*) AS run_kernels, sum(dur_ns) AS run_ns, min(rn) AS first_rn,
+    SELECT device_id, lane, any_value(phase_no) AS phase_no, run_id, count(*) AS run_kernels, sum(dur_ns) AS run_ns,
+           min(rn) AS first_rn,
            sum(h * rn) - min(rn) * sum(h) AS order_key, sum(h) AS set_key,
            count(*) FILTER (WHERE is_cast) AS run_casts,
            coalesce(sum(dur_ns) FILTER (WHERE is_cast), 0)

@@ -81,8 +81,8 @@ sequences AS (
     SELECT device_id, run_kernels AS kernels, order_key, set_key, count(*) AS n, sum(run_ns) AS ns,
            sum(run_fused_ns) AS fused_ns,
            -- a run is named by its stream, phase and number (_glue_runs numbers the runs of each phase apart)
-           arg_min({'stream_id': stream_id, 'phase': phase, 'run_id': run_id}, (stream_id, run_id, coalesce(phase, '')))
-               AS example
+           arg_min({'stream_id': stream_id, 'phase': phase, 'run_id': run_id},
+                   (stream_id, run_id, coalesce(phase, ''))) AS example
     FROM _glue_runs WHERE is_first GROUP BY device_id, run_kernels, order_key, set_key
 ),
 ranked AS (
@@ -97,7 +97,8 @@ shown AS (
                AS sequence
     FROM ranked r
     JOIN _glue_runs x ON x.device_id = r.device_id AND x.stream_id = r.example.stream_id
-                      AND x.run_id = r.example.run_id AND x.phase IS NOT DISTINCT FROM r.example.phase
+                      AND x.run_id = r.example.run_id
+                      AND x.phase IS NOT DISTINCT FROM r.example.phase
     JOIN names n ON n.name_id = x.name_id
     WHERE r.rank <= ${top_sequences}
     GROUP BY r.device_id, r.rank
