@@ -11,7 +11,7 @@ import pytest
 from nsys_diagnose.facts.catalog import render_sql
 from nsys_diagnose.facts.compute import compute_facts
 from nsys_diagnose.facts.loading import load_facts
-from nsys_diagnose.facts.scopes import OTHER, _copy_rows
+from nsys_diagnose.facts.scopes import OTHER, _copy_rows, phase_scope
 from nsys_diagnose.reading.export import open_export
 
 from conftest import scenario_analysis, scenario_path
@@ -20,16 +20,9 @@ COLUMNS = ("device_id, stream_id, run_id, pid, correlation_id, start_ns, dur_ns,
            "is_first, order_key, set_key, repeats, is_cast, fused_factor, run_fused_ns")
 
 
-def _phase_scope(con, run: str, phase: str) -> tuple[str, str, str]:
-    """(claimed, keep, tagged) as engine/facts/scopes.py compute_phase passes them to _copy_rows."""
-    if phase == OTHER:
-        return f"(SELECT * FROM {run}._call_phases WHERE phase IS NOT NULL)", "ANTI JOIN", "phase IS NULL"
-    return f"(SELECT * FROM {run}._call_phases WHERE phase = '{phase}')", "SEMI JOIN", f"phase = '{phase}'"
-
-
 def _read_in_phase(con, run: str, phase: str, sql: str) -> list[tuple]:
     """Rows of `sql` read in the phase's scope, as the phase's facts read them."""
-    claimed, keep, tagged = _phase_scope(con, run, phase)
+    claimed, keep, tagged = phase_scope(run, phase)
     con.execute("CREATE SCHEMA scope")
     con.execute("CREATE SCHEMA scope_stored")
     con.execute("SET search_path = 'scope,main'")
@@ -53,7 +46,7 @@ def test_a_phases_glue_runs_are_those_a_pass_over_its_own_operations_finds(scena
         assert len(phases) >= 2, "the scenario must be judged phase by phase"
         found = 0
         for phase in phases:
-            tagged = _phase_scope(con, run, phase)[2]
+            tagged = phase_scope(run, phase)[2]
             # the phase's glue runs as its facts read them: the run's rows of the phase, with its own repeats
             as_read = _read_in_phase(con, run, phase, f"SELECT {COLUMNS} FROM scope._glue_runs ORDER BY ALL")
             # the same SQL over nothing but the phase's operations
@@ -90,7 +83,7 @@ def test_a_named_phase_reads_the_calls_its_ranges_claim(scenario: str) -> None:
         con = export.con
         run = f'"{con.execute("SELECT current_database()").fetchone()[0]}".main'
         for phase in [p for p in computed.phases if p != OTHER]:
-            claimed = _phase_scope(con, run, phase)[0]
+            claimed = phase_scope(run, phase)[0]
             # what the phase copied before: every call whose thread and start a phase row of _call_phases names
             copied = con.execute(f"SELECT x.* FROM api_calls x SEMI JOIN {claimed} p "
                                  f"ON p.global_tid = x.global_tid AND p.start_ns = x.start_ns ORDER BY ALL").fetchall()

@@ -64,6 +64,15 @@ def per_phase_order(facts: dict[str, Fact]) -> list[Fact]:
     return [f for f in run_order(facts) if f.name in wanted]
 
 
+def phase_scope(run: str, phase: str) -> tuple[str, str, str]:
+    """How `phase`'s rows are told from the run's (`run`: the run's schema): (the calls it claims, whether a row is
+    the phase's when its call is among them (SEMI JOIN) or when it is not (ANTI JOIN), the filter on a row's phase)."""
+    if phase == OTHER:
+        return f"{run}._call_phases", "ANTI JOIN", "phase IS NULL"
+    return (f"(SELECT * FROM {run}._call_phases WHERE phase = {sql_literal(phase)})", "SEMI JOIN",
+            f"phase = {sql_literal(phase)}")
+
+
 def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params: dict[str, float] | None,
                   collect: Callable[[Any, Fact], T], workers: int = 1, since_ns: int | None = None,
                   timings: Timings | None = None, compact: Compactor | None = None) -> dict[str, T]:
@@ -75,14 +84,7 @@ def compute_phase(con: Any, phase: str, schema: str, ordered: list[Fact], params
     restored."""
     db = con.execute("SELECT current_database()").fetchone()[0]
     run = f'"{db}".main'
-    if phase == OTHER:
-        claimed = f"(SELECT * FROM {run}._call_phases WHERE phase IS NOT NULL)"
-        keep = "ANTI JOIN"
-        tagged = "phase IS NULL"
-    else:
-        claimed = f"(SELECT * FROM {run}._call_phases WHERE phase = {sql_literal(phase)})"
-        keep = "SEMI JOIN"
-        tagged = f"phase = {sql_literal(phase)}"
+    claimed, keep, tagged = phase_scope(run, phase)
     stored = f"{schema}_stored"
     search_path = f"SET search_path = {sql_literal(f'{schema},main')}"
     con.execute(f'CREATE SCHEMA "{schema}"')
@@ -120,8 +122,8 @@ def _copy_rows(con: Any, run: str, stored: str, claimed: str, keep: str, tagged:
         con.execute(f'CREATE VIEW "{stored}"."{names}" AS SELECT * FROM canon."{names}"')
     for view, key in _KEYS.items():
         if view == "api_calls" and keep == "SEMI JOIN":
-            # A named phase's calls are rows of _call_phases, which keeps every stored column of the calls of the
-            # phase threads, cut to the steady window when the run was: a filter, not a copy.
+            # A named phase's calls are rows of _call_phases, which keeps every stored column of the calls inside
+            # phase ranges, cut to the steady window when the run was: a filter, not a copy.
             columns = ", ".join(f'"{c.name}"' for c in stored_columns(view))
             con.execute(f'CREATE VIEW "{stored}"."{view}" AS SELECT {columns} FROM {run}._call_phases '
                         f"WHERE {tagged}")

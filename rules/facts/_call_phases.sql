@@ -1,13 +1,13 @@
 -- @fact _call_phases
 -- @whole-run
 -- @materialize
--- @doc The inference phase of each CUDA API call of a thread that opened a phase range (_phase_ranges): the phase of
--- @doc the innermost phase range open on the calling thread when the call started, as for _phase_kernels, NULL
--- @doc for a call outside every phase range. Calls of threads that opened no phase range are not listed; they and
--- @doc the calls with a NULL phase belong to the phase 'other'. The GPU operations a call issued share its process
--- @doc and correlation id, so this one table puts calls, kernels, copies and the idle gaps before them in their
--- @doc phase (engine/facts/scopes.py). Each call keeps every stored column of api_calls (its name as an id), so a
--- @doc named phase reads its calls here through a filter instead of a copy.
+-- @doc The inference phase of each CUDA API call made inside a phase range (_phase_ranges): the phase of the
+-- @doc innermost phase range open on the calling thread when the call started, as for _phase_kernels. Calls of
+-- @doc threads that opened no phase range, and calls outside every phase range, are not listed: they belong to
+-- @doc the phase 'other'. The GPU operations a call issued share its process and correlation id, so this one
+-- @doc table puts calls, kernels, copies and the idle gaps before them in their phase (engine/facts/scopes.py).
+-- @doc Each call keeps every stored column of api_calls (its name as an id), so a named phase reads its calls
+-- @doc here through a filter instead of a copy.
 -- @needs _phase_ranges
 -- @column start_ns Call start (ns).
 -- @column end_ns Call end (ns).
@@ -19,7 +19,7 @@
 -- @column name_id StringIds id of the API name (see api_calls.name_id).
 -- @column return_value CUDA return code (0 = success).
 -- @column event_class nsys eventClass: 0 CUDA runtime, 1 CUDA driver, NULL when not recorded.
--- @column phase Phase name, NULL when no phase range of its thread was open when the call started.
+-- @column phase Phase name.
 -- Each call's phase from a narrow as-of join (thread and start only: the join sorts what it carries), then the
 -- calls' columns joined back, in the order the stored api_calls table has them (engine/reading/canonical.py). Calls
 -- of one thread that start at the same nanosecond share their phase, so (global_tid, start_ns) names one row of it.
@@ -28,8 +28,9 @@ WITH starts AS (
     WHERE global_tid IN (SELECT DISTINCT global_tid FROM _phase_ranges)
 ),
 phased AS (
-    SELECT s.global_tid, s.start_ns, CASE WHEN r.end_ns >= s.start_ns THEN r.phase END AS phase
-    FROM starts s ASOF LEFT JOIN _phase_ranges r ON r.global_tid = s.global_tid AND s.start_ns >= r.start_ns
+    SELECT s.global_tid, s.start_ns, r.phase
+    FROM starts s ASOF JOIN _phase_ranges r ON r.global_tid = s.global_tid AND s.start_ns >= r.start_ns
+    WHERE r.end_ns >= s.start_ns
 )
 SELECT c.start_ns, c.end_ns, c.dur_ns, c.pid, c.tid, c.global_tid, c.correlation_id, c.name_id, c.return_value,
        c.event_class, p.phase

@@ -83,7 +83,7 @@ SELECT o.device_id, o.start_ns, o.end_ns, o.is_compute, o.is_graph, o.is_memset,
 FROM ordered o
 LEFT JOIN _issuing_calls l ON l.pid = o.pid AND l.correlation_id = o.correlation_id
 -- The phase rides along so each phase's operations and gaps are a filter, not a join (engine/facts/scopes.py).
-LEFT JOIN (SELECT pid, correlation_id, phase FROM _call_phases WHERE phase IS NOT NULL AND correlation_id <> 0) p
+LEFT JOIN (SELECT pid, correlation_id, phase FROM _call_phases WHERE correlation_id <> 0) p
        ON p.pid = o.pid AND p.correlation_id = o.correlation_id
 LEFT JOIN returns r ON r.end_ns = o.last_sync_end_ns
 WHERE NOT o.is_sync AND NOT o.is_idle
