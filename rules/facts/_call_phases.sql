@@ -1,8 +1,11 @@
 -- @fact _call_phases
 -- @whole-run
 -- @materialize
--- @doc The inference phase of each CUDA API call made inside a phase range (_phase_ranges): the phase of the
--- @doc innermost phase range open on the calling thread when the call started, as for _phase_kernels. Calls of
+-- @doc The inference phase of each CUDA API call made inside a phase range (_phase_ranges): the phase of the last
+-- @doc phase range to begin on the calling thread at or before the call's start, when the call started before that
+-- @doc range ended. A thread's phase ranges follow one another (one per step), so that is the range open around
+-- @doc the call; of nested ranges the inner one counts (of two that begin together, the shorter), and a call made
+-- @doc after an inner range closed, inside the range around it, belongs to none, as for _phase_kernels. Calls of
 -- @doc threads that opened no phase range, and calls outside every phase range, are not listed: they belong to
 -- @doc the phase 'other'. The GPU operations a call issued share its process and correlation id, so this one
 -- @doc table puts calls, kernels, copies and the idle gaps before them in their phase (engine/facts/scopes.py).
@@ -20,18 +23,37 @@
 -- @column return_value CUDA return code (0 = success).
 -- @column event_class nsys eventClass: 0 CUDA runtime, 1 CUDA driver, NULL when not recorded.
 -- @column phase Phase name.
--- Each call's phase from a narrow as-of join (thread and start only: the join sorts what it carries), then the
--- calls' columns joined back, in the order the stored api_calls table has them (engine/reading/canonical.py). Calls
--- of one thread that start at the same nanosecond share their phase, so (global_tid, start_ns) names one row of it.
-WITH starts AS (
-    SELECT DISTINCT global_tid, start_ns FROM _api_calls_by_id
-    WHERE global_tid IN (SELECT DISTINCT global_tid FROM _phase_ranges)
+-- Each range owns the calls from its start until it ends or the thread's next range begins, whichever is first, so
+-- the owned stretches of a thread never overlap and each call falls in at most one. Calls and stretches meet in an
+-- equi-join on time buckets (a stretch listed in every bucket it touches, a call in the one it starts in), so the
+-- millions of calls are neither sorted nor joined back; the bucket width is the ranges' span over their count (at
+-- least 1 us), and a thread's owned stretches add up to at most that span, so the stretches touch about two
+-- buckets each.
+WITH ranges AS (
+    SELECT global_tid, start_ns, end_ns, phase,
+           lead(start_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns DESC, phase) AS next_start_ns
+    FROM _phase_ranges
 ),
-phased AS (
-    SELECT s.global_tid, s.start_ns, r.phase
-    FROM starts s ASOF JOIN _phase_ranges r ON r.global_tid = s.global_tid AND s.start_ns >= r.start_ns
-    WHERE r.end_ns >= s.start_ns
+owned AS (
+    SELECT global_tid, start_ns, least(end_ns, coalesce(next_start_ns - 1, end_ns)) AS end_ns, phase
+    FROM ranges
+    WHERE least(end_ns, coalesce(next_start_ns - 1, end_ns)) >= start_ns
+),
+width AS (
+    SELECT min(start_ns) AS origin, greatest((max(end_ns) - min(start_ns)) // greatest(count(*), 1), 1000) AS b
+    FROM owned
+),
+owned_buckets AS (
+    SELECT o.global_tid, o.start_ns, o.end_ns, o.phase,
+           unnest(range((o.start_ns - w.origin) // w.b, (o.end_ns - w.origin) // w.b + 1)) AS bucket
+    FROM owned o CROSS JOIN width w
+),
+-- The bucket is a column before the join: as an expression in the ON clause DuckDB joins on the thread alone.
+calls AS (
+    SELECT c.*, (c.start_ns - w.origin) // w.b AS bucket FROM _api_calls_by_id c CROSS JOIN width w
 )
+-- The columns in the order the stored api_calls table has them (engine/reading/canonical.py).
 SELECT c.start_ns, c.end_ns, c.dur_ns, c.pid, c.tid, c.global_tid, c.correlation_id, c.name_id, c.return_value,
-       c.event_class, p.phase
-FROM _api_calls_by_id c JOIN phased p ON p.global_tid = c.global_tid AND p.start_ns = c.start_ns
+       c.event_class, o.phase
+FROM calls c JOIN owned_buckets o ON o.global_tid = c.global_tid AND o.bucket = c.bucket
+WHERE c.start_ns >= o.start_ns AND c.start_ns <= o.end_ns
