@@ -55,13 +55,35 @@ launched AS (
     FROM ops o JOIN _issuing_calls c ON c.pid = o.pid AND c.correlation_id = o.correlation_id
     WHERE c.global_tid IN (SELECT global_tid FROM step_threads)
 ),
--- Steps on one thread never overlap (_step_ranges keeps the innermost), so the latest step that started before
--- the launch is the only one that can hold it.
+-- A launch belongs to the latest step of its thread that started at or before it, while that step is open: each
+-- step owns its thread's launches from its start until it ends or the thread's next step begins (of steps that
+-- begin together, the last one), stretches that never overlap. A launch meets its stretch by an equi-join on time
+-- buckets, as in _call_phases (the width is the steps' span over their count, at least 1 us, so a stretch touches
+-- about two buckets): the millions of launches are not sorted as an as-of join would sort them.
+owned AS (
+    SELECT step_id, global_tid, start_ns, end_ns
+    FROM (SELECT step_id, global_tid, start_ns,
+                 least(end_ns, coalesce(lead(start_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, step_id),
+                                        end_ns)) AS end_ns
+          FROM _step_ranges)
+    WHERE end_ns > start_ns
+),
+step_width AS (
+    SELECT min(start_ns) AS origin, greatest((max(end_ns) - min(start_ns)) // greatest(count(*), 1), 1000) AS b
+    FROM owned
+),
+owned_buckets AS (
+    SELECT o.step_id, o.global_tid, o.start_ns, o.end_ns,
+           unnest(range((o.start_ns - w.origin) // w.b, (o.end_ns - 1 - w.origin) // w.b + 1)) AS bucket
+    FROM owned o CROSS JOIN step_width w
+),
 step_work AS (
     SELECT s.step_id, count(*) AS kernel_count, sum(k.dur_ns) AS kernel_ns,
            coalesce(sum(k.dur_ns) FILTER (WHERE k.heavy), 0) AS heavy_ns
-    FROM launched k ASOF JOIN _step_ranges s ON s.global_tid = k.global_tid AND k.api_start_ns >= s.start_ns
-    WHERE k.api_start_ns < s.end_ns
+    -- The bucket is a column before the join: as an expression in the ON clause DuckDB joins on the thread alone.
+    FROM (SELECT x.*, (x.api_start_ns - w.origin) // w.b AS bucket FROM launched x CROSS JOIN step_width w) k
+    JOIN owned_buckets s ON s.global_tid = k.global_tid AND s.bucket = k.bucket
+    WHERE k.api_start_ns >= s.start_ns AND k.api_start_ns < s.end_ns
     GROUP BY s.step_id
 ),
 timed AS (

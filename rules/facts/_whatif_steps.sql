@@ -94,17 +94,42 @@ steps AS (
                AS batch
     FROM _steps
 ),
--- MATERIALIZED (ops, placed): each is read more than once, and DuckDB would otherwise repeat the as-of join and
+-- Each step owns what its thread issued from the step's start until its span ends or the thread's next step begins
+-- (of steps that begin together, the last one), so the owned stretches of a thread never overlap. An operation
+-- meets the stretch its issuing call started in by an equi-join on time buckets, as in _call_phases: the bucket
+-- width is the steps' span over their count (at least 1 us), so a stretch touches about two buckets, and the
+-- millions of operations are not sorted as an as-of join would sort them.
+owned AS (
+    SELECT step_id, global_tid, start_ns, end_ns
+    FROM (SELECT step_id, global_tid, start_ns,
+                 least(span_end_ns, coalesce(lead(start_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, step_id),
+                                             span_end_ns)) AS end_ns
+          FROM _steps)
+    WHERE end_ns > start_ns
+),
+step_width AS (
+    SELECT min(start_ns) AS origin, greatest((max(end_ns) - min(start_ns)) // greatest(count(*), 1), 1000) AS b
+    FROM owned
+),
+owned_buckets AS (
+    SELECT o.step_id, o.global_tid, o.start_ns, o.end_ns,
+           unnest(range((o.start_ns - w.origin) // w.b, (o.end_ns - 1 - w.origin) // w.b + 1)) AS bucket
+    FROM owned o CROSS JOIN step_width w
+),
+-- MATERIALIZED (ops, placed): each is read more than once, and DuckDB would otherwise repeat the step lookup and
 -- the joins for each reader. Attention kernels: the class attention (_kernel_classes, rules/vocabulary/operation_classes.yaml),
 -- by the kernel name id _timeline carries.
 ops AS MATERIALIZED (
     SELECT t.device_id, t.start_ns, t.end_ns, t.is_compute, t.is_graph, t.phase, t.global_tid, t.pid, t.correlation_id,
            greatest(t.end_ns - greatest(t.start_ns, coalesce(t.prev_end_ns, t.start_ns)), 0) AS busy_ns,
            greatest(t.start_ns - coalesce(t.prev_end_ns, t.start_ns), 0) AS gap_ns,
-           CASE WHEN t.api_start_ns < s.span_end_ns THEN s.step_id END AS step_id,
+           s.step_id,
            coalesce(t.name_id IN (SELECT name_id FROM _kernel_classes WHERE op_class = 'attention'), false)
                AS is_attention
-    FROM _timeline t ASOF LEFT JOIN steps s ON s.global_tid = t.global_tid AND t.api_start_ns >= s.start_ns
+    -- The bucket is a column before the join: as an expression in the ON clause DuckDB joins on the thread alone.
+    FROM (SELECT x.*, (x.api_start_ns - w.origin) // w.b AS bucket FROM _timeline x CROSS JOIN step_width w) t
+    LEFT JOIN owned_buckets s ON s.global_tid = t.global_tid AND s.bucket = t.bucket
+                             AND t.api_start_ns >= s.start_ns AND t.api_start_ns < s.end_ns
 ),
 -- A device replays its steps when it has enough of them for a median (whatif_min_steps, as
 -- engine/diagnosis/whatif.py MIN_STEPS); with fewer (one NVTX range around a short loop) its whole window is

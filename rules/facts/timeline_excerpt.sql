@@ -53,16 +53,36 @@ span AS (
     FROM _timeline t JOIN dev USING (device_id)
 ),
 -- The decode step of median duration among the decode ranges that issued GPU work on the device.
--- Each operation belongs to the latest decode range its issuing call started in (an as-of lookup, as in
--- _call_phases: a range join of every operation against every range costs seconds on millions of kernels).
+-- Each operation belongs to the latest decode range of its thread that its issuing call started in: each range owns
+-- the calls from its start until it ends or the thread's next decode range begins (of two that begin together, the
+-- longer), and an operation meets that stretch by an equi-join on time buckets, as in _call_phases (a range join
+-- of every operation against every range costs seconds on millions of kernels, an as-of join a sort of them).
 decode_ranges AS (SELECT global_tid, start_ns, end_ns FROM _phase_ranges WHERE phase = 'decode'),
+owned AS (
+    SELECT global_tid, start_ns, end_ns, owned_end_ns
+    FROM (SELECT global_tid, start_ns, end_ns,
+                 least(end_ns, coalesce(lead(start_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns),
+                                        end_ns)) AS owned_end_ns
+          FROM decode_ranges)
+    WHERE owned_end_ns > start_ns
+),
+range_width AS (
+    SELECT min(start_ns) AS origin, greatest((max(owned_end_ns) - min(start_ns)) // greatest(count(*), 1), 1000) AS b
+    FROM owned
+),
+owned_buckets AS (
+    SELECT o.global_tid, o.start_ns, o.end_ns, o.owned_end_ns,
+           unnest(range((o.start_ns - w.origin) // w.b, (o.owned_end_ns - 1 - w.origin) // w.b + 1)) AS bucket
+    FROM owned o CROSS JOIN range_width w
+),
 decode_steps AS (
     SELECT r.global_tid, r.start_ns, r.end_ns, count(*) AS ops, max(t.end_ns) AS last_end_ns
-    FROM (SELECT global_tid, api_start_ns, end_ns FROM _timeline
-          WHERE device_id = (SELECT device_id FROM dev)
-            AND global_tid IN (SELECT DISTINCT global_tid FROM decode_ranges)) t
-    ASOF JOIN decode_ranges r ON r.global_tid = t.global_tid AND t.api_start_ns >= r.start_ns
-    WHERE t.api_start_ns < r.end_ns
+    -- The bucket is a column before the join: as an expression in the ON clause DuckDB joins on the thread alone.
+    FROM (SELECT x.global_tid, x.api_start_ns, x.end_ns, (x.api_start_ns - w.origin) // w.b AS bucket
+          FROM _timeline x CROSS JOIN range_width w
+          WHERE x.device_id = (SELECT device_id FROM dev)) t
+    JOIN owned_buckets r ON r.global_tid = t.global_tid AND r.bucket = t.bucket
+    WHERE t.api_start_ns >= r.start_ns AND t.api_start_ns < r.owned_end_ns
     GROUP BY r.global_tid, r.start_ns, r.end_ns
 ),
 median_step AS (
