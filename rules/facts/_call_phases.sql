@@ -5,7 +5,7 @@
 -- @doc phase range to begin on the calling thread at or before the call's start, when the call started before that
 -- @doc range ended. A thread's phase ranges follow one another (one per step), so that is the range open around
 -- @doc the call; of nested ranges the inner one counts (of two that begin together, the shorter), and a call made
--- @doc after an inner range closed, inside the range around it, belongs to none, as for _phase_kernels. Calls of
+-- @doc after an inner range closed, inside the range around it, belongs to none. Calls of
 -- @doc threads that opened no phase range, and calls outside every phase range, are not listed: they belong to
 -- @doc the phase 'other'. The GPU operations a call issued share its process and correlation id, so this one
 -- @doc table puts calls, kernels, copies and the idle gaps before them in their phase (engine/facts/scopes.py).

@@ -1,8 +1,8 @@
 -- @fact _phase_kernels
--- @doc Each kernel (or graph replay) with the inference phase it belongs to: the phase of the innermost
--- @doc NVTX range, matched by _phase_patterns, that encloses its launching call on the same thread. That is the
--- @doc phase _timeline carries for every operation (from _call_phases, the phase of its issuing call), so no
--- @doc operation is matched against the ranges again.
+-- @doc Each kernel (or graph replay) with the inference phase it belongs to: the phase of its launching call
+-- @doc (_call_phases: the latest NVTX range matched by _phase_patterns to open on the call's thread before it,
+-- @doc while that range is open), 'other' when no phase range claims the call. That is the phase _timeline
+-- @doc carries for every operation, so no operation is matched against the ranges again.
 -- @needs _timeline
 -- @column device_id CUDA device index.
 -- @column start_ns Kernel start (ns).
