@@ -39,7 +39,7 @@
 -- @column repeats Runs of the device with the same sequence.
 -- @column is_cast True for a cast (dtype conversion), which keeps its time when the run is fused.
 -- @column fused_factor The share of its time the kernel keeps in the fused run: 1 for a cast, else 1 / the run's kernels that are not casts.
--- @column run_fused_ns The run's time fused into one kernel under the saving model above (ns).
+-- @column run_fused_ns The run's time fused into one kernel under the saving model above (ns, rounded to whole ns).
 -- @column phase Inference phase of the run's kernels (_timeline.phase), NULL outside every phase range.
 -- @column phase_repeats Runs of the device in the same phase with the same sequence.
 -- @column phase_repeated phase_repeats is at least min_sequence_repeats: the run is a fusion candidate of its phase.
@@ -85,9 +85,11 @@ run_keys AS (
            min(rn) AS first_rn,
            sum(h * rn) - min(rn) * sum(h) AS order_key, sum(h) AS set_key,
            count(*) FILTER (WHERE is_cast) AS run_casts,
-           coalesce(sum(dur_ns) FILTER (WHERE is_cast), 0)
-               + coalesce(sum(dur_ns) FILTER (WHERE NOT is_cast), 0) / greatest(count(*) FILTER (WHERE NOT is_cast), 1)
-               AS run_fused_ns
+           -- whole nanoseconds: a sum of integers is the same in any order, so the saving does not change in its
+           -- last digit from one run to the next with the order DuckDB's threads add the runs in
+           CAST(coalesce(sum(dur_ns) FILTER (WHERE is_cast), 0)
+                + coalesce(sum(dur_ns) FILTER (WHERE NOT is_cast), 0) / greatest(count(*) FILTER (WHERE NOT is_cast), 1)
+                AS BIGINT) AS run_fused_ns
     FROM runs WHERE is_glue GROUP BY device_id, lane, run_id HAVING count(*) >= 2
 ),
 repeated AS (
