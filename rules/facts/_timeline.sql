@@ -12,7 +12,7 @@
 -- @doc (joined after the sort, so the sort stays narrow). A stretch in which the server was idle (_server_idle)
 -- @doc counts as one more earlier operation on every device, so no idle gap spans it: the first operation
 -- @doc after it has prev_end_ns at the stretch's end.
--- @needs _gpu_ops _issuing_calls _sync_calls _server_idle _call_phases
+-- @needs _gpu_ops _issuing_calls _sync_calls _server_idle _phase_stretches
 -- @param sync_min_wait_ns 5000
 -- @column device_id CUDA device index.
 -- @column start_ns Start (ns).
@@ -35,7 +35,7 @@
 -- @column api_name_id StringIds id of the issuing call's API name (see api_calls.name_id).
 -- @column api_start_ns When the issuing call started (ns).
 -- @column api_end_ns When the issuing call returned (ns).
--- @column phase Inference phase of the issuing call (_call_phases), NULL when no phase range claims it.
+-- @column phase Inference phase of the issuing call (_phase_stretches, as _call_phases gives it), NULL when no phase range claims it.
 -- @column name_id The kernel's name id (kernels.name_id); NULL for graph replays, copies and memsets.
 WITH blocking AS (SELECT pid, start_ns, end_ns FROM _sync_calls WHERE kind IN ('sync', 'sync_copy')),
 -- When several blocking calls return at the same nanosecond, the one that started first (the longest wait).
@@ -69,6 +69,16 @@ ordered AS (
     -- NULLS FIRST: a call that returned at the very nanosecond an operation started counts as before it.
     WINDOW w AS (PARTITION BY device_id ORDER BY start_ns, end_ns NULLS FIRST
                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+),
+-- Each operation with the CPU call that issued it, and the bucket of that call's start for the phase lookup below (a
+-- column before the join: as an expression in the ON clause DuckDB joins on the thread alone).
+issued AS (
+    SELECT o.*, l.global_tid, l.name_id AS api_name_id, l.api_start_ns, l.api_end_ns,
+           (l.api_start_ns - w.origin_ns) // w.bucket_ns AS bucket
+    FROM ordered o
+    LEFT JOIN _issuing_calls l ON l.pid = o.pid AND l.correlation_id = o.correlation_id
+    CROSS JOIN (SELECT any_value(origin_ns) AS origin_ns, any_value(bucket_ns) AS bucket_ns FROM _phase_stretches) w
+    WHERE NOT o.is_sync AND NOT o.is_idle
 )
 SELECT o.device_id, o.start_ns, o.end_ns, o.is_compute, o.is_graph, o.is_memset, o.is_uvm, o.is_comm, o.pid,
        o.correlation_id, o.stream_id, o.prev_end_ns,
@@ -79,11 +89,11 @@ SELECT o.device_id, o.start_ns, o.end_ns, o.is_compute, o.is_graph, o.is_memset,
        coalesce(o.last_sync_end_ns >= o.prev_end_ns AND o.prev_end_ns - r.start_ns >= ${sync_min_wait_ns}, false)
            AS follows_sync,
        o.last_sync_end_ns AS sync_return_ns,
-       l.global_tid, l.name_id AS api_name_id, l.api_start_ns, l.api_end_ns, p.phase, o.name_id
-FROM ordered o
-LEFT JOIN _issuing_calls l ON l.pid = o.pid AND l.correlation_id = o.correlation_id
--- The phase rides along so each phase's operations and gaps are a filter, not a join (engine/facts/scopes.py).
-LEFT JOIN (SELECT pid, correlation_id, phase FROM _call_phases WHERE correlation_id <> 0) p
-       ON p.pid = o.pid AND p.correlation_id = o.correlation_id
+       o.global_tid, o.api_name_id, o.api_start_ns, o.api_end_ns, p.phase, o.name_id
+FROM issued o
+-- The phase of the issuing call rides along so each phase's operations and gaps are a filter, not a join
+-- (engine/facts/scopes.py): the stretch of the call's thread its start falls in, found on the thread and bucket
+-- against a table of a few rows per phase range, not of every call.
+LEFT JOIN _phase_stretches p ON p.global_tid = o.global_tid AND p.bucket = o.bucket
+                            AND o.api_start_ns >= p.start_ns AND o.api_start_ns <= p.end_ns
 LEFT JOIN returns r ON r.end_ns = o.last_sync_end_ns
-WHERE NOT o.is_sync AND NOT o.is_idle
