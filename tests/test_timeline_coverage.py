@@ -89,3 +89,19 @@ def test_the_text_strip_marks_as_many_columns_as_the_gpu_was_busy_and_idle(scena
     assert " " in gpu.strip() or scenario in SPARSE  # the median step's lane is not one solid bar
     for line in strip["lines"]:
         assert line in render(report, "md")
+
+
+@pytest.mark.parametrize("scenario", MEDIAN_STEP + SPARSE)
+def test_every_kind_of_event_a_lane_holds_shows_in_the_text_strip(scenario: str) -> None:
+    # The one blocking call among an eager step's launches, the one copy among its kernels and the one gpu-side gap
+    # among its launch gaps are too short to earn a column by their time; the HTML shows them, so must the strip.
+    report = scenario_analysis(scenario)[1]
+    rows = report.facts["timeline_excerpt"]
+    strip = timeline.text_strip(report)
+    bodies = {line.split("|")[0].strip(): line.split("|")[1] for line in strip["lines"][:-1]}
+    for lane in timeline.lanes(rows):
+        kinds = {timeline.TEXT_MARKS["nvtx" if r["track"] == "nvtx" else r["kind"]] for r in lane.events}
+        assert kinds <= set(bodies[lane.label]), lane.label
+    for device in {r["device_id"] for r in rows if r["track"] == "idle"}:
+        causes = {timeline.IDLE_MARKS[r["kind"]] for r in rows if r["track"] == "idle" and r["device_id"] == device}
+        assert causes <= set(bodies[f"GPU {device} · idle"])

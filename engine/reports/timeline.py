@@ -242,14 +242,17 @@ def text_strip(report: Report) -> dict[str, Any] | None:
     columns it was idle. A lane marks as many columns as its events cover, where they run, each with the event
     covering most of it: a column's covered share carries over to the next (error diffusion), so a lane of
     kernels 40 % of the time marks about 40 % of its columns, not every column a kernel touches. A run of events
-    that gets no mark still shows, as one SLIVER_MARK, which counts as no time; the idle lines show no slivers."""
+    that gets no mark still shows, as one SLIVER_MARK, which counts as no time; the idle lines show no slivers. Every
+    kind a line holds shows at least once: a kind too rare to earn a column by its time (the one blocking call among
+    the launches, the one gpu-side gap among launch gaps) takes the column its events cover most."""
     rows, w0, w1, span = _window(report)
     if not rows:
         return None
     cell = span / TEXT_COLS
 
     def paint(events: list[dict[str, Any]], mark: Any, slivers: bool = True) -> str:
-        cols = _columns([r for r in events if r["end_ns"] >= r["start_ns"]], w0, cell, TEXT_COLS)
+        events = [r for r in events if r["end_ns"] >= r["start_ns"]]
+        cols = _columns(events, w0, cell, TEXT_COLS)
         out, carried = [" "] * TEXT_COLS, 0.0
         run: list[int] = []
         for c, (share, top) in enumerate(cols + [(0.0, None)]):
@@ -262,7 +265,25 @@ def text_strip(report: Report) -> dict[str, Any] | None:
             carried += share
             if carried >= 0.5:
                 out[c], carried = mark(top), carried - 1.0
+        _show_every_kind(out, events, mark)
         return "".join(out)
+
+    def _show_every_kind(out: list[str], events: list[dict[str, Any]], mark: Any) -> None:
+        """A kind that earned no column (one blocking call among hundreds of launches, one copy among kernels)
+        takes the column its events cover most, among those no other such kind took."""
+        by_mark: dict[str, list[dict[str, Any]]] = {}
+        for r in events:
+            by_mark.setdefault(mark(r), []).append(r)
+        taken: set[int] = set()
+        for m, of_kind in by_mark.items():
+            if m in out:
+                continue
+            cols = _columns(of_kind, w0, cell, TEXT_COLS)
+            free = [c for c in range(TEXT_COLS) if c not in taken and cols[c][1] is not None]
+            if free:
+                best = max(free, key=lambda c: (cols[c][0], -c))
+                out[best] = m
+                taken.add(best)
 
     all_lanes = lanes(rows)
     width = max((len(lane.label) for lane in all_lanes), default=10) + 1
