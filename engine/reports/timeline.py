@@ -265,25 +265,24 @@ def text_strip(report: Report) -> dict[str, Any] | None:
             carried += share
             if carried >= 0.5:
                 out[c], carried = mark(top), carried - 1.0
-        _show_every_kind(out, events, mark)
+        show_every_kind(out, events, mark)
         return "".join(out)
 
-    def _show_every_kind(out: list[str], events: list[dict[str, Any]], mark: Any) -> None:
+    def show_every_kind(out: list[str], events: list[dict[str, Any]], mark: Any) -> None:
         """A kind that earned no column (one blocking call among hundreds of launches, one copy among kernels)
-        takes the column its events cover most, among those no other such kind took."""
+        takes the column its events cover most, among those whose mark shows elsewhere too: no kind loses its
+        only column to another."""
         by_mark: dict[str, list[dict[str, Any]]] = {}
         for r in events:
             by_mark.setdefault(mark(r), []).append(r)
-        taken: set[int] = set()
         for m, of_kind in by_mark.items():
             if m in out:
                 continue
             cols = _columns(of_kind, w0, cell, TEXT_COLS)
-            free = [c for c in range(TEXT_COLS) if c not in taken and cols[c][1] is not None]
+            free = [c for c in range(TEXT_COLS) if cols[c][1] is not None
+                    and (out[c] in (" ", SLIVER_MARK) or out.count(out[c]) > 1)]
             if free:
-                best = max(free, key=lambda c: (cols[c][0], -c))
-                out[best] = m
-                taken.add(best)
+                out[max(free, key=lambda c: (cols[c][0], -c))] = m
 
     all_lanes = lanes(rows)
     width = max((len(lane.label) for lane in all_lanes), default=10) + 1
